@@ -1,0 +1,1 @@
+"""tidemark core: the engine every connector plugs into."""

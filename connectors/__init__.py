@@ -1,0 +1,1 @@
+"""Source connectors, one package per database."""

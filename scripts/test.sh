@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine (scripts/setup.sh) and runs the whole test suite. The integration
+# tests start the real PostgreSQL, MariaDB and Kafka themselves, once per run, and stop them.
+# Extra arguments go to pytest, e.g. scripts/test.sh tests/unit -k envelope
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh dev
+echo "==> running tests"
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,101 @@
+"""Session fixtures: real services from the same launcher as `tidemark dev up`.
+
+Each service starts at most once per test run, on first use, and is stopped at the end if this
+run started it. A service that cannot start fails the tests that need it: never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from worker.dev import Stack
+from worker.dev.kafka import KafkaService
+from worker.dev.mariadb import MariaDBService
+from worker.dev.postgres import PostgresService
+
+
+@pytest.fixture(scope="session")
+def stack() -> Stack:
+    return Stack()
+
+
+def _run(stack: Stack, name: str) -> Iterator[None]:
+    started = stack[name].start()
+    yield
+    if started and not os.environ.get("TIDEMARK_KEEP_STACK"):
+        stack[name].stop()
+
+
+@dataclass(frozen=True)
+class PgInfo:
+    host: str
+    port: int
+    user: str
+    password: str
+    dbname: str
+
+    def dsn(self, dbname: str | None = None, **extra: str) -> str:
+        parts = {
+            "host": self.host,
+            "port": str(self.port),
+            "user": self.user,
+            "password": self.password,
+            "dbname": dbname or self.dbname,
+            **extra,
+        }
+        return " ".join(f"{k}={v}" for k, v in parts.items())
+
+
+@dataclass(frozen=True)
+class MySqlInfo:
+    host: str
+    port: int
+    user: str
+    password: str
+    server_id: int
+
+    def settings(self) -> dict[str, object]:
+        return {"host": self.host, "port": self.port, "user": self.user, "password": self.password}
+
+
+@pytest.fixture(scope="session")
+def postgres(stack: Stack) -> Iterator[PgInfo]:
+    svc = stack["postgres"]
+    assert isinstance(svc, PostgresService)
+    for _ in _run(stack, "postgres"):
+        env = svc.env()
+        yield PgInfo(
+            env["TIDEMARK_PG_HOST"],
+            int(env["TIDEMARK_PG_PORT"]),
+            env["TIDEMARK_PG_USER"],
+            env["TIDEMARK_PG_PASSWORD"],
+            env["TIDEMARK_PG_DBNAME"],
+        )
+
+
+@pytest.fixture(scope="session")
+def mariadb(stack: Stack) -> Iterator[MySqlInfo]:
+    svc = stack["mariadb"]
+    assert isinstance(svc, MariaDBService)
+    for _ in _run(stack, "mariadb"):
+        env = svc.env()
+        yield MySqlInfo(
+            env["TIDEMARK_MYSQL_HOST"],
+            int(env["TIDEMARK_MYSQL_PORT"]),
+            env["TIDEMARK_MYSQL_USER"],
+            env["TIDEMARK_MYSQL_PASSWORD"],
+            int(env["TIDEMARK_MYSQL_SERVER_ID"]),
+        )
+
+
+@pytest.fixture(scope="session")
+def kafka(stack: Stack) -> Iterator[str]:
+    """The bootstrap address of the real local Kafka broker."""
+    svc = stack["kafka"]
+    assert isinstance(svc, KafkaService)
+    for _ in _run(stack, "kafka"):
+        yield svc.bootstrap

@@ -1,0 +1,70 @@
+"""The local stack used by the demo, the tests and the benchmarks: one place, one set of ports.
+
+Later services (Cassandra, Spark's jars, Debezium for benchmarks) join by adding a `Service`
+subclass to `SERVICE_TYPES`; the CLI, fixtures and CI pick them up from here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from worker.dev.kafka import KafkaService
+from worker.dev.mariadb import MariaDBService
+from worker.dev.postgres import PostgresService
+from worker.dev.service import Service, ServiceStatus, StackError
+
+SERVICE_TYPES: dict[str, tuple[type[Service], int]] = {
+    "postgres": (PostgresService, 55432),
+    "mariadb": (MariaDBService, 53306),
+    "kafka": (KafkaService, 59092),
+}
+
+
+def default_home() -> Path:
+    """`<repo>/.tidemark/dev` for a source checkout (git-ignored), else a per-user folder."""
+    if env := os.environ.get("TIDEMARK_DEV_HOME"):
+        return Path(env)
+    repo = Path(__file__).resolve().parents[2]
+    if (repo / "pyproject.toml").exists():
+        return repo / ".tidemark" / "dev"
+    return Path.home() / ".local" / "state" / "tidemark" / "dev"
+
+
+class Stack:
+    def __init__(self, home: Path | None = None) -> None:
+        self.home = home or default_home()
+        self.services: dict[str, Service] = {}
+        for name, (cls, default_port) in SERVICE_TYPES.items():
+            port = int(os.environ.get(cls.port_env_var(), default_port))
+            self.services[name] = cls(self.home, port)
+
+    def select(self, names: Iterable[str] | None) -> list[Service]:
+        if not names:
+            return list(self.services.values())
+        unknown = [n for n in names if n not in self.services]
+        if unknown:
+            raise StackError(
+                f"unknown service(s) {', '.join(unknown)}; choose from {', '.join(self.services)}"
+            )
+        return [self.services[n] for n in names]
+
+    def up(self, names: Iterable[str] | None = None) -> list[tuple[str, bool]]:
+        """Start the selected services; (name, started_now) for each. Re-running is a no-op."""
+        return [(svc.name, svc.start()) for svc in self.select(names)]
+
+    def down(self, names: Iterable[str] | None = None) -> list[tuple[str, bool]]:
+        return [(svc.name, svc.stop()) for svc in reversed(self.select(names))]
+
+    def status(self) -> list[ServiceStatus]:
+        return [svc.status() for svc in self.services.values()]
+
+    def env(self, names: Iterable[str] | None = None) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for svc in self.select(names):
+            out.update(svc.env())
+        return out
+
+    def __getitem__(self, name: str) -> Service:
+        return self.services[name]
