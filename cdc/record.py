@@ -1,0 +1,34 @@
+"""The record the core produces: Kafka Connect's SourceRecord, in plain Python."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdc.schema.model import Schema
+
+
+@dataclass(slots=True)
+class SourceRecord:
+    """One Kafka record before conversion. ``value`` None with a key is a tombstone.
+    ``source_offset`` is what the offset store records once this record is acknowledged."""
+
+    topic: str
+    key_schema: Schema | None
+    key: Any
+    value_schema: Schema | None
+    value: Any
+    source_partition: dict[str, Any]
+    source_offset: dict[str, Any]
+    headers: list[tuple[str, bytes]] = field(default_factory=list)
+    timestamp_ms: int | None = None
+    kafka_partition: int | None = None
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.value is None
+
+    def with_(self, **changes: Any) -> SourceRecord:
+        values = {name: getattr(self, name) for name in self.__slots__}
+        values.update(changes)
+        return SourceRecord(**values)

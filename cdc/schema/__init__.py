@@ -1,0 +1,1 @@
+"""Kafka Connect-style schemas, Debezium's logical types, and the table schema builder."""

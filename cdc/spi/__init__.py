@@ -1,0 +1,45 @@
+"""The few interfaces a connector implements. Depends only on the standard library."""
+
+from cdc.spi.events import (
+    LogicalMessage,
+    Operation,
+    PositionReached,
+    RowChange,
+    SchemaChange,
+    SourceEvent,
+    TableId,
+    TableTruncated,
+    TransactionBegin,
+    TransactionEnd,
+)
+from cdc.spi.relational import Column, Table, ValueConverter, ValueConverterProvider, key_columns
+from cdc.spi.source import (
+    Connector,
+    SnapshotSource,
+    Snapshotter,
+    SourceContext,
+    StreamingSource,
+)
+
+__all__ = [
+    "Column",
+    "Connector",
+    "LogicalMessage",
+    "Operation",
+    "PositionReached",
+    "RowChange",
+    "SchemaChange",
+    "SnapshotSource",
+    "Snapshotter",
+    "SourceContext",
+    "SourceEvent",
+    "StreamingSource",
+    "Table",
+    "TableId",
+    "TableTruncated",
+    "TransactionBegin",
+    "TransactionEnd",
+    "ValueConverter",
+    "ValueConverterProvider",
+    "key_columns",
+]

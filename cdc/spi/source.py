@@ -1,0 +1,100 @@
+"""The interfaces a connector implements, and the context the core hands to it."""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol
+
+from cdc.spi.events import SourceEvent, TableId
+from cdc.spi.relational import Table, ValueConverterProvider
+
+
+class SourceContext(Protocol):
+    """What sources see of the core. ``emit`` may block: that is the backpressure."""
+
+    stop_event: threading.Event
+
+    def emit(self, event: SourceEvent) -> None: ...
+
+    def register_table(self, table: Table) -> None:
+        """Declare (or re-declare after a schema change) a table's structure before its rows."""
+
+    def is_included(self, table_id: TableId) -> bool:
+        """The configured database/schema/table include and exclude lists."""
+        ...
+
+    def snapshot_progress(self, table_id: TableId, rows: int, total: int | None) -> None: ...
+
+
+class Snapshotter(ABC):
+    """Policy object for one ``snapshot.mode``: whether to snapshot and stream on this start."""
+
+    mode: ClassVar[str]
+
+    @abstractmethod
+    def should_snapshot(self, offset: Mapping[str, Any] | None) -> bool:
+        """``offset`` is the stored offset (None on first start)."""
+
+    def should_stream(self) -> bool:
+        return True
+
+    def include_data(self) -> bool:
+        """False for schema-only modes: capture structure, emit no rows."""
+        return True
+
+
+class SnapshotSource(ABC):
+    @abstractmethod
+    def execute(
+        self, ctx: SourceContext, previous_offset: Mapping[str, Any] | None, include_data: bool
+    ) -> dict[str, Any]:
+        """Emit the snapshot and return the offset streaming must start from. The snapshot is
+        consistent with that offset: nothing committed after it is in the snapshot, nothing
+        committed before it is missing."""
+
+
+class StreamingSource(ABC):
+    @abstractmethod
+    def execute(self, ctx: SourceContext, offset: Mapping[str, Any] | None) -> None:
+        """Tail the log from ``offset`` until ``ctx.stop_event`` is set."""
+
+    def commit_offset(self, offset: Mapping[str, Any]) -> None:  # noqa: B027 - optional
+        """Called with an offset after Kafka acknowledged it and every event before it, so the
+        source may release its log (PostgreSQL flushes the slot's LSN)."""
+
+
+class Connector(ABC):
+    """One database kind. Instances are built per configured connector."""
+
+    #: short name, e.g. "postgresql"; also the `source.connector` field
+    type_name: ClassVar[str]
+    #: Debezium class names accepted for ``connector.class``
+    class_names: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.raw_config = dict(config)
+
+    @abstractmethod
+    def source_partition(self) -> dict[str, Any]:
+        """The key offsets are stored under, e.g. ``{"server": "dbserver1"}``."""
+
+    @abstractmethod
+    def snapshotter(self) -> Snapshotter: ...
+
+    @abstractmethod
+    def snapshot_source(self) -> SnapshotSource: ...
+
+    @abstractmethod
+    def streaming_source(self) -> StreamingSource: ...
+
+    @abstractmethod
+    def value_converters(self) -> ValueConverterProvider: ...
+
+    @abstractmethod
+    def source_schema(self) -> Any:
+        """The Connect schema of this connector's ``source`` block."""
+
+    def close(self) -> None:  # noqa: B027 - optional
+        """Release connections."""
