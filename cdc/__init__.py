@@ -1,1 +1,3 @@
 """tidemark core: the engine every connector plugs into."""
+
+__version__ = "0.1.0"

@@ -23,10 +23,17 @@ class SourceRecord:
     headers: list[tuple[str, bytes]] = field(default_factory=list)
     timestamp_ms: int | None = None
     kafka_partition: int | None = None
+    #: key and value are already bytes (dead-letter records): converters leave them alone
+    raw: bool = False
 
     @property
     def is_tombstone(self) -> bool:
         return self.value is None
+
+    @property
+    def is_marker(self) -> bool:
+        """Carries a position only; nothing is produced for it."""
+        return not self.topic
 
     def with_(self, **changes: Any) -> SourceRecord:
         values = {name: getattr(self, name) for name in self.__slots__}

@@ -1,6 +1,7 @@
 """The few interfaces a connector implements. Depends only on the standard library."""
 
 from cdc.spi.events import (
+    UNAVAILABLE,
     LogicalMessage,
     Operation,
     PositionReached,
@@ -22,6 +23,7 @@ from cdc.spi.source import (
 )
 
 __all__ = [
+    "UNAVAILABLE",
     "Column",
     "Connector",
     "LogicalMessage",

@@ -14,6 +14,18 @@ from enum import StrEnum
 from typing import Any
 
 
+class _Unavailable:
+    """A value the log did not carry (PostgreSQL's unchanged TOASTed columns)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNAVAILABLE"
+
+
+UNAVAILABLE: Any = _Unavailable()
+
+
 class Operation(StrEnum):
     CREATE = "c"
     UPDATE = "u"
@@ -55,6 +67,8 @@ class RowChange:
     source: dict[str, Any]
     offset: dict[str, Any]
     transaction_id: str | None = None
+    #: True when some values are UNAVAILABLE; the core then substitutes the placeholder
+    partial: bool = False
 
 
 @dataclass(slots=True)

@@ -1,0 +1,148 @@
+"""Per-column value rewriting configured by property *names*: truncation, masking, hashing.
+
+Debezium encodes the parameter in the key (``column.truncate.to.20.chars``,
+``column.mask.hash.SHA-256.with.salt.CzQMA0cB5K``); the value is the list of column
+selectors. Mappers are resolved once per table column, never per row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cdc.config import split_list
+from cdc.filters import column_matches, compile_patterns
+from cdc.spi import Column, TableId
+
+_TRUNCATE = re.compile(r"^column\.truncate\.to\.(\d+)\.chars$")
+_MASK = re.compile(r"^column\.mask\.with\.(\d+)\.chars$")
+_HASH = re.compile(r"^column\.mask\.hash\.([A-Za-z0-9-]+)\.with\.salt\.(.+)$")
+
+_JAVA_DIGESTS = {
+    "MD2": None,
+    "MD5": "md5",
+    "SHA-1": "sha1",
+    "SHA-224": "sha224",
+    "SHA-256": "sha256",
+    "SHA-384": "sha384",
+    "SHA-512": "sha512",
+    "SHA-512/224": "sha512_224",
+    "SHA-512/256": "sha512_256",
+    "SHA3-256": "sha3_256",
+    "SHA3-512": "sha3_512",
+}
+
+ValueFn = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class _Rule:
+    patterns: tuple[re.Pattern[str], ...]
+    make: Callable[[Column], ValueFn]
+    to_string: bool = False
+
+
+def _truncate(n: int) -> Callable[[Column], ValueFn]:
+    def make(col: Column) -> ValueFn:
+        return lambda v: v[:n] if isinstance(v, str) else v
+
+    return make
+
+
+def _mask(n: int) -> Callable[[Column], ValueFn]:
+    masked = "*" * n
+    return lambda col: lambda v: masked
+
+
+def _hash(algorithm: str, salt: str) -> Callable[[Column], ValueFn]:
+    name = _JAVA_DIGESTS.get(algorithm.upper(), algorithm.lower().replace("-", ""))
+    if name is None or name not in hashlib.algorithms_available:
+        raise ValueError(f"unknown hash algorithm {algorithm!r}")
+    salt_bytes = salt.encode()
+
+    def make(col: Column) -> ValueFn:
+        limit = col.length if col.length and col.length > 0 else None
+
+        def fn(v: Any) -> Any:
+            digest = hashlib.new(name, salt_bytes + str(v).encode()).hexdigest()
+            return digest[:limit] if limit else digest
+
+        return fn
+
+    return make
+
+
+class ColumnMappers:
+    """All mapping rules of a connector config; ``for_column`` composes the matching ones."""
+
+    def __init__(self, raw_config: Mapping[str, Any]) -> None:
+        self.rules: list[_Rule] = []
+        self.problems: list[tuple[str, str]] = []
+        for key, value in raw_config.items():
+            patterns = tuple(compile_patterns(split_list(value)))
+            try:
+                if m := _TRUNCATE.match(key):
+                    n = int(m.group(1))
+                    if n <= 0:
+                        raise ValueError("the length must be a positive integer")
+                    self.rules.append(_Rule(patterns, _truncate(n)))
+                elif m := _MASK.match(key):
+                    self.rules.append(_Rule(patterns, _mask(int(m.group(1))), to_string=True))
+                elif m := _HASH.match(key):
+                    self.rules.append(
+                        _Rule(patterns, _hash(m.group(1), m.group(2)), to_string=True)
+                    )
+            except ValueError as exc:
+                self.problems.append((key, str(exc)))
+
+    def for_column(self, table_id: TableId, column: Column) -> ValueFn | None:
+        fns = [
+            r.make(column) for r in self.rules if column_matches(r.patterns, table_id, column.name)
+        ]
+        if not fns:
+            return None
+        if len(fns) == 1:
+            return fns[0]
+
+        def chain(v: Any) -> Any:
+            for f in fns:
+                v = f(v)
+            return v
+
+        return chain
+
+    def changes_to_string(self, table_id: TableId, column: Column) -> bool:
+        """Masks and hashes turn any column into a string column (its schema changes)."""
+        return any(
+            r.to_string and column_matches(r.patterns, table_id, column.name) for r in self.rules
+        )
+
+
+class KeyColumns:
+    """``message.key.columns``: ``<table>:<col-regex>,<col-regex>;<table>:...``."""
+
+    def __init__(self, spec: str | None) -> None:
+        self.entries: list[tuple[re.Pattern[str], list[re.Pattern[str]]]] = []
+        for part in (spec or "").split(";"):
+            part = part.strip()
+            if not part:
+                continue
+            table, _, cols = part.rpartition(":")
+            if not table or not cols:
+                raise ValueError(f"entry {part!r} must look like <table>:<column>[,<column>...]")
+            self.entries.append(
+                (re.compile(table, re.IGNORECASE), compile_patterns(split_list(cols)))
+            )
+
+    def for_table(self, table_id: TableId, columns: list[str]) -> list[str] | None:
+        names = {table_id.identifier}
+        container = table_id.schema if table_id.schema is not None else table_id.catalog
+        if container is not None:
+            names.add(f"{container}.{table_id.table}")
+        for table_re, col_res in self.entries:
+            if any(table_re.fullmatch(n) for n in names):
+                return [c for c in columns if any(r.fullmatch(c) for r in col_res)]
+        return None

@@ -1,0 +1,257 @@
+"""Connector configuration: Kafka Connect's ConfigDef idea, in Python.
+
+Connector configs are flat string maps keyed by Debezium's property names, so a declarative
+table of fields (name, type, default, aliases, validator, doc) fits them better than nested
+models: it validates every key at once, knows the old 1.2 names as aliases, and can answer
+Kafka Connect's ``/config/validate`` with per-key errors. (The worker's own YAML, which is
+nested, is a pydantic model.)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from cdc.errors import ConfigError
+
+
+class Kind(StrEnum):
+    STRING = "STRING"
+    INT = "INT"
+    LONG = "LONG"
+    BOOLEAN = "BOOLEAN"
+    LIST = "LIST"
+    PASSWORD = "PASSWORD"
+    DOUBLE = "DOUBLE"
+    CLASS = "CLASS"
+
+
+_MISSING = object()
+
+Validator = Callable[[Any], str | None]
+"""Returns None when the (already typed) value is fine, else the reason it is not."""
+
+
+@dataclass(frozen=True)
+class ConfigField:
+    name: str
+    kind: Kind = Kind.STRING
+    default: Any = None
+    doc: str = ""
+    aliases: tuple[str, ...] = ()
+    required: bool = False
+    validator: Validator | None = None
+    group: str = "Connector"
+    importance: str = "MEDIUM"
+
+    @property
+    def all_names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
+
+
+def one_of(*choices: str) -> Validator:
+    lowered = {c.lower() for c in choices}
+
+    def check(value: Any) -> str | None:
+        if value is None or str(value).lower() in lowered:
+            return None
+        return f"must be one of {', '.join(choices)}"
+
+    return check
+
+
+def at_least(minimum: int) -> Validator:
+    def check(value: Any) -> str | None:
+        if value is None or value >= minimum:
+            return None
+        return f"must be >= {minimum}"
+
+    return check
+
+
+def valid_regex_list(value: Any) -> str | None:
+    for pattern in value or []:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            return f"{pattern!r} is not a valid regular expression: {exc}"
+    return None
+
+
+def parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError("must be true or false")
+
+
+def split_list(value: Any) -> list[str]:
+    """Comma-separated, but commas inside a regex's ``{m,n}`` quantifier are kept."""
+    if value is None:
+        return []
+    if isinstance(value, list | tuple):
+        return [str(v).strip() for v in value if str(v).strip()]
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    for ch in str(value):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(depth - 1, 0)
+        if ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur).strip())
+    return [p for p in parts if p]
+
+
+def _coerce(kind: Kind, value: Any) -> Any:
+    if value is None:
+        return None
+    if kind in (Kind.INT, Kind.LONG):
+        if isinstance(value, bool):
+            raise ValueError("must be an integer")
+        try:
+            return int(str(value).strip())
+        except ValueError as exc:
+            raise ValueError(f"must be an integer, got {value!r}") from exc
+    if kind is Kind.DOUBLE:
+        try:
+            return float(value)
+        except ValueError as exc:
+            raise ValueError(f"must be a number, got {value!r}") from exc
+    if kind is Kind.BOOLEAN:
+        return parse_bool(value)
+    if kind is Kind.LIST:
+        return split_list(value)
+    return str(value)
+
+
+@dataclass
+class Config:
+    """Typed values by canonical name, plus the raw map for prefixed pass-through keys."""
+
+    values: dict[str, Any]
+    raw: dict[str, Any]
+    definition: ConfigDef = field(repr=False)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        value = self.values.get(name, default)
+        return default if value is None else value
+
+    def with_prefix(self, prefix: str) -> dict[str, Any]:
+        """Pass-through keys such as ``database.history.producer.*`` with the prefix removed."""
+        return {k[len(prefix) :]: v for k, v in self.raw.items() if k.startswith(prefix)}
+
+    def masked(self) -> dict[str, Any]:
+        """The raw config with secrets hidden, for logs and REST responses."""
+        return mask_secrets(self.raw, self.definition)
+
+
+SECRET_HINTS = ("password", "secret", "sasl.jaas.config", "ssl.key", "credentials", "token")
+
+
+def is_secret_key(key: str, definition: ConfigDef | None = None) -> bool:
+    if definition is not None:
+        f = definition.lookup(key)
+        if f is not None and f.kind is Kind.PASSWORD:
+            return True
+    low = key.lower()
+    return any(h in low for h in SECRET_HINTS)
+
+
+def mask_secrets(raw: Mapping[str, Any], definition: ConfigDef | None = None) -> dict[str, Any]:
+    return {k: ("********" if is_secret_key(k, definition) else v) for k, v in raw.items()}
+
+
+class ConfigDef:
+    """An ordered set of fields; ``parse`` validates a raw map and reports every problem."""
+
+    def __init__(self, fields: Iterable[ConfigField] = ()) -> None:
+        self.fields: dict[str, ConfigField] = {}
+        self._by_alias: dict[str, ConfigField] = {}
+        self.checks: list[Callable[[dict[str, Any], dict[str, Any]], list[tuple[str, str]]]] = []
+        self.define(*fields)
+
+    def define(self, *fields: ConfigField) -> ConfigDef:
+        for f in fields:
+            self.fields[f.name] = f
+            for n in f.all_names:
+                self._by_alias[n] = f
+        return self
+
+    def extend(self, other: ConfigDef) -> ConfigDef:
+        merged = ConfigDef([*self.fields.values(), *other.fields.values()])
+        merged.checks = [*self.checks, *other.checks]
+        return merged
+
+    def check(
+        self, func: Callable[[dict[str, Any], dict[str, Any]], list[tuple[str, str]]]
+    ) -> Callable[[dict[str, Any], dict[str, Any]], list[tuple[str, str]]]:
+        """Register a cross-field rule: (values, raw) -> [(key, reason)]."""
+        self.checks.append(func)
+        return func
+
+    def lookup(self, key: str) -> ConfigField | None:
+        return self._by_alias.get(key)
+
+    def validate(self, raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        problems: list[tuple[str, str]] = []
+        values: dict[str, Any] = {}
+        for f in self.fields.values():
+            given = [(n, raw[n]) for n in f.all_names if n in raw and raw[n] is not None]
+            if len({str(v) for _, v in given}) > 1:
+                names = ", ".join(n for n, _ in given)
+                problems.append((f.name, f"set more than once with different values ({names})"))
+            key, value = given[0] if given else (f.name, _MISSING)
+            if value is _MISSING or (isinstance(value, str) and value == "" and f.required):
+                if f.required:
+                    problems.append((f.name, "is required"))
+                values[f.name] = f.default
+                continue
+            try:
+                typed = _coerce(f.kind, value)
+            except ValueError as exc:
+                problems.append((key, str(exc)))
+                values[f.name] = f.default
+                continue
+            if f.validator is not None and (reason := f.validator(typed)):
+                problems.append((key, reason))
+            values[f.name] = typed
+        for rule in self.checks:
+            problems.extend(rule(values, dict(raw)))
+        return values, problems
+
+    def parse(self, raw: Mapping[str, Any]) -> Config:
+        values, problems = self.validate(raw)
+        if problems:
+            raise ConfigError(problems)
+        return Config(values, {k: v for k, v in raw.items()}, self)
+
+
+def exclusive(
+    *pairs: tuple[str, str],
+) -> Callable[[dict[str, Any], dict[str, Any]], list[tuple[str, str]]]:
+    """Include and exclude lists of one level may not both be set (the seed's rule)."""
+
+    def rule(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:
+        out = []
+        for inc, exc in pairs:
+            if values.get(inc) and values.get(exc):
+                out.append((exc, f"cannot be used together with {inc}; set only one of them"))
+        return out
+
+    return rule

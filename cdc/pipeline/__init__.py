@@ -1,0 +1,1 @@
+"""The event pipeline: dispatcher, queue, failure handling, coordination."""

@@ -1,0 +1,379 @@
+"""EventDispatcher: turns what a connector reports into Kafka Connect source records.
+
+This is the only place that builds envelopes, so every connector gets filters, column
+controls, tombstones, the primary-key-change split, transaction metadata and heartbeats the
+same way. It runs on the source's thread; its output goes to the ChangeEventQueue.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from cdc import __version__
+from cdc.envelope import envelope_schema
+from cdc.errors import ConversionError, SchemaError
+from cdc.filters import TableFilter
+from cdc.metrics import CommonMetrics, TaskMetrics
+from cdc.pipeline.failures import FailureHandler
+from cdc.pipeline.queue import ChangeEventQueue
+from cdc.pipeline.special_records import SpecialRecords
+from cdc.record import SourceRecord
+from cdc.schema.model import Schema
+from cdc.schema.table_schema import TableSchema, TableSchemaBuilder
+from cdc.spi import (
+    LogicalMessage,
+    Operation,
+    PositionReached,
+    RowChange,
+    SchemaChange,
+    SourceEvent,
+    Table,
+    TableId,
+    TableTruncated,
+    TransactionBegin,
+    TransactionEnd,
+)
+from cdc.topics import TopicNamer
+
+log = logging.getLogger("tidemark.dispatcher")
+
+NEW_KEY_HEADER = "__debezium.newkey"
+OLD_KEY_HEADER = "__debezium.oldkey"
+
+
+def offset_marker(partition: dict[str, Any], offset: dict[str, Any]) -> SourceRecord:
+    """A queue item that carries only a position: nothing is produced, the offset is stored."""
+    return SourceRecord("", None, None, None, None, partition, offset)
+
+
+class _Transaction:
+    __slots__ = ("id", "per_collection", "total")
+
+    def __init__(self, tx_id: str) -> None:
+        self.id = tx_id
+        self.total = 0
+        self.per_collection: dict[str, int] = {}
+
+
+class EventDispatcher:
+    def __init__(
+        self,
+        *,
+        connector_type: str,
+        server_name: str,
+        source_partition: dict[str, Any],
+        source_schema: Schema,
+        schema_builder: TableSchemaBuilder,
+        table_filter: TableFilter,
+        queue: ChangeEventQueue[SourceRecord],
+        metrics: TaskMetrics,
+        namer: TopicNamer,
+        failures: FailureHandler,
+        tombstones_on_delete: bool = True,
+        provide_transaction_metadata: bool = False,
+        skipped_operations: frozenset[str] = frozenset(),
+        heartbeat_interval_ms: int = 0,
+        heartbeat_action: Callable[[], None] | None = None,
+        include_schema_changes: bool = False,
+    ) -> None:
+        self.connector_type = connector_type
+        self.server_name = server_name
+        self.partition = source_partition
+        self.source_schema = source_schema
+        self.builder = schema_builder
+        self.filter = table_filter
+        self.queue = queue
+        self.metrics = metrics
+        self.namer = namer
+        self.failures = failures
+        self.tombstones = tombstones_on_delete
+        self.tx_metadata = provide_transaction_metadata
+        self.skipped = skipped_operations
+        self.include_schema_changes = include_schema_changes
+        self.special = SpecialRecords(namer, source_schema, self._source_prefix())
+        self.stop_event = threading.Event()
+        self.schemas: dict[TableId, TableSchema] = {}
+        self.tables: dict[TableId, Table] = {}
+        self.phase: CommonMetrics = metrics.streaming
+        self._tx: _Transaction | None = None
+        self._heartbeat_s = heartbeat_interval_ms / 1000.0
+        self._heartbeat_action = heartbeat_action
+        self._next_heartbeat = time.monotonic() + self._heartbeat_s
+        self._progress_hook: Callable[[TableId, int, int | None], None] | None = None
+
+    def _source_prefix(self) -> dict[str, Any]:
+        return {"version": __version__, "connector": self.connector_type, "name": self.server_name}
+
+    # -- SourceContext ------------------------------------------------------------------------
+    def register_table(self, table: Table) -> None:
+        if self.tables.get(table.id) == table and table.id in self.schemas:
+            return
+        self.tables[table.id] = table
+        ts = self.builder.build(table)
+        ts.envelope_schema = envelope_schema(
+            self.namer.schema_name(table.id, "Envelope"),
+            ts.value_schema,
+            self.source_schema,
+            with_transaction=self.tx_metadata,
+        )
+        self.schemas[table.id] = ts
+        if self.filter.is_included(table.id):
+            self.metrics.streaming.monitored_tables.add(table.id.identifier)
+
+    def is_included(self, table_id: TableId) -> bool:
+        return bool(self.filter.is_included(table_id))
+
+    def snapshot_progress(self, table_id: TableId, rows: int, total: int | None) -> None:
+        snap = self.metrics.snapshot
+        snap.rows_scanned[table_id.identifier] = rows
+        if total is not None:
+            snap.rows_expected[table_id.identifier] = total
+
+    def emit(self, event: SourceEvent) -> None:
+        if isinstance(event, RowChange):
+            self._row(event)
+        elif isinstance(event, PositionReached):
+            self._position(event.offset)
+        elif isinstance(event, TransactionBegin):
+            self._begin(event)
+        elif isinstance(event, TransactionEnd):
+            self._end(event)
+        elif isinstance(event, TableTruncated):
+            self._truncate(event)
+        elif isinstance(event, SchemaChange):
+            self._schema_change(event)
+        elif isinstance(event, LogicalMessage):
+            self._message(event)
+        else:  # pragma: no cover - the SPI union is closed
+            raise TypeError(f"unknown source event {event!r}")
+
+    # -- rows ------------------------------------------------------------------------------------
+    def _put(self, record: SourceRecord) -> None:
+        self.queue.put(record)
+
+    def _row(self, ev: RowChange) -> None:
+        phase = self.phase
+        table_id = ev.table_id
+        if not self.filter.is_included(table_id):
+            phase.events_filtered += 1
+            self._maybe_heartbeat(ev.offset)
+            return
+        op = ev.op.value
+        if op in self.skipped:
+            phase.events_filtered += 1
+            self._maybe_heartbeat(ev.offset)
+            return
+        ts = self.schemas.get(table_id)
+        if ts is None:
+            raise SchemaError(
+                f"no schema registered for table {table_id}; the connector must register a "
+                f"table before emitting its rows (position {ev.offset})"
+            )
+        try:
+            records = self._row_records(ev, ts, op)
+        except Exception as exc:
+            error = ConversionError(
+                f"cannot convert {op} event of {table_id} at {ev.offset}: {exc}",
+                position=ev.offset,
+            )
+            error.__cause__ = exc
+            self.failures.handle(error, ev, self.partition, self._put)
+            return
+        for r in records:
+            self._put(r)
+        phase.total_events_seen += 1
+        phase.last_event_ms = int(time.time() * 1000)
+        if self._heartbeat_s:
+            self._maybe_heartbeat(ev.offset)
+
+    def _row_records(self, ev: RowChange, ts: TableSchema, op: str) -> list[SourceRecord]:
+        now = time.time_ns() // 1_000_000
+        source = {**self.special.source_prefix, **ev.source}
+        value_fn = ts.value_from_partial_row if ev.partial else ts.value_from_row
+        before = None if ev.before is None else value_fn(ev.before)
+        after = None if ev.after is None else value_fn(ev.after)
+        row_for_key = ev.after if ev.after is not None else ev.before
+        key = None if row_for_key is None else ts.key_from_row(row_for_key)
+        topic = self.namer.data_topic(ts.table_id)
+        env_schema = ts.envelope_schema
+        partition, offset = self.partition, ev.offset
+        tx = self._tx_block(ev, ts) if self.tx_metadata else None
+
+        def envelope(o: str, b: Any, a: Any) -> dict[str, Any]:
+            value = {"before": b, "after": a, "source": source, "op": o, "ts_ms": now}
+            if self.tx_metadata:
+                value["transaction"] = tx
+            return value
+
+        if op == "u" and ev.before is not None and ts.key_schema is not None:
+            old_key = ts.key_from_row(ev.before)
+            if old_key is not None and old_key != key:
+                return self._key_change(ts, topic, old_key, key, before, after, envelope, offset)
+        records = [
+            SourceRecord(
+                topic,
+                ts.key_schema,
+                key,
+                env_schema,
+                envelope(op, before, after),
+                partition,
+                offset,
+            )
+        ]
+        if op == "d" and self.tombstones:
+            records.append(SourceRecord(topic, ts.key_schema, key, None, None, partition, offset))
+        return records
+
+    def _key_change(
+        self,
+        ts: TableSchema,
+        topic: str,
+        old_key: dict[str, Any],
+        new_key: dict[str, Any] | None,
+        before: Any,
+        after: Any,
+        envelope: Callable[[str, Any, Any], dict[str, Any]],
+        offset: dict[str, Any],
+    ) -> list[SourceRecord]:
+        """The seed's PK-change rule: delete (old key) + tombstone + create (new key), with the
+        other key in a header of each. Headers carry the key as JSON text."""
+        import orjson
+
+        new_h = [(NEW_KEY_HEADER, orjson.dumps(new_key, default=_json_default))]
+        old_h = [(OLD_KEY_HEADER, orjson.dumps(old_key, default=_json_default))]
+        p = self.partition
+        out = [
+            SourceRecord(
+                topic,
+                ts.key_schema,
+                old_key,
+                ts.envelope_schema,
+                envelope("d", before, None),
+                p,
+                offset,
+                new_h,
+            )
+        ]
+        if self.tombstones:
+            out.append(SourceRecord(topic, ts.key_schema, old_key, None, None, p, offset, new_h))
+        out.append(
+            SourceRecord(
+                topic,
+                ts.key_schema,
+                new_key,
+                ts.envelope_schema,
+                envelope("c", None, after),
+                p,
+                offset,
+                old_h,
+            )
+        )
+        return out
+
+    # -- transactions ---------------------------------------------------------------------------
+    def _tx_block(self, ev: RowChange, ts: TableSchema) -> dict[str, Any] | None:
+        tx = self._tx
+        if tx is None or ev.transaction_id is None or ev.transaction_id != tx.id:
+            return None
+        tx.total += 1
+        name = ts.table_id.identifier
+        n = tx.per_collection.get(name, 0) + 1
+        tx.per_collection[name] = n
+        return {"id": tx.id, "total_order": tx.total, "data_collection_order": n}
+
+    def _begin(self, ev: TransactionBegin) -> None:
+        if not self.tx_metadata:
+            return
+        self._tx = _Transaction(ev.transaction_id)
+        self._put(self.special.transaction_begin(ev, self.partition))
+
+    def _end(self, ev: TransactionEnd) -> None:
+        self.metrics.streaming.committed_transactions += 1
+        self.metrics.streaming.last_transaction_id = ev.transaction_id
+        if self.tx_metadata and self._tx is not None:
+            tx, self._tx = self._tx, None
+            self._put(self.special.transaction_end(ev, tx.total, tx.per_collection, self.partition))
+        else:
+            self._position(ev.offset)
+
+    # -- other events ---------------------------------------------------------------------------
+    def _truncate(self, ev: TableTruncated) -> None:
+        if "t" in self.skipped:
+            self._position(ev.offset)
+            return
+        now = time.time_ns() // 1_000_000
+        source_base = {**self.special.source_prefix, **ev.source}
+        for table_id in ev.table_ids:
+            ts = self.schemas.get(table_id)
+            if ts is None or not self.filter.is_included(table_id):
+                continue
+            source = {**source_base, "schema": table_id.schema, "table": table_id.table}
+            source = {k: source.get(k) for k in self.source_schema.field_names()}
+            value: dict[str, Any] = {
+                "before": None,
+                "after": None,
+                "source": source,
+                "op": Operation.TRUNCATE.value,
+                "ts_ms": now,
+            }
+            if self.tx_metadata:
+                value["transaction"] = None
+            self._put(
+                SourceRecord(
+                    self.namer.data_topic(table_id),
+                    None,
+                    None,
+                    ts.envelope_schema,
+                    value,
+                    self.partition,
+                    ev.offset,
+                )
+            )
+            self.phase.total_events_seen += 1
+
+    def _schema_change(self, ev: SchemaChange) -> None:
+        if not self.include_schema_changes:
+            self._position(ev.offset)
+            return
+        self._put(self.special.schema_change(ev, self.partition))
+
+    def _message(self, ev: LogicalMessage) -> None:
+        if "m" in self.skipped:
+            self._position(ev.offset)
+            return
+        self._put(self.special.logical_message(ev, self.partition))
+
+    def _position(self, offset: dict[str, Any]) -> None:
+        if not self._maybe_heartbeat(offset):
+            self._put(offset_marker(self.partition, offset))
+
+    # -- heartbeats -----------------------------------------------------------------------------
+    def _maybe_heartbeat(self, offset: dict[str, Any]) -> bool:
+        if not self._heartbeat_s:
+            return False
+        now = time.monotonic()
+        if now < self._next_heartbeat:
+            return False
+        self._next_heartbeat = now + self._heartbeat_s
+        if self._heartbeat_action is not None:
+            try:
+                self._heartbeat_action()
+            except Exception:
+                log.warning("heartbeat.action.query failed", exc_info=True)
+        self._put(self.special.heartbeat(self.partition, offset))
+        return True
+
+    def heartbeat_due(self) -> bool:
+        return bool(self._heartbeat_s) and time.monotonic() >= self._next_heartbeat
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        import base64
+
+        return base64.b64encode(value).decode()
+    return str(value)

@@ -1,0 +1,116 @@
+"""ChangeEventQueue: the bounded hand-off between a source thread and the task loop.
+
+Bounded by count (``max.queue.size``) and optionally bytes (``max.queue.size.in.bytes``), so
+a slow Kafka slows the source down instead of filling memory. A source failure is stored and
+raised to the consumer on its next poll, so it surfaces in the task, not in a dying thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class QueueClosed(RuntimeError):
+    """The consumer stopped; the producer should unwind."""
+
+
+class ChangeEventQueue(Generic[T]):
+    def __init__(
+        self,
+        max_size: int = 8192,
+        max_batch_size: int = 2048,
+        poll_interval_ms: int = 1000,
+        max_bytes: int = 0,
+        size_of: Callable[[T], int] | None = None,
+    ) -> None:
+        if max_size <= max_batch_size:
+            raise ValueError("max.queue.size must be larger than max.batch.size")
+        self.max_size = max_size
+        self.max_batch_size = max_batch_size
+        self.poll_interval = poll_interval_ms / 1000.0
+        self.max_bytes = max_bytes
+        self.size_of = size_of if max_bytes > 0 else None
+        self._items: deque[tuple[T, int]] = deque()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._not_empty = threading.Condition(self._lock)
+        self._not_full = threading.Condition(self._lock)
+        self._error: BaseException | None = None
+        self._closed = False
+        self.blocked_seconds = 0.0
+
+    # -- producer side ----------------------------------------------------------------------
+    def put(self, item: T) -> None:
+        size = self.size_of(item) if self.size_of is not None else 0
+        with self._lock:
+            if len(self._items) >= self.max_size or (
+                self.max_bytes and self._bytes + size > self.max_bytes and self._items
+            ):
+                t0 = time.monotonic()
+                while not self._closed and (
+                    len(self._items) >= self.max_size
+                    or (self.max_bytes and self._bytes + size > self.max_bytes and self._items)
+                ):
+                    self._not_full.wait(0.5)
+                self.blocked_seconds += time.monotonic() - t0
+            if self._closed:
+                raise QueueClosed("the change event queue is closed")
+            self._items.append((item, size))
+            self._bytes += size
+            if len(self._items) == 1 or len(self._items) >= self.max_batch_size:
+                self._not_empty.notify()
+
+    def fail(self, error: BaseException) -> None:
+        """Record a producer-side failure; the next ``poll`` raises it."""
+        with self._lock:
+            self._error = error
+            self._not_empty.notify_all()
+
+    # -- consumer side ----------------------------------------------------------------------
+    def poll(self, timeout: float | None = None) -> list[T]:
+        """Up to ``max.batch.size`` items, waiting at most ``poll.interval.ms`` for the first.
+        Returns as soon as something is there: latency matters more than batch fullness."""
+        wait = self.poll_interval if timeout is None else timeout
+        with self._lock:
+            if not self._items and self._error is None and not self._closed:
+                self._not_empty.wait(wait)
+            if self._error is not None and not self._items:
+                err, self._error = self._error, None
+                raise err
+            n = min(len(self._items), self.max_batch_size)
+            batch = []
+            popleft = self._items.popleft
+            freed = 0
+            for _ in range(n):
+                item, size = popleft()
+                freed += size
+                batch.append(item)
+            self._bytes -= freed
+            if n:
+                self._not_full.notify_all()
+            return batch
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._not_full.notify_all()
+            self._not_empty.notify_all()
+
+    # -- metrics ----------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return len(self._items)
+
+    @property
+    def remaining_capacity(self) -> int:
+        return max(self.max_size - len(self._items), 0)
+
+    @property
+    def current_bytes(self) -> int:
+        return self._bytes

@@ -1,0 +1,182 @@
+"""From a relational ``Table`` to key/value schemas and fast row → struct functions.
+
+Built once per table version. The row functions are generated as straight-line Python (one
+dict literal per row) because this is the innermost loop of every connector: no per-column
+loop, no per-row lookups, NULL handled inline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdc.column_mappers import ColumnMappers, KeyColumns
+from cdc.filters import ColumnFilter, column_matches, compile_patterns
+from cdc.schema.model import STRING, Schema, Type, struct
+from cdc.spi import Column, Table, TableId, ValueConverter, ValueConverterProvider
+from cdc.spi.events import UNAVAILABLE
+from cdc.topics import TopicNamer, sanitize_field_name
+
+RowFn = Callable[[Sequence[Any]], dict[str, Any]]
+KeyFn = Callable[[Sequence[Any]], dict[str, Any] | None]
+
+
+@dataclass
+class TableSchema:
+    table_id: TableId
+    key_schema: Schema | None
+    value_schema: Schema
+    key_from_row: KeyFn
+    value_from_row: RowFn
+    #: for rows flagged ``partial``: substitutes the unavailable-value placeholder
+    value_from_partial_row: RowFn
+    key_columns: list[str]
+    envelope_schema: Schema | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Col:
+    field_name: str
+    index: int
+    schema: Schema
+    fn: ValueConverter | None
+    placeholder: Any
+
+
+def _placeholder_for(schema: Schema, text: str) -> Any:
+    if schema.type is Type.STRING:
+        return text
+    if schema.type is Type.BYTES:
+        return text.encode()
+    if schema.type is Type.ARRAY and schema.value_schema is not None:
+        inner = _placeholder_for(schema.value_schema, text)
+        return None if inner is None else [inner]
+    return None
+
+
+def _compile_row_fn(cols: list[_Col], name: str) -> tuple[RowFn, RowFn]:
+    """Generate ``lambda row: {"a": conv(row[0]) ..., ...}`` for the given columns, and a
+    slower twin for rows that contain UNAVAILABLE values."""
+    ns: dict[str, Any] = {}
+    items = []
+    for i, c in enumerate(cols):
+        if c.fn is None:
+            items.append(f"{c.field_name!r}: row[{c.index}]")
+        else:
+            ns[f"c{i}"] = c.fn
+            items.append(
+                f"{c.field_name!r}: None if (v{i} := row[{c.index}]) is None else c{i}(v{i})"
+            )
+    src = f"def {name}(row):\n    return {{{', '.join(items)}}}\n"
+    exec(compile(src, f"<tidemark:{name}>", "exec"), ns)
+    fast: RowFn = ns[name]
+    placeholders = {c.field_name: c.placeholder for c in cols}
+    index_of = {c.field_name: c.index for c in cols}
+
+    def with_unavailable(row: Sequence[Any]) -> dict[str, Any]:
+        patched = [None if v is UNAVAILABLE else v for v in row]
+        out = fast(patched)
+        for fname, idx in index_of.items():
+            if row[idx] is UNAVAILABLE:
+                out[fname] = placeholders[fname]
+        return out
+
+    return fast, with_unavailable
+
+
+class TableSchemaBuilder:
+    def __init__(
+        self,
+        provider: ValueConverterProvider,
+        namer: TopicNamer,
+        *,
+        column_filter: ColumnFilter | None = None,
+        mappers: ColumnMappers | None = None,
+        key_columns: KeyColumns | None = None,
+        sanitize_field_names: bool = False,
+        propagate_source_type: Sequence[str] = (),
+        unavailable_placeholder: str = "__debezium_unavailable_value",
+    ) -> None:
+        self.provider = provider
+        self.namer = namer
+        self.column_filter = column_filter or ColumnFilter()
+        self.mappers = mappers
+        self.key_columns = key_columns
+        self.sanitize = sanitize_field_names
+        self.propagate = compile_patterns(propagate_source_type)
+        self.placeholder = unavailable_placeholder
+
+    def _column(self, table: Table, col: Column) -> _Col | None:
+        schema = self.provider.schema_for(table, col)
+        if schema is None:
+            return None
+        fn = self.provider.converter_for(table, col)
+        if self.mappers is not None:
+            mapper = self.mappers.for_column(table.id, col)
+            if mapper is not None:
+                if self.mappers.changes_to_string(table.id, col):
+                    schema = STRING
+                fn = mapper if fn is None else _compose(fn, mapper)
+        if self.propagate and column_matches(self.propagate, table.id, col.name):
+            params = dict(schema.parameters or {})
+            params["__debezium.source.column.type"] = col.type_name.upper()
+            if col.length is not None:
+                params["__debezium.source.column.length"] = str(col.length)
+            if col.scale is not None:
+                params["__debezium.source.column.scale"] = str(col.scale)
+            schema = schema.with_(parameters=params)
+        schema = schema.with_(optional=col.optional)
+        if col.has_default and col.default is not None:
+            try:
+                default = fn(col.default) if fn is not None else col.default
+                schema = schema.with_(default=default)
+            except Exception:
+                pass
+        name = sanitize_field_name(col.name) if self.sanitize else col.name
+        return _Col(name, col.position, schema, fn, _placeholder_for(schema, self.placeholder))
+
+    def build(self, table: Table) -> TableSchema:
+        tid = table.id
+        names = table.column_names()
+        key_names = None
+        if self.key_columns is not None:
+            key_names = self.key_columns.for_table(tid, names)
+        if not key_names:
+            key_names = list(table.primary_key)
+        value_cols: list[_Col] = []
+        all_cols: dict[str, _Col] = {}
+        for col in table.columns:
+            built = self._column(table, col)
+            if built is None:
+                continue
+            all_cols[col.name] = built
+            if self.column_filter.is_included(tid, col.name):
+                value_cols.append(built)
+        value_schema = struct(
+            [(c.field_name, c.schema) for c in value_cols],
+            name=self.namer.schema_name(tid, "Value"),
+            optional=True,
+        )
+        ident = "".join(ch if ch.isalnum() else "_" for ch in tid.identifier)
+        value_fn, partial_fn = _compile_row_fn(value_cols, f"value_{ident}")
+        key_cols = [all_cols[n] for n in key_names if n in all_cols]
+        if key_cols:
+            key_schema: Schema | None = struct(
+                [(c.field_name, c.schema) for c in key_cols],
+                name=self.namer.schema_name(tid, "Key"),
+            )
+            key_fn: KeyFn = _compile_row_fn(key_cols, f"key_{ident}")[0]
+        else:
+            key_schema = None
+            key_fn = _no_key
+        return TableSchema(tid, key_schema, value_schema, key_fn, value_fn, partial_fn, key_names)
+
+
+def _no_key(row: Sequence[Any]) -> None:
+    return None
+
+
+def _compose(first: ValueConverter, second: Callable[[Any], Any]) -> ValueConverter:
+    return lambda v: second(first(v))

@@ -1,0 +1,1 @@
+"""Test support shared by every connector: the conformance suite and an in-memory source."""

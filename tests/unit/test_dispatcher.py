@@ -1,0 +1,293 @@
+"""The dispatcher turns connector facts into Debezium records: envelope, keys, tombstones,
+PK changes, transaction metadata, filters, column controls, failure modes."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+import orjson
+import pytest
+
+from cdc.column_mappers import ColumnMappers, KeyColumns
+from cdc.common_config import common_def
+from cdc.errors import ConfigError, ConversionError
+from cdc.filters import ColumnFilter, TableFilter
+from cdc.metrics import TaskMetrics
+from cdc.pipeline.dispatcher import EventDispatcher
+from cdc.pipeline.failures import FailureHandler
+from cdc.pipeline.queue import ChangeEventQueue
+from cdc.record import SourceRecord
+from cdc.schema.table_schema import TableSchemaBuilder
+from cdc.spi import (
+    UNAVAILABLE,
+    Operation,
+    RowChange,
+    Table,
+    TableId,
+    TransactionBegin,
+    TransactionEnd,
+)
+from cdc.testing.memory import SOURCE_SCHEMA, MemoryConverters, MemoryDatabase
+from cdc.topics import TopicNamer
+
+
+def make_dispatcher(
+    raw: dict[str, Any] | None = None, failure_mode: str = "fail"
+) -> tuple[EventDispatcher, ChangeEventQueue[SourceRecord], Table]:
+    db = MemoryDatabase("db")
+    table = db.create_table(
+        "customers",
+        [("id", "int"), ("first_name", "text"), ("last_name", "text"), ("email", "text")],
+        ["id"],
+    )
+    raw = {"database.server.name": "dbserver1", **(raw or {})}
+    cfg = common_def().parse(raw)
+    namer = TopicNamer("dbserver1")
+    builder = TableSchemaBuilder(
+        MemoryConverters(),
+        namer,
+        column_filter=ColumnFilter(cfg["column.include.list"], cfg["column.exclude.list"]),
+        mappers=ColumnMappers(raw),
+        key_columns=KeyColumns(cfg.get("message.key.columns")),
+    )
+    queue: ChangeEventQueue[SourceRecord] = ChangeEventQueue(100, 10, 10)
+    metrics = TaskMetrics("memory", "dbserver1", "test")
+    d = EventDispatcher(
+        connector_type="memory",
+        server_name="dbserver1",
+        source_partition={"server": "dbserver1"},
+        source_schema=SOURCE_SCHEMA,
+        schema_builder=builder,
+        table_filter=TableFilter(
+            table_include=cfg["table.include.list"], table_exclude=cfg["table.exclude.list"]
+        ),
+        queue=queue,
+        metrics=metrics,
+        namer=namer,
+        failures=FailureHandler(
+            failure_mode, metrics, cfg.get("errors.deadletterqueue.topic.name")
+        ),
+        tombstones_on_delete=cfg["tombstones.on.delete"],
+        provide_transaction_metadata=cfg["provide.transaction.metadata"],
+        skipped_operations=frozenset(cfg["skipped.operations"]),
+    )
+    d.register_table(table)
+    return d, queue, table
+
+
+def src(pos: int) -> dict[str, Any]:
+    return {"ts_ms": 1, "snapshot": False, "db": "db", "table": "customers", "pos": pos, "txId": 7}
+
+
+ROW1 = (1, "Anne", "Kretchmar", "annek@noanswer.org")
+ROW1B = (1, "Anne Marie", "Kretchmar", "annek@noanswer.org")
+
+
+def drain(q: ChangeEventQueue[SourceRecord]) -> list[SourceRecord]:
+    out: list[SourceRecord] = []
+    while batch := q.poll(0):
+        out.extend(batch)
+    return out
+
+
+def test_create_event_has_debezium_envelope() -> None:
+    d, q, t = make_dispatcher()
+    d.emit(RowChange(Operation.CREATE, t.id, None, ROW1, src(1), {"pos": 1}))
+    [rec] = drain(q)
+    assert rec.topic == "dbserver1.db.customers"
+    assert rec.key == {"id": 1}
+    assert rec.key_schema is not None and rec.key_schema.name == "dbserver1.db.customers.Key"
+    assert not rec.key_schema.optional
+    assert rec.value_schema is not None
+    assert rec.value_schema.name == "dbserver1.db.customers.Envelope"
+    assert rec.value_schema.field_names() == ["before", "after", "source", "op", "ts_ms"]
+    v = rec.value
+    assert v["before"] is None
+    assert v["after"] == {
+        "id": 1,
+        "first_name": "Anne",
+        "last_name": "Kretchmar",
+        "email": "annek@noanswer.org",
+    }
+    assert list(v["source"])[:5] == ["version", "connector", "name", "ts_ms", "snapshot"]
+    assert v["source"]["connector"] == "memory" and v["source"]["name"] == "dbserver1"
+    assert v["op"] == "c" and isinstance(v["ts_ms"], int)
+    assert rec.source_offset == {"pos": 1} and rec.source_partition == {"server": "dbserver1"}
+
+
+def test_delete_then_tombstone_unless_disabled() -> None:
+    d, q, t = make_dispatcher()
+    d.emit(RowChange(Operation.DELETE, t.id, ROW1, None, src(2), {"pos": 2}))
+    delete, tomb = drain(q)
+    assert delete.value["op"] == "d" and delete.value["before"]["id"] == 1
+    assert delete.value["after"] is None
+    assert tomb.key == {"id": 1} and tomb.value is None and tomb.value_schema is None
+
+    d, q, t = make_dispatcher({"tombstones.on.delete": "false"})
+    d.emit(RowChange(Operation.DELETE, t.id, ROW1, None, src(2), {"pos": 2}))
+    assert [r.value["op"] for r in drain(q)] == ["d"]
+
+
+def test_primary_key_change_is_delete_tombstone_create_with_headers() -> None:
+    d, q, t = make_dispatcher()
+    new = (2, *ROW1[1:])
+    d.emit(RowChange(Operation.UPDATE, t.id, ROW1, new, src(3), {"pos": 3}))
+    delete, tomb, create = drain(q)
+    assert delete.key == {"id": 1} and delete.value["op"] == "d"
+    assert dict(delete.headers)["__debezium.newkey"] == b'{"id":2}'
+    assert tomb.key == {"id": 1} and tomb.value is None
+    assert create.key == {"id": 2} and create.value["op"] == "c"
+    assert create.value["after"]["id"] == 2
+    assert dict(create.headers)["__debezium.oldkey"] == b'{"id":1}'
+
+
+def test_plain_update_keeps_before_and_after() -> None:
+    d, q, t = make_dispatcher()
+    d.emit(RowChange(Operation.UPDATE, t.id, ROW1, ROW1B, src(3), {"pos": 3}))
+    [rec] = drain(q)
+    assert rec.value["op"] == "u"
+    assert rec.value["before"]["first_name"] == "Anne"
+    assert rec.value["after"]["first_name"] == "Anne Marie"
+
+
+def test_transaction_metadata_orders_and_counts() -> None:
+    d, q, t = make_dispatcher({"provide.transaction.metadata": "true"})
+    d.emit(TransactionBegin("571", src(1), {"pos": 1}))
+    d.emit(RowChange(Operation.CREATE, t.id, None, ROW1, src(2), {"pos": 2}, "571"))
+    d.emit(RowChange(Operation.UPDATE, t.id, ROW1, ROW1B, src(3), {"pos": 3}, "571"))
+    d.emit(TransactionEnd("571", src(4), {"pos": 4}))
+    begin, c, u, end = drain(q)
+    assert begin.topic == "dbserver1.transaction"
+    assert begin.value["status"] == "BEGIN" and begin.value["event_count"] is None
+    assert c.value["transaction"] == {"id": "571", "total_order": 1, "data_collection_order": 1}
+    assert u.value["transaction"]["total_order"] == 2
+    assert end.value["status"] == "END" and end.value["event_count"] == 2
+    assert end.value["data_collections"] == [{"data_collection": t.id.identifier, "event_count": 2}]
+    assert c.value_schema is not None and "transaction" in c.value_schema.field_names()
+
+
+def test_filters_skip_tables_and_operations() -> None:
+    d, q, t = make_dispatcher({"table.exclude.list": ".*customers"})
+    d.emit(RowChange(Operation.CREATE, t.id, None, ROW1, src(1), {"pos": 1}))
+    assert drain(q) == []
+    assert d.metrics.streaming.events_filtered == 1
+
+    d, q, t = make_dispatcher({"skipped.operations": "u,d"})
+    d.emit(RowChange(Operation.UPDATE, t.id, ROW1, ROW1B, src(1), {"pos": 1}))
+    d.emit(RowChange(Operation.CREATE, t.id, None, ROW1, src(2), {"pos": 2}))
+    assert [r.value["op"] for r in drain(q)] == ["c"]
+
+
+def test_column_exclusion_masking_truncation_and_hashing() -> None:
+    d, q, t = make_dispatcher(
+        {
+            "column.exclude.list": r"db\.customers\.last_name",
+            "column.truncate.to.3.chars": r"db\.customers\.first_name",
+            "column.mask.with.5.chars": r"db\.customers\.email",
+        }
+    )
+    d.emit(RowChange(Operation.CREATE, t.id, None, ROW1, src(1), {"pos": 1}))
+    [rec] = drain(q)
+    assert rec.value["after"] == {"id": 1, "first_name": "Ann", "email": "*****"}
+
+    d, q, t = make_dispatcher({"column.mask.hash.SHA-256.with.salt.CzQMA0cB5K": r".*\.email"})
+    d.emit(RowChange(Operation.CREATE, t.id, None, ROW1, src(1), {"pos": 1}))
+    [rec] = drain(q)
+    want = hashlib.sha256(b"CzQMA0cB5K" + ROW1[3].encode()).hexdigest()
+    assert rec.value["after"]["email"] == want
+
+
+def test_message_key_columns_override_the_primary_key() -> None:
+    d, q, t = make_dispatcher({"message.key.columns": r"db.customers:email"})
+    d.emit(RowChange(Operation.CREATE, t.id, None, ROW1, src(1), {"pos": 1}))
+    [rec] = drain(q)
+    assert rec.key == {"email": "annek@noanswer.org"}
+
+
+def test_unavailable_values_become_the_placeholder() -> None:
+    d, q, t = make_dispatcher()
+    row = (1, "Anne", UNAVAILABLE, "x")
+    d.emit(RowChange(Operation.UPDATE, t.id, None, row, src(1), {"pos": 1}, partial=True))
+    [rec] = drain(q)
+    assert rec.value["after"]["last_name"] == "__debezium_unavailable_value"
+
+
+def _bad_row(d: EventDispatcher, t: Table) -> None:
+    # A converter that blows up on one value, as a corrupt value would.
+    ts = d.schemas[t.id]
+    good = ts.value_from_row
+
+    def explode(row: Any) -> Any:
+        if row[1] == "boom":
+            raise ValueError("cannot decode value")
+        return good(row)
+
+    ts.value_from_row = explode
+    d.emit(RowChange(Operation.CREATE, t.id, None, (9, "boom", "x", "y"), src(5), {"pos": 5}))
+
+
+def test_failure_mode_fail_stops_at_the_event() -> None:
+    d, q, t = make_dispatcher()
+    with pytest.raises(ConversionError) as err:
+        _bad_row(d, t)
+    assert err.value.position == {"pos": 5}
+    assert "{'pos': 5}" in str(err.value)
+    assert drain(q) == []
+
+
+def test_failure_modes_warn_skip_and_dead_letter(caplog: pytest.LogCaptureFixture) -> None:
+    d, q, t = make_dispatcher(failure_mode="warn")
+    with caplog.at_level(logging.WARNING, "tidemark.failures"):
+        _bad_row(d, t)
+    [marker] = drain(q)
+    assert marker.is_marker and marker.source_offset == {"pos": 5}
+    assert "{'pos': 5}" in caplog.text
+
+    d, q, t = make_dispatcher(
+        {
+            "event.processing.failure.handling.mode": "dead-letter",
+            "errors.deadletterqueue.topic.name": "dlq",
+        },
+        failure_mode="dead-letter",
+    )
+    d.failures.topic = "dlq"
+    _bad_row(d, t)
+    [dead] = drain(q)
+    assert dead.topic == "dlq" and dead.raw and dead.source_offset == {"pos": 5}
+    body = orjson.loads(dead.value)
+    assert body["position"] == {"pos": 5} and "cannot decode value" in body["error"]
+    assert body["event"]["after"] == [9, "boom", "x", "y"]
+
+
+def test_config_reports_every_problem_at_once() -> None:
+    with pytest.raises(ConfigError) as err:
+        common_def().parse(
+            {
+                "table.include.list": "a",
+                "table.blacklist": "b",
+                "max.queue.size": "ten",
+                "event.processing.failure.handling.mode": "explode",
+            }
+        )
+    keys = {k for k, _ in err.value.problems}
+    assert keys == {
+        "database.server.name",
+        "table.exclude.list",
+        "max.queue.size",
+        "event.processing.failure.handling.mode",
+    }
+
+
+def test_old_and_new_filter_names_are_aliases() -> None:
+    cfg = common_def().parse({"database.server.name": "s", "table.whitelist": "a.b"})
+    assert cfg["table.include.list"] == ["a.b"]
+    cfg = common_def().parse({"topic.prefix": "s"})
+    assert cfg["database.server.name"] == "s"
+
+
+def test_schema_names_are_sanitised() -> None:
+    namer = TopicNamer("1-server")
+    tid = TableId("my-db", None, "tab.le")
+    assert namer.schema_name(tid, "Value") == "_1_server.my_db.tab_le.Value"
