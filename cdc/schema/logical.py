@@ -223,7 +223,9 @@ def zoned_timestamp_str(value: dt.datetime) -> str:
 def unscaled_bytes(value: decimal.Decimal, scale: int | None = None) -> bytes:
     """Big-endian two's complement of the unscaled value, as Connect's Decimal carries it."""
     if scale is not None:
-        value = value.scaleb(scale).to_integral_value(rounding=decimal.ROUND_HALF_UP)
+        with decimal.localcontext() as ctx:  # exact: no 28-digit default precision
+            ctx.prec = max(len(value.as_tuple().digits) + abs(scale) + 2, 28)
+            value = value.scaleb(scale).to_integral_value(rounding=decimal.ROUND_HALF_UP)
         unscaled = int(value)
     else:
         sign, digits, _exp = value.as_tuple()

@@ -56,19 +56,55 @@ def _placeholder_for(schema: Schema, text: str) -> Any:
     return None
 
 
+_FALLBACKS: dict[Type, Any] = {
+    Type.INT8: 0,
+    Type.INT16: 0,
+    Type.INT32: 0,
+    Type.INT64: 0,
+    Type.FLOAT32: 0.0,
+    Type.FLOAT64: 0.0,
+    Type.BOOLEAN: False,
+    Type.STRING: "",
+    Type.BYTES: b"",
+    Type.ARRAY: [],
+    Type.MAP: {},
+}
+
+
+def _fallback(schema: Schema) -> Any:
+    """What a NULL becomes in a required field: the schema default, else the type's zero
+    value (Debezium's rule; it happens for key-only ``before`` images of NOT NULL columns)."""
+    if schema.default is not None:
+        return schema.default
+    if schema.name == "org.apache.kafka.connect.data.Decimal":
+        import decimal
+
+        return decimal.Decimal(0)
+    if schema.type is Type.STRUCT:
+        return {
+            f.name: _fallback(f.schema) if not f.schema.optional else None for f in schema.fields
+        }
+    return _FALLBACKS.get(schema.type)
+
+
 def _compile_row_fn(cols: list[_Col], name: str) -> tuple[RowFn, RowFn]:
     """Generate ``lambda row: {"a": conv(row[0]) ..., ...}`` for the given columns, and a
     slower twin for rows that contain UNAVAILABLE values."""
     ns: dict[str, Any] = {}
     items = []
     for i, c in enumerate(cols):
-        if c.fn is None:
-            items.append(f"{c.field_name!r}: row[{c.index}]")
+        null = "None"
+        if not c.schema.optional:
+            ns[f"f{i}"] = _fallback(c.schema)
+            null = f"f{i}"
+        if c.fn is None and null == "None":
+            value = f"row[{c.index}]"
+        elif c.fn is None:
+            value = f"{null} if (v{i} := row[{c.index}]) is None else v{i}"
         else:
             ns[f"c{i}"] = c.fn
-            items.append(
-                f"{c.field_name!r}: None if (v{i} := row[{c.index}]) is None else c{i}(v{i})"
-            )
+            value = f"{null} if (v{i} := row[{c.index}]) is None else c{i}(v{i})"
+        items.append(f"{c.field_name!r}: {value}")
     src = f"def {name}(row):\n    return {{{', '.join(items)}}}\n"
     exec(compile(src, f"<tidemark:{name}>", "exec"), ns)
     fast: RowFn = ns[name]

@@ -31,6 +31,8 @@ class Column:
     enum_values: tuple[str, ...] | None = None
     charset: str | None = None
     dimensions: int = 0
+    #: the database's raw type modifier (PostgreSQL atttypmod), -1 when none
+    type_modifier: int = -1
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,386 @@
+"""Kafka's ``JsonConverter``, byte-compatible: ``{"schema": ..., "payload": ...}`` or the bare
+payload when ``schemas.enable=false``.
+
+The schema half never changes for a given ``Schema`` object, so it is serialised once and the
+record is assembled by byte concatenation around a single ``orjson.dumps`` of the payload. The
+payload goes to orjson as it is unless the schema has a position orjson would render differently
+from Jackson (see ``_JsonRewriter``); BYTES need no walk at all because orjson hands ``bytes`` to
+the ``default`` hook, which base64-encodes them as Jackson's binary node does.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import decimal
+import json
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from cdc.converters.base import (
+    ConversionError,
+    Fix,
+    SchemaRewriter,
+    config_bool,
+    config_int,
+    decimal_scale,
+    decimal_to_unscaled,
+    is_connect_decimal,
+    temporal_fix,
+    unscaled_to_decimal,
+)
+from cdc.schema.model import Field, Schema, Type
+
+_dumps = orjson.dumps
+_b64 = binascii.b2a_base64
+
+
+def _default(obj: Any) -> Any:
+    """orjson's fallback: BYTES (and schemaless decimals) the way Jackson writes them."""
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return _b64(obj, newline=False).decode("ascii")
+    if isinstance(obj, decimal.Decimal):
+        return orjson.Fragment(str(obj))
+    raise TypeError(f"{type(obj).__name__} is not a Connect value")
+
+
+def _float_fix(value: Any) -> Any:
+    # Jackson quotes non-finite doubles ("NaN", "Infinity", "-Infinity"); orjson writes null.
+    if value is None or value - value == 0:
+        return value
+    if value != value:
+        return "NaN"
+    return "Infinity" if value > 0 else "-Infinity"
+
+
+class _JsonRewriter(SchemaRewriter):
+    """Rewrites exactly what orjson would render differently from Jackson: Connect decimals
+    (base64 of the unscaled bytes, or a JSON number with ``decimal.format=NUMERIC``),
+    non-finite floats, maps with non-string keys (a list of ``[key, value]`` pairs) and nulls
+    that Kafka replaces with the schema default."""
+
+    def __init__(self, *, numeric_decimals: bool, replace_null_with_default: bool) -> None:
+        super().__init__(replace_null_with_default=replace_null_with_default)
+        self.numeric_decimals = numeric_decimals
+
+    def leaf(self, schema: Schema) -> Fix | None:
+        if is_connect_decimal(schema):
+            scale = decimal_scale(schema)
+            if self.numeric_decimals:
+
+                def numeric(value: Any) -> Any:
+                    if value is None:
+                        return None
+                    unscaled = decimal_to_unscaled(value, scale)
+                    return orjson.Fragment(str(unscaled_to_decimal(unscaled, scale)))
+
+                return numeric
+
+            def b64(value: Any) -> Any:
+                if value is None:
+                    return None
+                return _b64(decimal_to_unscaled(value, scale), newline=False).decode("ascii")
+
+            return b64
+        if schema.type is Type.FLOAT32 or schema.type is Type.FLOAT64:
+            return _float_fix
+        return temporal_fix(schema)
+
+
+# -- schema <-> JSON ---------------------------------------------------------------------------
+# Kafka's JsonSchema spells the two floating types the Java way.
+_JSON_TYPE_NAMES = {Type.FLOAT32: "float", Type.FLOAT64: "double"}
+
+
+def schema_to_json(schema: Schema, rewriter: SchemaRewriter | None = None) -> dict[str, Any]:
+    """``JsonConverter.asJsonSchema``: key order type, fields/items/keys+values, optional, name,
+    version, doc, parameters, default; a struct field is its schema followed by ``"field"``."""
+    node: dict[str, Any] = {"type": _JSON_TYPE_NAMES.get(schema.type, schema.type.value)}
+    if schema.type is Type.STRUCT:
+        node["fields"] = [
+            {**schema_to_json(f.schema, rewriter), "field": f.name} for f in schema.fields
+        ]
+    elif schema.type is Type.ARRAY:
+        assert schema.value_schema is not None
+        node["items"] = schema_to_json(schema.value_schema, rewriter)
+    elif schema.type is Type.MAP:
+        assert schema.key_schema is not None and schema.value_schema is not None
+        node["keys"] = schema_to_json(schema.key_schema, rewriter)
+        node["values"] = schema_to_json(schema.value_schema, rewriter)
+    node["optional"] = schema.optional
+    if schema.name is not None:
+        node["name"] = schema.name
+    if schema.version is not None:
+        node["version"] = schema.version
+    if schema.doc is not None:
+        node["doc"] = schema.doc
+    if schema.params is not None:
+        node["parameters"] = dict(schema.params)
+    if schema.default is not None:
+        fix = (rewriter or _PLAIN).compile(schema.with_(default=None))
+        node["default"] = fix(schema.default) if fix else schema.default
+    return node
+
+
+_TYPES = {t.value: t for t in Type} | {"float": Type.FLOAT32, "double": Type.FLOAT64}
+
+
+def schema_from_json(node: Any) -> Schema | None:
+    """``JsonConverter.asConnectSchema``: the inverse of ``schema_to_json``."""
+    if node is None:
+        return None
+    if not isinstance(node, dict) or not isinstance(node.get("type"), str):
+        raise ConversionError("Schema must contain 'type' field")
+    type_ = _TYPES.get(node["type"])
+    if type_ is None:
+        raise ConversionError(f"Unknown schema type: {node['type']}")
+    fields: tuple[Field, ...] = ()
+    key = value = None
+    if type_ is Type.STRUCT:
+        raw = node.get("fields")
+        if not isinstance(raw, list):
+            raise ConversionError('Struct schema\'s "fields" argument is not an array.')
+        built = []
+        for i, f in enumerate(raw):
+            name = f.get("field") if isinstance(f, dict) else None
+            if not isinstance(name, str):
+                raise ConversionError("Struct schema's field name not specified properly")
+            child = schema_from_json(f)
+            assert child is not None
+            built.append(Field(name, i, child))
+        fields = tuple(built)
+    elif type_ is Type.ARRAY:
+        if node.get("items") is None:
+            raise ConversionError("Array schema did not specify the element type")
+        value = schema_from_json(node["items"])
+    elif type_ is Type.MAP:
+        if "keys" not in node or "values" not in node:
+            raise ConversionError("Map schema did not specify the key or value type")
+        key, value = schema_from_json(node["keys"]), schema_from_json(node["values"])
+    params = node.get("parameters")
+    if params is not None and (
+        not isinstance(params, dict) or not all(isinstance(v, str) for v in params.values())
+    ):
+        raise ConversionError("Schema parameters must have string values.")
+    version = node.get("version")
+    schema = Schema(
+        type_,
+        optional=node.get("optional") is True,
+        name=node["name"] if isinstance(node.get("name"), str) else None,
+        version=version if isinstance(version, int) and not isinstance(version, bool) else None,
+        doc=node["doc"] if isinstance(node.get("doc"), str) else None,
+        params=tuple(params.items()) if params is not None else None,
+        fields=fields,
+        key_schema=key,
+        value_schema=value,
+    )
+    if node.get("default") is not None:
+        schema = schema.with_(default=value_from_json(schema, node["default"]))
+    return schema
+
+
+# -- JSON -> Connect values --------------------------------------------------------------------
+_NON_FINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+_INTS = (Type.INT8, Type.INT16, Type.INT32, Type.INT64)
+
+
+def value_from_json(schema: Schema | None, node: Any) -> Any:
+    """``JsonConverter.convertToConnect``. Numbers arrive as ``Decimal`` (the parser keeps full
+    precision, like Kafka's USE_BIG_DECIMAL_FOR_FLOATS) and are narrowed by the schema."""
+    if schema is None:
+        return _schemaless_from_json(node)
+    if node is None:
+        if schema.default is not None:
+            return schema.default
+        if schema.optional:
+            return None
+        raise ConversionError(f"Invalid null value for required {schema.type.value} field")
+    t = schema.type
+    if is_connect_decimal(schema):
+        if isinstance(node, decimal.Decimal | int):
+            return decimal.Decimal(node)
+        try:
+            return unscaled_to_decimal(base64.b64decode(node, validate=True), decimal_scale(schema))
+        except (binascii.Error, TypeError, ValueError):
+            raise ConversionError("Invalid bytes for Decimal field") from None
+    if t in _INTS:
+        return int(node)
+    if t is Type.FLOAT32 or t is Type.FLOAT64:
+        if isinstance(node, str) and node in _NON_FINITE:
+            return _NON_FINITE[node]
+        return float(node)
+    if t is Type.BOOLEAN or t is Type.STRING:
+        return node
+    if t is Type.BYTES:
+        try:
+            return base64.b64decode(node, validate=True)
+        except (binascii.Error, TypeError, ValueError):
+            raise ConversionError("Invalid bytes field") from None
+    if t is Type.ARRAY:
+        return [value_from_json(schema.value_schema, v) for v in node]
+    if t is Type.MAP:
+        return _map_from_json(schema, node)
+    if not isinstance(node, dict):
+        raise ConversionError("Structs should be encoded as JSON objects")
+    return {f.name: value_from_json(f.schema, node.get(f.name)) for f in schema.fields}
+
+
+def _map_from_json(schema: Schema, node: Any) -> dict[Any, Any]:
+    assert schema.key_schema is not None
+    if schema.key_schema.type is Type.STRING:
+        if not isinstance(node, dict):
+            raise ConversionError("Maps with string fields should be encoded as JSON objects")
+        return {k: value_from_json(schema.value_schema, v) for k, v in node.items()}
+    if not isinstance(node, list):
+        raise ConversionError("Maps with non-string fields should be encoded as arrays of tuples")
+    out = {}
+    for entry in node:
+        if not isinstance(entry, list) or len(entry) != 2:
+            raise ConversionError(f"Found invalid map entry: {entry!r}")
+        out[value_from_json(schema.key_schema, entry[0])] = value_from_json(
+            schema.value_schema, entry[1]
+        )
+    return out
+
+
+def _schemaless_from_json(node: Any) -> Any:
+    if isinstance(node, decimal.Decimal):
+        return float(node)
+    if isinstance(node, list):
+        return [_schemaless_from_json(v) for v in node]
+    if isinstance(node, dict):
+        return {k: _schemaless_from_json(v) for k, v in node.items()}
+    return node
+
+
+def _schemaless_to_json(value: Any) -> Any:
+    """Without a schema Kafka infers the encoding: maps with non-string keys become pairs."""
+    if isinstance(value, dict):
+        if all(isinstance(k, str) for k in value):
+            return {k: _schemaless_to_json(v) for k, v in value.items()}
+        return [[_schemaless_to_json(k), _schemaless_to_json(v)] for k, v in value.items()]
+    if isinstance(value, list | tuple):
+        return [_schemaless_to_json(v) for v in value]
+    if isinstance(value, float):
+        return _float_fix(value)
+    return value
+
+
+_PLAIN = _JsonRewriter(numeric_decimals=False, replace_null_with_default=True)
+_NO_SCHEMA = object()
+
+
+# -- the converter -----------------------------------------------------------------------------
+class JsonConverter:
+    """``org.apache.kafka.connect.json.JsonConverter``.
+
+    Config: ``schemas.enable`` (default true), ``schemas.cache.size`` (1000),
+    ``decimal.format`` (``BASE64`` or ``NUMERIC``), ``replace.null.with.default`` (true).
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, *, is_key: bool = False) -> None:
+        cfg = config or {}
+        self.is_key = is_key
+        self.schemas_enable = config_bool(cfg, "schemas.enable", True)
+        self.cache_size = max(1, config_int(cfg, "schemas.cache.size", 1000))
+        fmt = str(cfg.get("decimal.format", "BASE64")).upper()
+        if fmt not in ("BASE64", "NUMERIC"):
+            raise ValueError(f"'decimal.format' must be BASE64 or NUMERIC, got {fmt!r}")
+        self.decimal_format = fmt
+        self._rewriter = _JsonRewriter(
+            numeric_decimals=fmt == "NUMERIC",
+            replace_null_with_default=config_bool(cfg, "replace.null.with.default", True),
+        )
+        if self.schemas_enable:
+            self._null_head, self._tail = b'{"schema":null,"payload":', b"}"
+        else:
+            self._null_head, self._tail = b"", b""
+        # Hot path: identity lookup (Schema.__hash__ walks the whole schema, too slow per
+        # event); the entry pins the schema so its id cannot be reused while cached.
+        self._by_id: dict[int, tuple[Schema, bytes, Fix | None, bytes | None]] = {}
+        # Equal-but-distinct schema objects (rebuilt per batch, say) share one compilation.
+        self._by_schema: OrderedDict[Schema, tuple[bytes, Fix | None, bytes | None]] = OrderedDict()
+        self._lock = threading.Lock()  # taken on cache misses only
+
+    def from_connect(
+        self, topic: str, schema: Schema | None, value: Any, *, is_key: bool | None = None
+    ) -> bytes | None:
+        if schema is None:
+            if value is None:
+                return None  # Kafka's tombstone: no schema and no value.
+            return (
+                self._null_head + _dumps(_schemaless_to_json(value), default=_default) + self._tail
+            )
+        entry = self._by_id.get(id(schema))
+        if entry is None or entry[0] is not schema:
+            entry = self._compile(schema)
+        _, head, fix, null_payload = entry
+        if value is None:
+            if null_payload is None:
+                raise ConversionError(
+                    "Conversion error: null value for field that is required and has no "
+                    "default value"
+                )
+            return head + null_payload + self._tail
+        if fix is not None:
+            value = fix(value)
+        return head + _dumps(value, default=_default) + self._tail
+
+    def to_connect(
+        self, topic: str, data: bytes | None, *, is_key: bool | None = None
+    ) -> tuple[Schema | None, Any]:
+        if data is None:
+            return None, None
+        try:
+            doc = json.loads(data, parse_float=decimal.Decimal)
+        except ValueError as exc:
+            raise ConversionError(
+                f"Converting byte[] to Kafka Connect data failed: {exc}"
+            ) from None
+        if not self.schemas_enable:
+            return None, _schemaless_from_json(doc)
+        if not isinstance(doc, dict) or set(doc) != {"schema", "payload"}:
+            raise ConversionError(
+                'JsonConverter with schemas.enable requires "schema" and "payload" fields and '
+                "may not contain additional fields. If you are trying to deserialize plain JSON "
+                "data, set schemas.enable=false in your converter configuration."
+            )
+        schema = schema_from_json(doc["schema"])
+        return schema, value_from_json(schema, doc["payload"])
+
+    def schema_json(self, schema: Schema) -> bytes:
+        """The serialised ``schema`` half, as cached (useful for tests and the REST API)."""
+        return orjson.dumps(schema_to_json(schema, self._rewriter), default=_default)
+
+    def _compile(self, schema: Schema) -> tuple[Schema, bytes, Fix | None, bytes | None]:
+        with self._lock:
+            return self._compile_locked(schema)
+
+    def _compile_locked(self, schema: Schema) -> tuple[Schema, bytes, Fix | None, bytes | None]:
+        hit = self._by_schema.get(schema)
+        if hit is None:
+            fix = self._rewriter.compile(schema)
+            head = b""
+            if self.schemas_enable:
+                head = b'{"schema":' + self.schema_json(schema) + b',"payload":'
+            null_payload: bytes | None = None
+            if schema.default is not None and self._rewriter.replace_null_with_default:
+                null_payload = _dumps(fix(None) if fix else schema.default, default=_default)
+            elif schema.optional:
+                null_payload = b"null"
+            hit = (head, fix, null_payload)
+            self._by_schema[schema] = hit
+            if len(self._by_schema) > self.cache_size:
+                self._by_schema.popitem(last=False)
+        else:
+            self._by_schema.move_to_end(schema)
+        entry = (schema, *hit)
+        if len(self._by_id) >= self.cache_size:
+            del self._by_id[next(iter(self._by_id))]
+        self._by_id[id(schema)] = entry
+        return entry

@@ -1,0 +1,400 @@
+"""The embedded engine: one connector task from database to Kafka, with offsets.
+
+Two threads. The *source* thread runs the snapshot and then the streaming source; everything
+it reports goes through the dispatcher into the bounded queue. The *task* thread (the caller
+of :meth:`Engine.run`) takes batches from the queue, applies transforms and converters, hands
+records to the producer, and stores offsets once Kafka acknowledged them, then tells the
+source (so PostgreSQL can release WAL). The worker hosts engines; tests and users can embed
+one directly, as with Debezium's embedded engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdc import metrics as metrics_mod
+from cdc.column_mappers import ColumnMappers, KeyColumns
+from cdc.config import Config
+from cdc.converters import Converter, converter_from_config
+from cdc.errors import ConfigError, ConversionError
+from cdc.filters import ColumnFilter, TableFilter
+from cdc.metrics import TaskMetrics
+from cdc.offsets.store import OffsetStore
+from cdc.offsets.writer import OffsetWriter, Pending
+from cdc.pipeline.dispatcher import EventDispatcher
+from cdc.pipeline.failures import FailureHandler
+from cdc.pipeline.queue import ChangeEventQueue, QueueClosed
+from cdc.record import SourceRecord
+from cdc.schema.table_schema import TableSchemaBuilder
+from cdc.sinks.kafka import KafkaSink, SinkError
+from cdc.spi import Connector, PositionReached, StreamingSource
+from cdc.topics import TopicNamer
+from cdc.transforms import TransformChain, build_chain
+
+log = logging.getLogger("tidemark.engine")
+
+
+@dataclass
+class EngineSettings:
+    """Worker-level settings for one task (the connector's own keys live in its config)."""
+
+    producer: dict[str, Any]
+    offset_flush_interval_ms: int = 5000
+    offset_flush_timeout_ms: int = 5000
+    exactly_once: bool = False
+    transactional_id: str | None = None
+    shutdown_timeout_ms: int = 30000
+    task_id: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Engine:
+    def __init__(
+        self,
+        connector: Connector,
+        config: Config,
+        offset_store: OffsetStore,
+        settings: EngineSettings,
+        *,
+        offset_record: Callable[[str, dict[str, Any], dict[str, Any]], tuple[str, bytes, bytes]]
+        | None = None,
+    ) -> None:
+        self.connector = connector
+        self.config = config
+        self.name = str(config.get("name") or config["database.server.name"])
+        self.server = str(config["database.server.name"])
+        self.store = offset_store
+        self.settings = settings
+        self.partition = connector.source_partition()
+        self.offset_record = offset_record
+        if settings.exactly_once and offset_record is None:
+            raise ConfigError([("exactly.once.support", "requires a Kafka offset store")])
+        self.metrics = TaskMetrics(
+            plugin=_plugin_name(connector.type_name),
+            server=self.server,
+            connector=self.name,
+            task=settings.task_id,
+        )
+        self.queue: ChangeEventQueue[SourceRecord] = ChangeEventQueue(
+            max_size=config["max.queue.size"],
+            max_batch_size=config["max.batch.size"],
+            poll_interval_ms=config["poll.interval.ms"],
+            max_bytes=config["max.queue.size.in.bytes"],
+            size_of=_approx_size,
+        )
+        self.metrics.queue = self.queue
+        raw = config.raw
+        self.failures = FailureHandler(
+            config["event.processing.failure.handling.mode"],
+            self.metrics,
+            config.get("errors.deadletterqueue.topic.name"),
+        )
+        self.dispatcher = self._build_dispatcher()
+        self.transforms: TransformChain = build_chain(raw)
+        self.key_converter: Converter = converter_from_config(raw, is_key=True)
+        self.value_converter: Converter = converter_from_config(raw, is_key=False)
+        self.sink = KafkaSink(
+            settings.producer,
+            transactional_id=settings.transactional_id if settings.exactly_once else None,
+            topic_defaults={
+                "partitions": config.get("topic.creation.default.partitions", 1),
+                "replication.factor": config.get("topic.creation.default.replication.factor", 1),
+                "cleanup.policy": config.get("topic.creation.default.cleanup.policy", "delete"),
+            },
+            create_topics=bool(config.get("topic.creation.enable", True)),
+        )
+        self.streaming: StreamingSource | None = None
+        self.writer = OffsetWriter(
+            offset_store, self.name, self.partition, on_committed=self._committed
+        )
+        self._stopping = threading.Event()
+        self._stop_deadline = float("inf")
+        self._source_done = threading.Event()
+        self._source_thread: threading.Thread | None = None
+        self.state = "CREATED"
+
+    # -- construction ---------------------------------------------------------------------------
+    def _build_dispatcher(self) -> EventDispatcher:
+        cfg, raw, conn = self.config, self.config.raw, self.connector
+        namer = TopicNamer(self.server, cfg["heartbeat.topics.prefix"])
+        mappers = ColumnMappers(raw)
+        problems = list(mappers.problems)
+        try:
+            key_columns = KeyColumns(cfg.get("message.key.columns"))
+        except ValueError as exc:
+            problems.append(("message.key.columns", str(exc)))
+        if problems:
+            raise ConfigError(problems)
+        sanitize = cfg.get("sanitize.field.names")
+        if sanitize is None:
+            sanitize = "avro" in str(raw.get("value.converter", "")).lower()
+        builder = TableSchemaBuilder(
+            conn.value_converters(),
+            namer,
+            column_filter=ColumnFilter(cfg["column.include.list"], cfg["column.exclude.list"]),
+            mappers=mappers,
+            key_columns=key_columns,
+            sanitize_field_names=bool(sanitize),
+            propagate_source_type=cfg["column.propagate.source.type"],
+            unavailable_placeholder=str(
+                cfg.get("toasted.value.placeholder")
+                or cfg.get("unavailable.value.placeholder")
+                or "__debezium_unavailable_value"
+            ),
+        )
+        return EventDispatcher(
+            connector_type=conn.type_name,
+            server_name=self.server,
+            source_partition=self.partition,
+            source_schema=conn.source_schema(),
+            schema_builder=builder,
+            table_filter=table_filter_from_config(
+                cfg, getattr(conn, "system_schemas", frozenset())
+            ),
+            queue=self.queue,
+            metrics=self.metrics,
+            namer=namer,
+            failures=self.failures,
+            tombstones_on_delete=cfg["tombstones.on.delete"],
+            provide_transaction_metadata=cfg["provide.transaction.metadata"],
+            skipped_operations=frozenset(cfg["skipped.operations"]) - {"none"},
+            heartbeat_interval_ms=cfg["heartbeat.interval.ms"],
+            heartbeat_action=getattr(conn, "heartbeat_action", None),
+            include_schema_changes=bool(cfg.get("include.schema.changes", False)),
+        )
+
+    # -- source thread --------------------------------------------------------------------------
+    def _source_main(self) -> None:
+        d = self.dispatcher
+        try:
+            stored = self.store.get(self.name, self.partition)
+            snapshotter = self.connector.snapshotter()
+            offset: Mapping[str, Any] | None = stored
+            if snapshotter.should_snapshot(stored):
+                log.info("%s: starting snapshot (snapshot.mode=%s)", self.name, snapshotter.mode)
+                d.phase = self.metrics.snapshot
+                self.state = "SNAPSHOT"
+                try:
+                    offset = self.connector.snapshot_source().execute(
+                        d, stored, snapshotter.include_data()
+                    )
+                except BaseException:
+                    self.metrics.snapshot.finish(aborted=True)
+                    raise
+                self.metrics.snapshot.finish()
+                d.emit(PositionReached(dict(offset)))
+                d.phase = self.metrics.streaming
+            if snapshotter.should_stream() and not self._stopping.is_set():
+                self.state = "STREAMING"
+                self.streaming = self.connector.streaming_source()
+                self.streaming.execute(d, offset)
+        except QueueClosed:
+            pass
+        except BaseException as exc:
+            if not self._stopping.is_set():
+                log.error("%s: source failed: %s", self.name, exc)
+            self.queue.fail(exc)
+        finally:
+            self._source_done.set()
+
+    # -- task thread ----------------------------------------------------------------------------
+    def run(self) -> None:
+        """Run until :meth:`stop` or a failure (re-raised here)."""
+        metrics_mod.register(self.metrics)
+        if self.settings.exactly_once:
+            self.sink.init_transactions()
+        self._source_thread = threading.Thread(
+            target=self._source_main, name=f"tidemark-source-{self.name}", daemon=True
+        )
+        self._source_thread.start()
+        interval = self.settings.offset_flush_interval_ms / 1000
+        next_commit = time.monotonic() + interval
+        try:
+            while True:
+                batch = self.queue.poll(0.05 if self._stopping.is_set() else None)
+                if batch:
+                    self._process(batch)
+                self.sink.poll(0)
+                err = self.writer.first_error()
+                if err is not None:
+                    raise SinkError(f"Kafka rejected a record: {err}")
+                if time.monotonic() >= next_commit:
+                    self._commit()
+                    next_commit = time.monotonic() + interval
+                if self._source_done.is_set() and not self.queue.size:
+                    self.queue.poll(0)  # raises the source's failure, if it failed
+                    break
+                if self._stopping.is_set() and time.monotonic() > self._stop_deadline:
+                    log.warning("%s: source did not stop in time; stopping anyway", self.name)
+                    break
+        finally:
+            self._shutdown()
+
+    def _process(self, batch: list[SourceRecord]) -> None:
+        if self.settings.exactly_once:
+            self._process_transactional(batch)
+            return
+        send, track = self.sink.send, self.writer.track
+        apply = self.transforms.apply
+        for rec in batch:
+            if rec.is_marker:
+                track(rec.source_offset, done=True)
+                continue
+            out = apply(rec)
+            if out is None:
+                track(rec.source_offset, done=True)
+                continue
+            encoded = self._encode(out)
+            if encoded is None:
+                continue
+            key, value = encoded
+            entry = track(out.source_offset)
+            send(out.topic, key, value, out.headers or None, _ack(entry), out.kafka_partition)
+            self.metrics.records_sent += 1
+
+    def _encode(self, rec: SourceRecord) -> tuple[bytes | None, bytes | None] | None:
+        if rec.raw:
+            self.sink.ensure_topics([rec.topic])
+            return rec.key, rec.value
+        try:
+            key = self.key_converter.from_connect(rec.topic, rec.key_schema, rec.key, is_key=True)
+            value = self.value_converter.from_connect(
+                rec.topic, rec.value_schema, rec.value, is_key=False
+            )
+        except Exception as exc:
+            error = ConversionError(
+                f"cannot serialise record for {rec.topic} at {rec.source_offset}: {exc}",
+                position=rec.source_offset,
+            )
+            error.__cause__ = exc
+            self.failures.handle(error, rec, self.partition, self._process_one)
+            return None
+        self.sink.ensure_topics((rec.topic,))
+        return key, value
+
+    def _process_one(self, rec: SourceRecord) -> None:
+        self._process([rec])
+
+    def _process_transactional(self, batch: list[SourceRecord]) -> None:
+        """Exactly-once: the batch's records and its last offset in one Kafka transaction."""
+        assert self.offset_record is not None
+        encoded: list[tuple[SourceRecord, bytes | None, bytes | None]] = []
+        last_offset: dict[str, Any] | None = None
+        for rec in batch:
+            last_offset = rec.source_offset
+            if rec.is_marker:
+                continue
+            out = self.transforms.apply(rec)
+            if out is None:
+                continue
+            enc = self._encode(out)
+            if enc is not None:
+                encoded.append((out, enc[0], enc[1]))
+        if last_offset is None:
+            return
+        self.sink.begin()
+        try:
+            for out, key, value in encoded:
+                self.sink.send(
+                    out.topic, key, value, out.headers or None, _ignore, out.kafka_partition
+                )
+            topic, okey, ovalue = self.offset_record(self.name, self.partition, last_offset)
+            self.sink.send(topic, okey, ovalue, None, _ignore)
+            self.sink.commit()
+        except BaseException:
+            self.sink.abort()
+            raise
+        self.metrics.records_sent += len(encoded)
+        self.writer.mark_stored(last_offset)
+
+    def _commit(self) -> None:
+        if self.settings.exactly_once:
+            return
+        self.writer.commit()
+        self.metrics.offset_commits = self.writer.commits
+        self.metrics.offset_commit_seconds = self.writer.commit_seconds
+
+    def _committed(self, offset: dict[str, Any]) -> None:
+        if self.streaming is not None:
+            try:
+                self.streaming.commit_offset(offset)
+            except Exception:
+                log.warning(
+                    "%s: source could not confirm offset %s", self.name, offset, exc_info=True
+                )
+
+    # -- stop -----------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Ask the engine to stop: the source stops reading, the queue is drained, the producer
+        flushed and acknowledged offsets stored. :meth:`run` returns when that is done."""
+        self._stop_deadline = time.monotonic() + self.settings.shutdown_timeout_ms / 1000
+        self._stopping.set()
+        self.dispatcher.stop_event.set()
+
+    def _shutdown(self) -> None:
+        self._stopping.set()
+        self.dispatcher.stop_event.set()
+        timeout = self.settings.shutdown_timeout_ms / 1000
+        if self._source_thread is not None:
+            self._source_thread.join(timeout)
+        self.queue.close()
+        remaining = self.sink.close(timeout)
+        if remaining:
+            log.warning(
+                "%s: %d records not acknowledged by Kafka at shutdown; their offsets "
+                "are not stored and they will be re-sent",
+                self.name,
+                remaining,
+            )
+        try:
+            self._commit()
+        finally:
+            self.connector.close()
+            metrics_mod.unregister(self.metrics)
+            self.state = "STOPPED"
+
+
+def _ack(entry: Pending) -> Callable[[Any, Any], None]:
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            entry.error = str(err)
+        entry.done = True
+
+    return on_delivery
+
+
+def _ignore(err: Any, msg: Any) -> None:
+    return None
+
+
+def _approx_size(rec: SourceRecord) -> int:
+    """Cheap size estimate for ``max.queue.size.in.bytes`` (exact sizes would cost a
+    serialisation per event)."""
+    value = rec.value
+    if isinstance(value, bytes):
+        return len(value)
+    if isinstance(value, dict):
+        after = value.get("after") or value.get("before") or {}
+        return 200 + 40 * len(after) if isinstance(after, dict) else 200
+    return 100
+
+
+def _plugin_name(type_name: str) -> str:
+    return {"postgresql": "postgres", "sqlserver": "sql_server"}.get(type_name, type_name)
+
+
+def table_filter_from_config(cfg: Config, system: frozenset[str]) -> TableFilter:
+    return TableFilter(
+        database_include=cfg.get("database.include.list", []),
+        database_exclude=cfg.get("database.exclude.list", []),
+        schema_include=cfg.get("schema.include.list", []),
+        schema_exclude=cfg.get("schema.exclude.list", []),
+        table_include=cfg["table.include.list"],
+        table_exclude=cfg["table.exclude.list"],
+        system=system,
+    )

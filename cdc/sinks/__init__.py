@@ -1,0 +1,1 @@
+"""Where records go: Kafka."""

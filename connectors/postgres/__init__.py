@@ -1,0 +1,5 @@
+"""PostgreSQL connector (pgoutput logical decoding), Debezium-compatible."""
+
+from connectors.postgres.connector import PostgresConnector
+
+__all__ = ["PostgresConnector"]

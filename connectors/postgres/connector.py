@@ -1,0 +1,103 @@
+"""The PostgreSQL connector: configuration, snapshot policy and the two sources."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cdc.envelope import source_block_schema
+from cdc.schema.model import INT64, STRING, Schema
+from cdc.snapshot_modes import MODES, WhenNeeded
+from cdc.spi import Connector, SnapshotSource, Snapshotter, StreamingSource
+from connectors.postgres import connection as pgconn
+from connectors.postgres.config import CONFIG_DEF
+from connectors.postgres.snapshot import PostgresSnapshot
+from connectors.postgres.streaming import PostgresStreaming
+from connectors.postgres.types import Modes, PostgresValueConverters, TypeRegistry
+
+SOURCE_SCHEMA = source_block_schema(
+    "io.debezium.connector.postgresql.Source",
+    [
+        ("db", STRING),
+        ("schema", STRING),
+        ("table", STRING),
+        ("txId", INT64.as_optional()),
+        ("lsn", INT64.as_optional()),
+        ("xmin", INT64.as_optional()),
+    ],
+)
+
+
+class PostgresConnector(Connector):
+    type_name = "postgresql"
+    class_names = ("io.debezium.connector.postgresql.PostgresConnector",)
+    config_def = CONFIG_DEF
+    system_schemas = pgconn.SYSTEM_SCHEMAS
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(config)
+        self.config = CONFIG_DEF.parse(config)
+        c = self.config
+        self.modes = Modes(
+            decimal=c["decimal.handling.mode"],
+            time_precision=c["time.precision.mode"],
+            binary=c["binary.handling.mode"],
+            hstore=c["hstore.handling.mode"],
+            interval=c["interval.handling.mode"],
+            include_unknown=c["include.unknown.datatypes"],
+        )
+        # The schema builder asks for converters of every table; the registry it consults is
+        # filled with catalog types by the sources as they load tables.
+        self.registry = TypeRegistry(self.modes)
+        self._streaming: PostgresStreaming | None = None
+
+    def source_partition(self) -> dict[str, Any]:
+        return {"server": self.config["database.server.name"]}
+
+    def snapshotter(self) -> Snapshotter:
+        mode = self.config["snapshot.mode"]
+        if mode == "exported":
+            mode = "initial"
+        if mode == "when_needed":
+            return WhenNeeded(self._position_available)
+        return MODES[mode]()
+
+    def _position_available(self, offset: Mapping[str, Any]) -> bool:
+        conn = pgconn.connect(self.config)
+        try:
+            info = pgconn.slot_info(conn, self.config["slot.name"])
+        finally:
+            conn.close()
+        return info is not None and info.wal_status != "lost"
+
+    def snapshot_source(self) -> SnapshotSource:
+        return PostgresSnapshot(self.config, self.modes, self.registry)
+
+    def streaming_source(self) -> StreamingSource:
+        self._streaming = PostgresStreaming(self.config, self.modes, registry=self.registry)
+        return self._streaming
+
+    def value_converters(self) -> PostgresValueConverters:
+        return PostgresValueConverters(self.registry)
+
+    def source_schema(self) -> Schema:
+        return SOURCE_SCHEMA
+
+    def close(self) -> None:
+        if self.config["slot.drop.on.stop"]:
+            import logging
+
+            logging.getLogger("tidemark.postgres").warning(
+                "slot.drop.on.stop=true: dropping slot %s; changes made while the connector is "
+                "stopped will not be captured",
+                self.config["slot.name"],
+            )
+            try:
+                conn = pgconn.connect(self.config)
+                try:
+                    if pgconn.slot_info(conn, self.config["slot.name"]) is not None:
+                        pgconn.drop_slot(conn, self.config["slot.name"])
+                finally:
+                    conn.close()
+            except Exception:
+                logging.getLogger("tidemark.postgres").warning("could not drop slot", exc_info=True)

@@ -1,0 +1,63 @@
+"""Publication and slot preconditions, with errors that tell the operator what to do."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from cdc.config import Config
+from cdc.errors import FatalError, RetriableError
+from cdc.spi import TableId
+from connectors.postgres import connection as pgconn
+
+log = logging.getLogger("tidemark.postgres")
+
+
+def ensure_publication(conn: Any, cfg: Config, tables: list[TableId]) -> None:
+    """``publication.autocreate.mode``: ``all_tables`` creates FOR ALL TABLES, ``filtered``
+    FOR TABLE the captured tables, ``disabled`` requires it to exist already."""
+    name = cfg["publication.name"]
+    if pgconn.publication_exists(conn, name):
+        return
+    mode = cfg["publication.autocreate.mode"]
+    if mode == "disabled":
+        raise FatalError(
+            f"publication {name!r} does not exist and publication.autocreate.mode=disabled. "
+            f"Create it (CREATE PUBLICATION {name} FOR TABLE ...) or change the mode."
+        )
+    try:
+        pgconn.create_publication(conn, name, None if mode == "all_tables" else tables)
+    except Exception as exc:
+        raise FatalError(
+            f"cannot create publication {name!r} ({mode}): {exc}. Creating a publication FOR "
+            f"ALL TABLES needs superuser; create it beforehand or use "
+            f"publication.autocreate.mode=filtered with table ownership."
+        ) from exc
+    log.info("created publication %s (%s)", name, mode)
+
+
+def wait_for_inactive_slot(conn: Any, cfg: Config) -> None:
+    """A slot held by another connection is retried ``slot.max.retries`` times, then fails."""
+    slot = cfg["slot.name"]
+    retries = int(cfg["slot.max.retries"])
+    delay = int(cfg["slot.retry.delay.ms"]) / 1000
+    for attempt in range(retries + 1):
+        info = pgconn.slot_info(conn, slot)
+        if info is None or not info.active:
+            return
+        if attempt < retries:
+            log.warning(
+                "replication slot %s is in use by pid %s; retry %d/%d in %.1f s",
+                slot,
+                info.active_pid,
+                attempt + 1,
+                retries,
+                delay,
+            )
+            time.sleep(delay)
+    raise RetriableError(
+        f"replication slot {slot!r} is still in use by another connection (pid "
+        f"{info.active_pid if info else '?'}) after {retries} retries. Stop the other consumer "
+        f"or give this connector its own slot.name."
+    )

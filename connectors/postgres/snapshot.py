@@ -1,0 +1,215 @@
+"""Initial snapshot that hands over to streaming without losing or doubling a change.
+
+Every snapshot reads inside the snapshot that PostgreSQL exports when the replication slot
+is created, and streaming starts at that slot's consistent point: a change committed before
+it is in the snapshot, one committed after it is in the stream, none is in both or neither.
+This is the seed's ``exported`` mode, used for every mode (Debezium 1.2's other modes read a
+fresh snapshot and can lose changes at the handover, DBZ-2337).
+
+A slot that already exists cannot export a snapshot, so a snapshot re-creates it: nothing is
+lost by that, because the new snapshot holds the complete state as of the new slot.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from psycopg import sql
+
+from cdc.config import Config
+from cdc.errors import FatalError
+from cdc.spi import Operation, RowChange, SnapshotSource, SourceContext, Table, TableId
+from connectors.postgres import connection as pgconn
+from connectors.postgres.pgoutput import str_to_lsn
+from connectors.postgres.schema import PgSchema
+from connectors.postgres.setup import ensure_publication, wait_for_inactive_slot
+from connectors.postgres.types import Modes, TypeRegistry
+
+log = logging.getLogger("tidemark.postgres.snapshot")
+
+PROGRESS_EVERY_ROWS = 10_000
+
+
+def select_override(cfg: Config, table_id: TableId) -> str | None:
+    """``snapshot.select.statement.overrides`` lists tables; the statement for each is in
+    ``snapshot.select.statement.overrides.<schema>.<table>``."""
+    listed = {t.strip() for t in cfg["snapshot.select.statement.overrides"]}
+    name = f"{table_id.schema}.{table_id.table}"
+    if name not in listed:
+        return None
+    stmt = cfg.raw.get(f"snapshot.select.statement.overrides.{name}")
+    if not stmt:
+        raise FatalError(
+            f"snapshot.select.statement.overrides lists {name} but "
+            f"snapshot.select.statement.overrides.{name} is not set"
+        )
+    return str(stmt).rstrip(";")
+
+
+class PostgresSnapshot(SnapshotSource):
+    def __init__(self, cfg: Config, modes: Modes, registry: TypeRegistry) -> None:
+        self.cfg = cfg
+        self.modes = modes
+        self.registry = registry
+
+    def execute(
+        self, ctx: SourceContext, previous_offset: Mapping[str, Any] | None, include_data: bool
+    ) -> dict[str, Any]:
+        cfg = self.cfg
+        dbname = cfg["database.dbname"]
+        slot = cfg["slot.name"]
+        meta = pgconn.connect(cfg)
+        try:
+            schema = PgSchema(meta, dbname, self.registry)
+            tables = [
+                (tid, oid) for tid, oid in pgconn.list_tables(meta, dbname) if ctx.is_included(tid)
+            ]
+            ensure_publication(meta, cfg, [t for t, _ in tables])
+            repl = pgconn.connect_replication(cfg)
+            try:
+                existing = pgconn.slot_info(meta, slot)
+                if existing is not None:
+                    wait_for_inactive_slot(meta, cfg)
+                    log.info(
+                        "dropping existing slot %s: the snapshot re-creates it to export a "
+                        "consistent snapshot (no change is lost)",
+                        slot,
+                    )
+                    pgconn.drop_slot(meta, slot)
+                row = repl.execute(
+                    sql.SQL(
+                        "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'export')"
+                    ).format(sql.Identifier(slot))
+                ).fetchone()
+                assert row is not None
+                consistent_point, snapshot_name = str(row[1]), str(row[2])
+                lsn = str_to_lsn(consistent_point)
+                log.info(
+                    "created slot %s at %s, snapshot %s", slot, consistent_point, snapshot_name
+                )
+                reader = pgconn.connect(cfg, autocommit=False)
+                try:
+                    reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    reader.execute(
+                        sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_name))
+                    )
+                    # The exported snapshot stays valid for this transaction; the replication
+                    # connection may now be closed.
+                    repl.close()
+                    loaded = [schema.load(tid, oid) for tid, oid in tables]
+                    for table in loaded:
+                        ctx.register_table(table)
+                    if include_data:
+                        self._lock(reader, loaded)
+                        self._read_all(ctx, reader, loaded, lsn)
+                    reader.rollback()
+                finally:
+                    reader.close()
+            finally:
+                if not repl.closed:
+                    repl.close()
+        finally:
+            meta.close()
+        now_us = time.time_ns() // 1000
+        # Streaming resumes after the consistent point; a transaction committing exactly at it
+        # is still streamed (seq 0 of it is "done", which no event has).
+        return {
+            "lsn": lsn,
+            "lsn_commit": lsn,
+            "seq": 0,
+            "complete": False,
+            "flush_lsn": lsn,
+            "txId": None,
+            "ts_usec": now_us,
+        }
+
+    def _lock(self, conn: Any, tables: list[Table]) -> None:
+        """ACCESS SHARE blocks only DDL (not writes), so a table cannot change shape while it
+        is read; bounded by ``snapshot.lock.timeout.ms``."""
+        if self.cfg["snapshot.mode"] == "exported" or not tables:
+            return
+        conn.execute(
+            sql.SQL("SET LOCAL lock_timeout = {}").format(
+                sql.Literal(f"{int(self.cfg['snapshot.lock.timeout.ms'])}ms")
+            )
+        )
+        for t in tables:
+            conn.execute(
+                sql.SQL("LOCK TABLE {} IN ACCESS SHARE MODE").format(
+                    sql.Identifier(t.id.schema or "public", t.id.table)
+                )
+            )
+
+    def _read_all(self, ctx: SourceContext, conn: Any, tables: list[Table], lsn: int) -> None:
+        dbname = self.cfg["database.dbname"]
+        xid_row = conn.execute("SELECT txid_current_if_assigned()").fetchone()
+        xid = xid_row[0] if xid_row else None
+        total_tables = len(tables)
+        snap_metrics = getattr(ctx, "metrics", None)
+        if snap_metrics is not None:
+            snap_metrics.snapshot.start([t.id.identifier for t in tables])
+        for n, table in enumerate(tables, 1):
+            if ctx.stop_event.is_set():
+                raise InterruptedError("snapshot interrupted by stop")
+            tid = table.id
+            estimate_row = conn.execute(
+                "SELECT reltuples::bigint FROM pg_class WHERE oid = %s", (table.extra["oid"],)
+            ).fetchone()
+            estimate = max(int(estimate_row[0]), 0) if estimate_row else None
+            override = select_override(self.cfg, tid)
+            query: sql.Composable = (
+                sql.SQL(override)
+                if override
+                else sql.SQL("SELECT * FROM {}").format(
+                    sql.Identifier(tid.schema or "public", tid.table)
+                )
+            )
+            log.info("snapshot table %d/%d %s (about %s rows)", n, total_tables, tid, estimate)
+            t0 = time.monotonic()
+            ts_ms = time.time_ns() // 1_000_000
+            offset = {"lsn": lsn, "snapshot": True, "txId": xid, "ts_usec": ts_ms * 1000}
+            source = {
+                "ts_ms": ts_ms,
+                "snapshot": True,
+                "db": dbname,
+                "schema": tid.schema,
+                "table": tid.table,
+                "txId": xid,
+                "lsn": lsn,
+                "xmin": None,
+            }
+            emit = ctx.emit
+            rows = 0
+            for row in pgconn.copy_rows(conn, query, len(table.columns)):
+                emit(RowChange(Operation.READ, tid, None, row, source, offset))
+                rows += 1
+                if rows % PROGRESS_EVERY_ROWS == 0:
+                    ctx.snapshot_progress(tid, rows, estimate)
+                    if ctx.stop_event.is_set():
+                        raise InterruptedError("snapshot interrupted by stop")
+                    self._log_progress(tid, rows, estimate, t0)
+            ctx.snapshot_progress(tid, rows, rows)
+            if snap_metrics is not None:
+                snap_metrics.snapshot.remaining_table_count = total_tables - n
+            log.info("snapshot of %s done: %d rows in %.1f s", tid, rows, time.monotonic() - t0)
+
+    @staticmethod
+    def _log_progress(tid: TableId, rows: int, estimate: int | None, t0: float) -> None:
+        elapsed = time.monotonic() - t0
+        rate = rows / elapsed if elapsed > 0 else 0.0
+        if estimate and rate and estimate > rows:
+            eta = (estimate - rows) / rate
+            log.info(
+                "snapshot %s: %d/%d rows (%.0f%%), %.0f rows/s, ETA %.0f s",
+                tid,
+                rows,
+                estimate,
+                100 * rows / estimate,
+                rate,
+                eta,
+            )
+        else:
+            log.info("snapshot %s: %d rows, %.0f rows/s", tid, rows, rate)

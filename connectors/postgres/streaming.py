@@ -1,0 +1,527 @@
+"""Streaming from the replication slot, with resume positions that survive any restart.
+
+Offsets are ``{lsn, txId, ts_usec, lsn_commit, seq, complete, flush_lsn}``: the event's own
+LSN, its transaction's commit LSN and 1-based position inside that transaction, whether the
+whole transaction was emitted, and the LSN the slot may be confirmed to once this offset is
+stored (the end of the last *completed* transaction). PostgreSQL re-sends every transaction
+committed after the confirmed position, so a restart in the middle of a transaction gets the
+whole transaction again and skips exactly the events already emitted — even when events of
+one transaction share an LSN (Debezium lost those, dbz#1554).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import select
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import psycopg
+from psycopg import pq, sql
+
+from cdc.config import Config
+from cdc.errors import FatalError, RetriableError
+from cdc.spi import (
+    UNAVAILABLE,
+    LogicalMessage,
+    Operation,
+    PositionReached,
+    RowChange,
+    SourceContext,
+    StreamingSource,
+    Table,
+    TableId,
+    TableTruncated,
+    TransactionBegin,
+    TransactionEnd,
+)
+from connectors.postgres import connection as pgconn
+from connectors.postgres import pgoutput as po
+from connectors.postgres.schema import PgSchema
+from connectors.postgres.setup import ensure_publication, wait_for_inactive_slot
+from connectors.postgres.types import Modes, TypeRegistry
+
+log = logging.getLogger("tidemark.postgres.streaming")
+
+HEARTBEAT_PREFIX = "tidemark-heartbeat"
+_ROW_TYPES = (po.Insert, po.Update, po.Delete)
+
+
+class _Resume:
+    """The last position already emitted: events at or before it are skipped."""
+
+    __slots__ = ("complete", "lsn_commit", "seq")
+
+    def __init__(self, lsn_commit: int, seq: int, complete: bool) -> None:
+        self.lsn_commit = lsn_commit
+        self.seq = seq
+        self.complete = complete
+
+
+class PostgresStreaming(StreamingSource):
+    def __init__(
+        self, cfg: Config, modes: Modes, *, registry: TypeRegistry, metrics: Any = None
+    ) -> None:
+        self.cfg = cfg
+        self.modes = modes
+        self.registry = registry
+        self.metrics = metrics
+        self.dbname = cfg["database.dbname"]
+        self._flush_lsn = 0
+        self._flush_lock = threading.Lock()
+        self._sent_flush = 0
+        self._next_flush_status = 0.0
+        self.last_received = 0
+
+    # -- called from the task thread once Kafka acknowledged ------------------------------------
+    def commit_offset(self, offset: Mapping[str, Any]) -> None:
+        lsn = int(offset.get("flush_lsn") or 0)
+        with self._flush_lock:
+            if lsn > self._flush_lsn:
+                self._flush_lsn = lsn
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def execute(self, ctx: SourceContext, offset: Mapping[str, Any] | None) -> None:
+        if self.metrics is None:
+            self.metrics = getattr(ctx, "metrics", None)
+        resume = _Resume(0, 0, True)
+        start_lsn = 0
+        if offset:
+            resume = _Resume(
+                int(offset.get("lsn_commit") or 0),
+                int(offset.get("seq") or 0),
+                bool(offset.get("complete", True)),
+            )
+            start_lsn = int(offset.get("flush_lsn") or 0)
+            self._flush_lsn = start_lsn
+        retries = int(self.cfg["slot.max.retries"])
+        delay = int(self.cfg["slot.retry.delay.ms"]) / 1000
+        attempt = 0
+        while not ctx.stop_event.is_set():
+            try:
+                self._stream(ctx, resume, start_lsn, offset is None and attempt == 0)
+                return
+            except (RetriableError, OSError, _ConnectionLost, psycopg.OperationalError) as exc:
+                attempt += 1
+                if self.metrics is not None:
+                    self.metrics.streaming.connected = False
+                if attempt > retries:
+                    raise RetriableError(
+                        f"lost the replication connection {attempt - 1} times in a row; last "
+                        f"error: {exc}"
+                    ) from exc
+                wait = min(delay * (2 ** (attempt - 1)), 60.0)
+                log.warning(
+                    "replication connection lost (%s); reconnecting in %.1f s (attempt %d/%d)",
+                    exc,
+                    wait,
+                    attempt,
+                    retries,
+                )
+                ctx.stop_event.wait(wait)
+                start_lsn = max(start_lsn, self._flush_lsn)
+
+    def _stream(self, ctx: SourceContext, resume: _Resume, start_lsn: int, first: bool) -> None:
+        cfg = self.cfg
+        slot = cfg["slot.name"]
+        try:
+            meta = pgconn.connect(cfg)
+        except Exception as exc:
+            raise _ConnectionLost(f"cannot connect to PostgreSQL: {exc}") from exc
+        try:
+            schema = PgSchema(meta, self.dbname, self.registry)
+            tables = [t for t, _ in pgconn.list_tables(meta, self.dbname) if ctx.is_included(t)]
+            ensure_publication(meta, cfg, tables)
+            info = pgconn.slot_info(meta, slot)
+            if info is None and not first:
+                raise FatalError(
+                    f"replication slot {slot!r} does not exist, so the changes after the "
+                    f"stored offset (LSN {po.lsn_to_str(start_lsn)}) are no longer "
+                    f"available. Re-snapshot: set snapshot.mode=always (or when_needed), "
+                    f"or reset this connector's offsets."
+                )
+            if info is not None:
+                if info.wal_status == "lost":
+                    raise FatalError(
+                        f"replication slot {slot!r} was invalidated by the server (wal_status "
+                        f"lost, max_slot_wal_keep_size exceeded): changes after LSN "
+                        f"{info.confirmed_flush_lsn} are gone. Drop the slot and re-snapshot "
+                        f"(snapshot.mode=always)."
+                    )
+                if info.plugin != "pgoutput" or info.database != self.dbname:
+                    raise FatalError(
+                        f"replication slot {slot!r} uses plugin {info.plugin} on database "
+                        f"{info.database}; this connector needs pgoutput on {self.dbname}"
+                    )
+                wait_for_inactive_slot(meta, cfg)
+            repl = pgconn.connect_replication(cfg)
+            try:
+                if info is None:
+                    row = repl.execute(
+                        sql.SQL(
+                            "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'nothing')"
+                        ).format(sql.Identifier(slot))
+                    ).fetchone()
+                    log.info("created slot %s at %s", slot, row[1] if row else "?")
+                self._replicate(ctx, repl, schema, resume, start_lsn, meta)
+            finally:
+                repl.close()
+        finally:
+            meta.close()
+
+    def _start_command(self, start_lsn: int) -> bytes:
+        pub = self.cfg["publication.name"].replace("'", "''")
+        options = [
+            f"proto_version '{int(self.cfg['proto.version'])}'",
+            f"publication_names '\"{pub}\"'",
+            "messages 'true'",
+        ]
+        extra = self.cfg.get("slot.stream.params")
+        if extra:
+            for item in str(extra).split(";"):
+                if "=" in item:
+                    k, v = item.split("=", 1)
+                    options.append(f"\"{k.strip()}\" '{v.strip()}'")
+        slot = self.cfg["slot.name"]
+        return (
+            f'START_REPLICATION SLOT "{slot}" LOGICAL {po.lsn_to_str(start_lsn)} '
+            f"({', '.join(options)})"
+        ).encode()
+
+    def _replicate(
+        self,
+        ctx: SourceContext,
+        repl: Any,
+        schema: PgSchema,
+        resume: _Resume,
+        start_lsn: int,
+        meta: Any,
+    ) -> None:
+        pgc = repl.pgconn
+        pgc.send_query(self._start_command(start_lsn))
+        res = pgc.get_result()
+        if res is None or res.status != pq.ExecStatus.COPY_BOTH:
+            msg = pgc.error_message.decode(errors="replace") if pgc.error_message else "?"
+            if "is active for PID" in msg:
+                raise RetriableError(f"replication slot is in use: {msg}")
+            raise FatalError(f"START_REPLICATION failed: {msg}")
+        pgc.nonblocking = 1
+        log.info("streaming from slot %s at %s", self.cfg["slot.name"], po.lsn_to_str(start_lsn))
+        if self.metrics is not None:
+            self.metrics.streaming.connected = True
+        state = _StreamState(self, ctx, schema, resume)
+        status_every = int(self.cfg["status.update.interval.ms"]) / 1000
+        next_status = 0.0
+        sock = pgc.socket
+        stop = ctx.stop_event
+        handle = state.handle
+        try:
+            while not stop.is_set():
+                n, buf = pgc.get_copy_data(1)
+                if n > 0:
+                    handle(bytes(buf))
+                    now = time.monotonic()
+                    if now >= next_status:
+                        self._send_status(pgc, state.received)
+                        next_status = now + status_every
+                    continue
+                if n == -1:
+                    raise _ConnectionLost("the server ended the replication stream")
+                if n == -2:
+                    raise _ConnectionLost(pgc.error_message.decode(errors="replace"))
+                now = time.monotonic()
+                if now >= next_status or state.reply_requested:
+                    self._send_status(pgc, state.received)
+                    state.reply_requested = False
+                    next_status = now + status_every
+                if self._flush_lsn > self._sent_flush and now >= self._next_flush_status:
+                    # A newly acknowledged position: tell the server soon, so it can recycle
+                    # WAL, but not more than once a second.
+                    self._send_status(pgc, state.received)
+                    self._next_flush_status = now + 1.0
+                state.idle(meta)
+                r, _, _ = select.select([sock], [], [], min(status_every, 0.5))
+                if r:
+                    try:
+                        pgc.consume_input()
+                    except Exception as exc:
+                        raise _ConnectionLost(str(exc)) from exc
+        finally:
+            with contextlib.suppress(Exception):
+                self._send_status(pgc, state.received)
+            repl.close()
+
+    def _send_status(self, pgc: Any, received: int) -> None:
+        with self._flush_lock:
+            flush = self._flush_lsn
+        self._sent_flush = flush
+        now_us = time.time_ns() // 1000
+        try:
+            pgc.put_copy_data(po.standby_status(max(received, flush), flush, flush, now_us))
+            pgc.flush()
+        except Exception as exc:
+            raise _ConnectionLost(f"cannot send status to the server: {exc}") from exc
+
+
+class _ConnectionLost(Exception):
+    pass
+
+
+class _StreamState:
+    """Per-connection decoding state: relations, the open transaction, resume skipping."""
+
+    def __init__(
+        self, src: PostgresStreaming, ctx: SourceContext, schema: PgSchema, resume: _Resume
+    ) -> None:
+        self.src = src
+        self.ctx = ctx
+        self.emit = ctx.emit
+        self.schema = schema
+        self.resume = resume
+        self.dbname = src.dbname
+        self.relations: dict[int, tuple[Table, bool, tuple[int, ...]]] = {}
+        self.received = 0
+        self.reply_requested = False
+        self.in_tx = False
+        self.skip_tx = False
+        self.xid = 0
+        self.commit_lsn = 0
+        self.commit_ts_us = 0
+        self.seq = 0
+        self.flush_lsn = src._flush_lsn
+        self.last_position_lsn = 0
+        self.last_idle = time.monotonic()
+        self.heartbeat_query = src.cfg.get("heartbeat.action.query")
+        self.heartbeat_s = int(src.cfg["heartbeat.interval.ms"]) / 1000
+        self.next_heartbeat = time.monotonic() + self.heartbeat_s if self.heartbeat_s else 0.0
+
+    # -- input ----------------------------------------------------------------------------------
+    def handle(self, buf: bytes) -> None:
+        tag = buf[0]
+        if tag == 0x77:  # 'w'
+            msg = po.decode_copy_data(buf)
+            assert isinstance(msg, po.XLogData)
+            self.received = max(self.received, msg.wal_end)
+            self.message(po.decode(msg.payload), msg.data_start)
+        elif tag == 0x6B:  # 'k'
+            ka = po.decode_copy_data(buf)
+            assert isinstance(ka, po.Keepalive)
+            self.received = max(self.received, ka.wal_end)
+            if ka.reply_requested:
+                self.reply_requested = True
+            self.keepalive(ka.wal_end)
+        else:
+            raise po.PgOutputError(f"unexpected replication message {buf[:1]!r}")
+
+    def keepalive(self, wal_end: int) -> None:
+        """Nothing open and everything before ``wal_end`` decoded: the slot may advance to
+        it once what was emitted before is acknowledged (pg_recvlogical does the same)."""
+        if self.in_tx or wal_end <= self.flush_lsn or wal_end <= self.last_position_lsn:
+            return
+        self.last_position_lsn = wal_end
+        self.emit(PositionReached(self._offset(wal_end, self.commit_lsn, self.seq, True, wal_end)))
+
+    def idle(self, meta: Any) -> None:
+        if not self.heartbeat_s or time.monotonic() < self.next_heartbeat:
+            return
+        self.next_heartbeat = time.monotonic() + self.heartbeat_s
+        # Write something into this database's WAL so its slot can advance even when the
+        # captured tables are idle (the seed's multi-database case).
+        try:
+            if self.heartbeat_query:
+                meta.execute(self.heartbeat_query)
+            else:
+                meta.execute("SELECT pg_logical_emit_message(false, %s, '')", (HEARTBEAT_PREFIX,))
+        except Exception:
+            log.warning("heartbeat write failed", exc_info=True)
+
+    # -- offsets --------------------------------------------------------------------------------
+    def _offset(
+        self, lsn: int, commit_lsn: int, seq: int, complete: bool, flush_lsn: int
+    ) -> dict[str, Any]:
+        return {
+            "lsn": lsn,
+            "txId": self.xid,
+            "ts_usec": self.commit_ts_us,
+            "lsn_commit": commit_lsn,
+            "seq": seq,
+            "complete": complete,
+            "flush_lsn": flush_lsn,
+        }
+
+    def _source(self, table_id: TableId, lsn: int) -> dict[str, Any]:
+        return {
+            "ts_ms": self.commit_ts_us // 1000,
+            "snapshot": False,
+            "db": self.dbname,
+            "schema": table_id.schema,
+            "table": table_id.table,
+            "txId": self.xid,
+            "lsn": lsn,
+            "xmin": None,
+        }
+
+    # -- pgoutput messages ----------------------------------------------------------------------
+    def message(self, msg: po.PgOutputMessage, lsn: int) -> None:
+        if isinstance(msg, _ROW_TYPES):
+            self.row(msg, lsn)
+        elif isinstance(msg, po.Begin):
+            self.begin(msg)
+        elif isinstance(msg, po.Commit):
+            self.commit(msg)
+        elif isinstance(msg, po.Relation):
+            self.relation(msg)
+        elif isinstance(msg, po.Truncate):
+            self.truncate(msg, lsn)
+        elif isinstance(msg, po.Message):
+            self.logical_message(msg, lsn)
+        # Origin and Type messages carry nothing the events need.
+
+    def begin(self, msg: po.Begin) -> None:
+        self.in_tx = True
+        self.xid = msg.xid
+        self.commit_lsn = msg.final_lsn
+        self.commit_ts_us = msg.commit_ts_us
+        self.seq = 0
+        r = self.resume
+        self.skip_tx = msg.final_lsn < r.lsn_commit or (
+            msg.final_lsn == r.lsn_commit and r.complete
+        )
+        if self.skip_tx:
+            return
+        metrics = self.src.metrics
+        if metrics is not None:
+            metrics.streaming.last_event_ms = int(time.time() * 1000)
+            metrics.streaming.ms_behind_source = max(
+                int(time.time() * 1000) - msg.commit_ts_us // 1000, 0
+            )
+        if msg.final_lsn != r.lsn_commit:
+            self.emit(
+                TransactionBegin(
+                    str(msg.xid),
+                    self._tx_source(msg.final_lsn),
+                    self._offset(msg.final_lsn, msg.final_lsn, 0, False, self.flush_lsn),
+                )
+            )
+
+    def _tx_source(self, lsn: int) -> dict[str, Any]:
+        return {
+            "ts_ms": self.commit_ts_us // 1000,
+            "snapshot": False,
+            "db": self.dbname,
+            "schema": "",
+            "table": "",
+            "txId": self.xid,
+            "lsn": lsn,
+            "xmin": None,
+        }
+
+    def commit(self, msg: po.Commit) -> None:
+        self.in_tx = False
+        skipped = self.skip_tx
+        self.skip_tx = False
+        self.flush_lsn = msg.end_lsn
+        if skipped:
+            return
+        self.resume = _Resume(msg.commit_lsn, self.seq, True)
+        self.emit(
+            TransactionEnd(
+                str(self.xid),
+                self._tx_source(msg.commit_lsn),
+                self._offset(msg.commit_lsn, msg.commit_lsn, self.seq, True, msg.end_lsn),
+            )
+        )
+
+    def relation(self, msg: po.Relation) -> None:
+        table = self.schema.from_relation(msg)
+        pk = tuple(c.position for c in table.columns if c.name in table.primary_key)
+        self.relations[msg.oid] = (table, self.ctx.is_included(table.id), pk)
+        self.ctx.register_table(table)
+
+    def row(self, msg: po.Insert | po.Update | po.Delete, lsn: int) -> None:
+        self.seq += 1
+        if self.skip_tx or (
+            self.commit_lsn == self.resume.lsn_commit and self.seq <= self.resume.seq
+        ):
+            return
+        entry = self.relations.get(msg.relation_oid)
+        if entry is None:
+            raise po.PgOutputError(
+                f"row for relation {msg.relation_oid} before its Relation message at "
+                f"{po.lsn_to_str(lsn)}"
+            )
+        table, included, pk = entry
+        offset = self._offset(lsn, self.commit_lsn, self.seq, False, self.flush_lsn)
+        if not included:
+            return
+        source = self._source(table.id, lsn)
+        xid = str(self.xid)
+        if isinstance(msg, po.Insert):
+            self.emit(RowChange(Operation.CREATE, table.id, None, msg.new, source, offset, xid))
+        elif isinstance(msg, po.Update):
+            before = msg.old if msg.old is not None else msg.key
+            if before is None and pk:
+                # DEFAULT identity, key unchanged: the server sends no old image, but the old
+                # key equals the new one; ``before`` holds just the key (the seed's shape).
+                before = [v if i in pk else None for i, v in enumerate(msg.new)]
+            new = msg.new
+            partial = UNAVAILABLE in new
+            if partial and msg.old is not None:
+                # Unchanged TOAST values are never resent, but REPLICA IDENTITY FULL sends the
+                # old row in full: take them from there.
+                new = [o if n is UNAVAILABLE else n for n, o in zip(new, msg.old, strict=True)]
+                partial = UNAVAILABLE in new
+            self.emit(
+                RowChange(Operation.UPDATE, table.id, before, new, source, offset, xid, partial)
+            )
+        else:
+            before = msg.old if msg.old is not None else msg.key
+            partial = before is not None and UNAVAILABLE in before
+            self.emit(
+                RowChange(Operation.DELETE, table.id, before, None, source, offset, xid, partial)
+            )
+
+    def truncate(self, msg: po.Truncate, lsn: int) -> None:
+        self.seq += 1
+        if self.skip_tx or (
+            self.commit_lsn == self.resume.lsn_commit and self.seq <= self.resume.seq
+        ):
+            return
+        ids = [self.relations[o][0].id for o in msg.relation_oids if o in self.relations]
+        self.emit(
+            TableTruncated(
+                ids,
+                self._tx_source(lsn),
+                self._offset(lsn, self.commit_lsn, self.seq, False, self.flush_lsn),
+                str(self.xid),
+            )
+        )
+
+    def logical_message(self, msg: po.Message, lsn: int) -> None:
+        if msg.transactional:
+            self.seq += 1
+            if self.skip_tx or (
+                self.commit_lsn == self.resume.lsn_commit and self.seq <= self.resume.seq
+            ):
+                return
+            offset = self._offset(lsn, self.commit_lsn, self.seq, False, self.flush_lsn)
+        else:
+            if self.in_tx:
+                return
+            offset = self._offset(lsn, self.commit_lsn, self.seq, True, max(lsn, self.flush_lsn))
+            if msg.prefix == HEARTBEAT_PREFIX:
+                self.emit(PositionReached(offset))
+                return
+        self.emit(
+            LogicalMessage(
+                msg.prefix,
+                msg.content,
+                msg.transactional,
+                self._tx_source(lsn),
+                offset,
+                str(self.xid) if msg.transactional else None,
+            )
+        )

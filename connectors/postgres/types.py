@@ -1,0 +1,522 @@
+"""PostgreSQL → Connect type mapping (seed §3.4, catalogue §2.2.5), from the text form.
+
+Both the snapshot (COPY ... TO STDOUT, text) and the stream (pgoutput, text) deliver values
+as the server's output functions print them, so one converter per column serves both, and a
+snapshot row and a streamed row of the same data are identical by construction. The sessions
+run with ``TimeZone=UTC``, ``DateStyle=ISO`` and ``IntervalStyle=iso_8601`` so the text is
+unambiguous whatever the server's defaults.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import re
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from cdc.schema import logical
+from cdc.schema.model import (
+    BOOLEAN,
+    BYTES,
+    FLOAT32,
+    FLOAT64,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    Schema,
+    array,
+    map_of,
+)
+from cdc.spi import Column, Table
+
+Conv = Callable[[Any], Any]
+
+# Built-in type OIDs (pg_type.h); user types (enums, domains, extensions) are resolved from
+# the catalog by name.
+BOOL = 16
+BYTEA = 17
+CHAR = 18
+NAME = 19
+INT8 = 20
+INT2 = 21
+INT4 = 23
+TEXT = 25
+OID = 26
+XID = 28
+JSON = 114
+XML = 142
+POINT = 600
+FLOAT4 = 700
+FLOAT8 = 701
+MONEY = 790
+MACADDR8 = 774
+MACADDR = 829
+INET = 869
+CIDR = 650
+BPCHAR = 1042
+VARCHAR = 1043
+DATE = 1082
+TIME = 1083
+TIMESTAMP = 1114
+TIMESTAMPTZ = 1184
+INTERVAL = 1186
+TIMETZ = 1266
+BIT = 1560
+VARBIT = 1562
+NUMERIC = 1700
+UUID = 2950
+JSONB = 3802
+INT4RANGE = 3904
+NUMRANGE = 3906
+TSRANGE = 3908
+TSTZRANGE = 3910
+DATERANGE = 3912
+INT8RANGE = 3926
+
+
+@dataclass(frozen=True)
+class TypeInfo:
+    """What the catalog says about a type the built-in table does not cover."""
+
+    oid: int
+    name: str
+    category: str  # pg_type.typcategory: E enum, A array, U user, ...
+    element_oid: int = 0  # arrays
+    base_oid: int = 0  # domains
+    base_typmod: int = -1
+    enum_labels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Modes:
+    decimal: str = "precise"
+    time_precision: str = "adaptive"
+    binary: str = "bytes"
+    hstore: str = "map"
+    interval: str = "numeric"
+    include_unknown: bool = False
+
+
+# -- text parsers --------------------------------------------------------------------------
+def _bool(v: str) -> bool:
+    return v == "t"
+
+
+def _float(v: str) -> float:
+    return float(v)  # Python accepts NaN, Infinity, -Infinity as PostgreSQL prints them
+
+
+_MONEY_STRIP = re.compile(r"[^0-9.\-]")
+
+
+def _money(v: str) -> decimal.Decimal:
+    neg = v.startswith("-") or v.startswith("(")
+    d = decimal.Decimal(_MONEY_STRIP.sub("", v).lstrip("-") or "0")
+    return -d if neg else d
+
+
+def _date_days(v: str) -> int:
+    if v == "infinity":
+        return 2**31 - 1
+    if v == "-infinity":
+        return -(2**31)
+    if v.endswith(" BC"):
+        y, m, d = (int(x) for x in v[:-3].split("-"))
+        return (dt.date(1, m, d) - logical.EPOCH_DATE).days - (y - 1) * 365  # approximate BC
+    return (dt.date.fromisoformat(v) - logical.EPOCH_DATE).days
+
+
+def _time_micros(v: str) -> int:
+    hh, mm, rest = v.split(":", 2)
+    sec, _, frac = rest.partition(".")
+    return ((int(hh) * 60 + int(mm)) * 60 + int(sec)) * 1_000_000 + int((frac + "000000")[:6])
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def _timestamp_micros(v: str) -> int:
+    if v == "infinity":
+        return 2**63 - 1
+    if v == "-infinity":
+        return -(2**63)
+    date_part, _, time_part = v.partition(" ")
+    days = (dt.date.fromisoformat(date_part) - logical.EPOCH_DATE).days
+    return days * 86_400_000_000 + (_time_micros(time_part) if time_part else 0)
+
+
+def _tz_offset_seconds(tz: str) -> int:
+    sign = -1 if tz[0] == "-" else 1
+    parts = tz[1:].split(":")
+    secs = int(parts[0]) * 3600
+    if len(parts) > 1:
+        secs += int(parts[1]) * 60
+    if len(parts) > 2:
+        secs += int(parts[2])
+    return sign * secs
+
+
+_TZ_SPLIT = re.compile(r"([+-]\d{2}(?::\d{2}){0,2})$")
+
+
+def _timestamptz(v: str) -> str:
+    """'2018-06-20 15:13:16.945104+00' → '2018-06-20T15:13:16.945104Z' (UTC, as Debezium)."""
+    if v in ("infinity", "-infinity"):
+        return v
+    m = _TZ_SPLIT.search(v)
+    base = v[: m.start()] if m else v
+    micros = _timestamp_micros(base)
+    if m:
+        micros -= _tz_offset_seconds(m.group(1)) * 1_000_000
+    ts = _EPOCH + dt.timedelta(microseconds=micros)
+    return logical.zoned_timestamp_str(ts)
+
+
+def _timetz(v: str) -> str:
+    m = _TZ_SPLIT.search(v)
+    base = v[: m.start()] if m else v
+    micros = _time_micros(base) - (_tz_offset_seconds(m.group(1)) * 1_000_000 if m else 0)
+    micros %= 86_400_000_000
+    secs, us = divmod(micros, 1_000_000)
+    text = f"{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
+    if us:
+        text += ("." + f"{us:06d}").rstrip("0")
+    return text + "Z"
+
+
+_ISO_INTERVAL = re.compile(
+    r"^P(?:(?P<y>-?\d+)Y)?(?:(?P<mo>-?\d+)M)?(?:(?P<w>-?\d+)W)?(?:(?P<d>-?\d+)D)?"
+    r"(?:T(?:(?P<h>-?\d+)H)?(?:(?P<mi>-?\d+)M)?(?:(?P<s>-?[\d.]+)S)?)?$"
+)
+DAYS_PER_MONTH = 365.25 / 12.0
+
+
+def _interval_parts(v: str) -> tuple[int, int, int, int, int, float]:
+    m = _ISO_INTERVAL.match(v)
+    if m is None:
+        raise ValueError(f"interval {v!r} is not ISO 8601 (IntervalStyle must be iso_8601)")
+    g = {k: (val or "0") for k, val in m.groupdict().items()}
+    days = int(g["d"]) + 7 * int(g["w"])
+    return int(g["y"]), int(g["mo"]), days, int(g["h"]), int(g["mi"]), float(g["s"])
+
+
+def _interval_micros(v: str) -> int:
+    y, mo, d, h, mi, s = _interval_parts(v)
+    days = (y * 12 + mo) * DAYS_PER_MONTH + d
+    return round((((days * 24 + h) * 60 + mi) * 60 + s) * 1_000_000)
+
+
+def _interval_string(v: str) -> str:
+    """Debezium's ``P<y>Y<m>M<d>DT<h>H<m>M<s>S`` with every field present."""
+    y, mo, d, h, mi, s = _interval_parts(v)
+    sec = f"{s:f}".rstrip("0").rstrip(".") if s != int(s) else str(int(s))
+    return f"P{y}Y{mo}M{d}DT{h}H{mi}M{sec}S"
+
+
+def _bytea(v: str) -> bytes:
+    if v.startswith("\\x"):
+        return bytes.fromhex(v[2:])
+    # escape format (bytea_output=escape): octal escapes
+    return v.encode("latin-1").decode("unicode_escape").encode("latin-1")
+
+
+def _bits(v: str) -> bytes:
+    n = len(v)
+    value = int(v, 2) if v else 0
+    return value.to_bytes(max((n + 7) // 8, 1), "little")
+
+
+_POINT = re.compile(r"^\(\s*([^,]+)\s*,\s*([^)]+)\s*\)$")
+
+
+def _point(v: str) -> dict[str, Any]:
+    m = _POINT.match(v)
+    if m is None:
+        raise ValueError(f"not a point: {v!r}")
+    x, y = float(m.group(1)), float(m.group(2))
+    wkb = struct.pack("<BIdd", 1, 1, x, y)
+    return {"x": x, "y": y, "wkb": wkb, "srid": None}
+
+
+def _ewkb_hex(v: str) -> dict[str, Any]:
+    """PostGIS prints geometry as hex EWKB; Debezium emits WKB plus the SRID."""
+    raw = bytes.fromhex(v)
+    little = raw[0] == 1
+    fmt = "<I" if little else ">I"
+    (gtype,) = struct.unpack_from(fmt, raw, 1)
+    srid = None
+    if gtype & 0x20000000:
+        (srid,) = struct.unpack_from(fmt, raw, 5)
+        gtype &= ~0x20000000
+        raw = raw[:1] + struct.pack(fmt, gtype) + raw[9:]
+    return {"wkb": raw, "srid": srid}
+
+
+def _hstore_pairs(v: str) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    i, n = 0, len(v)
+
+    def token(i: int) -> tuple[str | None, int]:
+        while i < n and v[i] in " ,":
+            i += 1
+        if v.startswith("NULL", i):
+            return None, i + 4
+        if v[i] != '"':
+            raise ValueError(f"bad hstore near {v[i : i + 20]!r}")
+        i += 1
+        buf = []
+        while v[i] != '"':
+            if v[i] == "\\":
+                i += 1
+            buf.append(v[i])
+            i += 1
+        return "".join(buf), i + 1
+
+    while i < n:
+        while i < n and v[i] in " ,":
+            i += 1
+        if i >= n:
+            break
+        key, i = token(i)
+        i = v.index("=>", i) + 2
+        val, i = token(i)
+        out[key or ""] = val
+    return out
+
+
+def parse_array(v: str, element: Conv, delimiter: str = ",") -> list[Any]:
+    """PostgreSQL's array literal ``{1,2,"a b",NULL,{3,4}}`` → nested lists."""
+    pos = v.find("{")  # skip a dimension decoration like [1:2]={...}
+    return _array_at(v, pos, element, delimiter)[0]
+
+
+def _array_at(v: str, pos: int, element: Conv, delim: str) -> tuple[list[Any], int]:
+    assert v[pos] == "{"
+    pos += 1
+    out: list[Any] = []
+    if v[pos] == "}":
+        return out, pos + 1
+    while True:
+        ch = v[pos]
+        if ch == "{":
+            sub, pos = _array_at(v, pos, element, delim)
+            out.append(sub)
+        elif ch == '"':
+            pos += 1
+            buf = []
+            while v[pos] != '"':
+                if v[pos] == "\\":
+                    pos += 1
+                buf.append(v[pos])
+                pos += 1
+            pos += 1
+            out.append(element("".join(buf)))
+        else:
+            end = pos
+            while v[end] not in (delim, "}"):
+                end += 1
+            token = v[pos:end].strip()
+            out.append(None if token == "NULL" else element(token))
+            pos = end
+        if v[pos] == delim:
+            pos += 1
+            continue
+        if v[pos] == "}":
+            return out, pos + 1
+        raise ValueError(f"bad array literal near {v[pos : pos + 20]!r}")
+
+
+# -- the mapping ---------------------------------------------------------------------------
+def _precision(typmod: int, default: int = 6) -> int:
+    return default if typmod < 0 else typmod
+
+
+def _numeric_scale(typmod: int) -> tuple[int | None, int | None]:
+    if typmod < 4:
+        return None, None
+    t = typmod - 4
+    return (t >> 16) & 0xFFFF, t & 0xFFFF
+
+
+def _binary(mode: str) -> tuple[Schema, Conv]:
+    if mode == "base64":
+        return STRING, lambda v: base64.b64encode(_bytea(v)).decode()
+    if mode == "hex":
+        return STRING, lambda v: _bytea(v).hex()
+    return BYTES, _bytea
+
+
+def _decimal(modes: Modes, typmod: int) -> tuple[Schema, Conv]:
+    precision, scale = _numeric_scale(typmod)
+    if modes.decimal == "double":
+        return FLOAT64, float
+    if modes.decimal == "string":
+        return STRING, lambda v: "NAN" if v == "NaN" else v
+    if scale is None:
+
+        def variable(v: str) -> Any:
+            if v == "NaN":
+                return None
+            return logical.variable_scale_value(decimal.Decimal(v))
+
+        return logical.variable_scale_decimal(), variable
+    q = decimal.Decimal(1).scaleb(-scale)
+
+    def fixed(v: str) -> Any:
+        if v == "NaN":
+            return None
+        return decimal.Decimal(v).quantize(q)
+
+    return logical.connect_decimal(scale, precision), fixed
+
+
+def _temporal(oid: int, typmod: int, modes: Modes) -> tuple[Schema, Conv] | None:
+    mode = modes.time_precision
+    if oid == DATE:
+        return (logical.connect_date() if mode == "connect" else logical.date()), _date_days
+    if oid == TIME:
+        p = _precision(typmod)
+        if mode == "connect":
+            return logical.connect_time(), lambda v: _time_micros(v) // 1000
+        if mode == "adaptive" and p <= 3:
+            return logical.time_millis(), lambda v: _time_micros(v) // 1000
+        return logical.micro_time(), _time_micros
+    if oid == TIMESTAMP:
+        p = _precision(typmod)
+        if mode == "connect":
+            return logical.connect_timestamp(), lambda v: _timestamp_micros(v) // 1000
+        if p <= 3:
+            return logical.timestamp_millis(), lambda v: _timestamp_micros(v) // 1000
+        return logical.micro_timestamp(), _timestamp_micros
+    if oid == TIMESTAMPTZ:
+        return logical.zoned_timestamp(), _timestamptz
+    if oid == TIMETZ:
+        return logical.zoned_time(), _timetz
+    if oid == INTERVAL:
+        if modes.interval == "string":
+            return logical.interval(), _interval_string
+        return logical.micro_duration(), _interval_micros
+    return None
+
+
+_SIMPLE: dict[int, tuple[Schema, Conv | None]] = {
+    BOOL: (BOOLEAN, _bool),
+    INT2: (INT16, int),
+    INT4: (INT32, int),
+    INT8: (INT64, int),
+    OID: (INT64, int),
+    XID: (INT64, int),
+    FLOAT4: (FLOAT32, _float),
+    FLOAT8: (FLOAT64, _float),
+    TEXT: (STRING, None),
+    VARCHAR: (STRING, None),
+    BPCHAR: (STRING, None),
+    NAME: (STRING, None),
+    CHAR: (STRING, None),
+    JSON: (logical.json(), None),
+    JSONB: (logical.json(), None),
+    XML: (logical.xml(), None),
+    UUID: (logical.uuid(), None),
+    INET: (STRING, None),
+    CIDR: (STRING, None),
+    MACADDR: (STRING, None),
+    MACADDR8: (STRING, None),
+    INT4RANGE: (STRING, None),
+    INT8RANGE: (STRING, None),
+    NUMRANGE: (STRING, None),
+    TSRANGE: (STRING, None),
+    TSTZRANGE: (STRING, None),
+    DATERANGE: (STRING, None),
+    POINT: (logical.point(), _point),
+}
+
+
+class TypeRegistry:
+    """Resolves a column (type OID + modifier) to a schema and a text converter, consulting
+    catalog information for user-defined types."""
+
+    def __init__(self, modes: Modes, catalog: dict[int, TypeInfo] | None = None) -> None:
+        self.modes = modes
+        self.catalog: dict[int, TypeInfo] = catalog or {}
+
+    def resolve(self, oid: int, typmod: int) -> tuple[Schema, Conv | None] | None:
+        simple = _SIMPLE.get(oid)
+        if simple is not None:
+            return simple
+        modes = self.modes
+        if oid == NUMERIC:
+            return _decimal(modes, typmod)
+        if oid == MONEY:
+            if modes.decimal == "double":
+                return FLOAT64, lambda v: float(_money(v))
+            if modes.decimal == "string":
+                return STRING, None
+            return logical.connect_decimal(2), lambda v: _money(v).quantize(decimal.Decimal("0.01"))
+        if oid == BYTEA:
+            return _binary(modes.binary)
+        if oid == BIT:
+            n = typmod if typmod > 0 else 1
+            if n == 1:
+                return BOOLEAN, lambda v: v == "1"
+            return logical.bits(n), _bits
+        if oid == VARBIT:
+            return logical.bits(typmod if typmod > 0 else 2**31 - 1), _bits
+        temporal = _temporal(oid, typmod, modes)
+        if temporal is not None:
+            return temporal
+        info = self.catalog.get(oid)
+        if info is None:
+            return self._unknown()
+        if info.category == "E":
+            return logical.enum(list(info.enum_labels)), None
+        if info.base_oid:
+            return self.resolve(info.base_oid, typmod if typmod >= 0 else info.base_typmod)
+        if info.element_oid:
+            inner = self.resolve(info.element_oid, typmod)
+            if inner is None:
+                return None
+            el_schema, el_conv = inner
+            conv = el_conv or _identity
+            return array(el_schema.as_optional(), optional=True), lambda v: parse_array(v, conv)
+        if info.name == "hstore":
+            if modes.hstore == "json":
+                return logical.json(), lambda v: orjson.dumps(_hstore_pairs(v)).decode()
+            return map_of(STRING, STRING.as_optional()), _hstore_pairs
+        if info.name in ("citext", "ltree"):
+            return (logical.ltree() if info.name == "ltree" else STRING), None
+        if info.name == "geometry":
+            return logical.geometry(), _ewkb_hex
+        if info.name == "geography":
+            return logical.geography(), _ewkb_hex
+        return self._unknown()
+
+    def _unknown(self) -> tuple[Schema, Conv | None] | None:
+        if not self.modes.include_unknown:
+            return None
+        return _binary(self.modes.binary)[0], lambda v: v.encode() if isinstance(v, str) else v
+
+
+def _identity(v: Any) -> Any:
+    return v
+
+
+class PostgresValueConverters:
+    """The connector's ``ValueConverterProvider``: per column, schema and converter."""
+
+    def __init__(self, registry: TypeRegistry) -> None:
+        self.registry = registry
+
+    def schema_for(self, table: Table, column: Column) -> Schema | None:
+        res = self.registry.resolve(column.native_type or 0, column.type_modifier)
+        return None if res is None else res[0]
+
+    def converter_for(self, table: Table, column: Column) -> Conv | None:
+        res = self.registry.resolve(column.native_type or 0, column.type_modifier)
+        return None if res is None else res[1]

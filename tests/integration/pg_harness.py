@@ -1,0 +1,193 @@
+"""Running the real PostgreSQL connector against the local stack, in-process, for tests."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import psycopg
+from confluent_kafka import Consumer, TopicPartition
+
+from cdc.engine import Engine, EngineSettings
+from cdc.offsets.memory import MemoryOffsetStore
+from cdc.offsets.store import OffsetStore
+from connectors.postgres import PostgresConnector
+from tests.integration.conftest import PgInfo
+
+
+@dataclass
+class Event:
+    topic: str
+    key: Any
+    value: Any
+    headers: dict[str, bytes]
+    offset: int
+
+    @property
+    def op(self) -> str | None:
+        return None if self.value is None else self.value.get("op")
+
+    @property
+    def after(self) -> Any:
+        return None if self.value is None else self.value.get("after")
+
+    @property
+    def before(self) -> Any:
+        return None if self.value is None else self.value.get("before")
+
+
+def _payload(raw: bytes | None) -> Any:
+    if raw is None:
+        return None
+    doc = orjson.loads(raw)
+    return doc["payload"] if isinstance(doc, dict) and "payload" in doc else doc
+
+
+def read_topic(
+    bootstrap: str, topic: str, *, min_count: int = 0, timeout: float = 30.0, settle: float = 1.5
+) -> list[Event]:
+    """Everything on ``topic`` from the beginning: waits for ``min_count`` records, then for
+    ``settle`` seconds of quiet so that unexpected extra records are seen too."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": uuid.uuid4().hex,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        out: list[Event] = []
+        deadline = time.monotonic() + timeout
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is None or msg.error() is not None:
+                if len(out) >= min_count and time.monotonic() - quiet_since > settle:
+                    break
+                continue
+            quiet_since = time.monotonic()
+            out.append(
+                Event(
+                    msg.topic(),
+                    _payload(msg.key()),
+                    _payload(msg.value()),
+                    dict(msg.headers() or []),
+                    msg.offset(),
+                )
+            )
+        return out
+    finally:
+        consumer.close()
+
+
+@dataclass
+class RunningConnector:
+    engine: Engine
+    thread: threading.Thread
+    errors: list[BaseException] = field(default_factory=list)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self.engine.stop()
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "engine did not stop"
+
+
+class PgHarness:
+    """One database per test module; each connector run gets its own slot and topic prefix."""
+
+    def __init__(self, pg: PgInfo, kafka: str, dbname: str) -> None:
+        self.pg = pg
+        self.kafka = kafka
+        self.dbname = dbname
+        with psycopg.connect(pg.dsn(), autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+            c.execute(f'CREATE DATABASE "{dbname}"')
+
+    def sql(self, *statements: str, params: Any = None) -> list[Any]:
+        rows: list[Any] = []
+        with psycopg.connect(self.pg.dsn(self.dbname), autocommit=True) as c:
+            for s in statements:
+                cur = c.execute(s, params)  # type: ignore[call-overload]
+                if cur.description:
+                    rows = cur.fetchall()
+        return rows
+
+    def config(self, **overrides: Any) -> dict[str, Any]:
+        server = "t" + uuid.uuid4().hex[:8]
+        cfg = {
+            "name": server,
+            "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+            "database.server.name": server,
+            "database.hostname": self.pg.host,
+            "database.port": str(self.pg.port),
+            "database.user": self.pg.user,
+            "database.password": self.pg.password,
+            "database.dbname": self.dbname,
+            "plugin.name": "pgoutput",
+            "slot.name": f"slot_{server}",
+            "publication.name": f"pub_{server}",
+            "poll.interval.ms": "100",
+        }
+        cfg.update({k.replace("_", "."): str(v) for k, v in overrides.items()})
+        return cfg
+
+    def start(self, cfg: dict[str, Any], store: OffsetStore | None = None) -> RunningConnector:
+        connector = PostgresConnector(cfg)
+        engine = Engine(
+            connector,
+            connector.config,
+            store or MemoryOffsetStore(),
+            EngineSettings(
+                producer={"bootstrap.servers": self.kafka}, offset_flush_interval_ms=200
+            ),
+        )
+        run = RunningConnector(engine, threading.Thread(target=lambda: None))
+
+        def main() -> None:
+            try:
+                engine.run()
+            except BaseException as exc:
+                run.errors.append(exc)
+
+        run.thread = threading.Thread(target=main, daemon=True)
+        run.thread.start()
+        return run
+
+    @contextmanager
+    def running(
+        self, cfg: dict[str, Any], store: OffsetStore | None = None
+    ) -> Iterator[RunningConnector]:
+        run = self.start(cfg, store)
+        try:
+            yield run
+        finally:
+            run.stop()
+            if run.errors:
+                raise run.errors[0]
+
+    def wait_streaming(self, run: RunningConnector, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if run.errors:
+                raise run.errors[0]
+            if run.engine.metrics.streaming.connected:
+                return
+            time.sleep(0.05)
+        raise AssertionError("connector did not start streaming")
+
+    def topic(self, cfg: dict[str, Any], table: str, schema: str = "public") -> str:
+        return f"{cfg['database.server.name']}.{schema}.{table}"
+
+    def drop_slot(self, cfg: dict[str, Any]) -> None:
+        self.sql(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+            f"WHERE slot_name = '{cfg['slot.name']}' AND NOT active"
+        )
