@@ -221,16 +221,23 @@ class Service(ABC):
         return True
 
     def _kill(self, pid: int, timeout: float = 30.0) -> None:
+        child = _CHILDREN.get(self.pid_file)
+        if child is not None and child.pid != pid:
+            child = None
         for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, sig)
+            if child is not None:
+                # Our own child: wait() reaps it, so no zombie and no "still running" warning.
+                try:
+                    child.wait(wait)
+                except subprocess.TimeoutExpired:
+                    continue
+                _CHILDREN.pop(self.pid_file, None)
+                return
             deadline = time.monotonic() + wait
-            child = _CHILDREN.get(self.pid_file)
             while time.monotonic() < deadline:
-                if child is not None and child.pid == pid:
-                    child.poll()
                 if not pid_alive(pid):
-                    _CHILDREN.pop(self.pid_file, None)
                     return
                 time.sleep(0.1)
 
