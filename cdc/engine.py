@@ -24,6 +24,7 @@ from cdc.converters import Converter, converter_from_config
 from cdc.errors import ConfigError, ConversionError
 from cdc.filters import ColumnFilter, TableFilter
 from cdc.metrics import TaskMetrics
+from cdc.offsets.kafka import KafkaOffsetStore
 from cdc.offsets.store import OffsetStore
 from cdc.offsets.writer import OffsetWriter, Pending
 from cdc.pipeline.dispatcher import EventDispatcher
@@ -60,9 +61,6 @@ class Engine:
         config: Config,
         offset_store: OffsetStore,
         settings: EngineSettings,
-        *,
-        offset_record: Callable[[str, dict[str, Any], dict[str, Any]], tuple[str, bytes, bytes]]
-        | None = None,
     ) -> None:
         self.connector = connector
         self.config = config
@@ -71,9 +69,15 @@ class Engine:
         self.store = offset_store
         self.settings = settings
         self.partition = connector.source_partition()
-        self.offset_record = offset_record
-        if settings.exactly_once and offset_record is None:
-            raise ConfigError([("exactly.once.support", "requires a Kafka offset store")])
+        if settings.exactly_once and not isinstance(offset_store, KafkaOffsetStore):
+            raise ConfigError(
+                [
+                    (
+                        "exactly.once.source.support",
+                        "requires the Kafka offset store (offset.storage=kafka)",
+                    )
+                ]
+            )
         self.metrics = TaskMetrics(
             plugin=_plugin_name(connector.type_name),
             server=self.server,
@@ -206,6 +210,7 @@ class Engine:
     def run(self) -> None:
         """Run until :meth:`stop` or a failure (re-raised here)."""
         metrics_mod.register(self.metrics)
+        self.store.start()
         if self.settings.exactly_once:
             self.sink.init_transactions()
         self._source_thread = threading.Thread(
@@ -282,7 +287,8 @@ class Engine:
 
     def _process_transactional(self, batch: list[SourceRecord]) -> None:
         """Exactly-once: the batch's records and its last offset in one Kafka transaction."""
-        assert self.offset_record is not None
+        store = self.store
+        assert isinstance(store, KafkaOffsetStore)
         encoded: list[tuple[SourceRecord, bytes | None, bytes | None]] = []
         last_offset: dict[str, Any] | None = None
         for rec in batch:
@@ -303,8 +309,8 @@ class Engine:
                 self.sink.send(
                     out.topic, key, value, out.headers or None, _ignore, out.kafka_partition
                 )
-            topic, okey, ovalue = self.offset_record(self.name, self.partition, last_offset)
-            self.sink.send(topic, okey, ovalue, None, _ignore)
+            topic, okey, ovalue = store.offset_record(self.name, self.partition, last_offset)
+            self.sink.send(topic, okey, ovalue, None, _ignore, store.partition_for(okey))
             self.sink.commit()
         except BaseException:
             self.sink.abort()

@@ -9,6 +9,7 @@ database. Its log positions are plain integers; its snapshot is consistent by co
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -196,8 +197,9 @@ class MemorySnapshot(SnapshotSource):
 
 
 class MemoryStreaming(StreamingSource):
-    def __init__(self, db: MemoryDatabase) -> None:
+    def __init__(self, db: MemoryDatabase, transactions_per_second: float = 0.0) -> None:
         self.db = db
+        self.tx_interval = 1.0 / transactions_per_second if transactions_per_second else 0.0
 
     def execute(self, ctx: SourceContext, offset: Mapping[str, Any] | None) -> None:
         pos = int(offset["pos"]) if offset else 0
@@ -215,6 +217,8 @@ class MemoryStreaming(StreamingSource):
                     ctx.emit(TransactionBegin(str(e.tx), src, off))
                 elif e.kind == "end":
                     ctx.emit(TransactionEnd(str(e.tx), src, off))
+                    if self.tx_interval:
+                        time.sleep(self.tx_interval)
                 else:
                     assert e.op is not None and e.table is not None
                     table = self.db.tables[e.table].table
@@ -231,6 +235,12 @@ CONFIG_DEF = common_def().extend(
     ConfigDef(
         [
             ConfigField("memory.database", Kind.STRING, required=True),
+            ConfigField(
+                "memory.transactions.per.second",
+                Kind.DOUBLE,
+                0.0,
+                doc="Throttle streaming (0 = unthrottled), to stop a test mid-stream.",
+            ),
             ConfigField("snapshot.mode", Kind.STRING, "initial", validator=one_of(*MODES)),
         ]
     )
@@ -256,7 +266,7 @@ class MemoryConnector(Connector):
         return MemorySnapshot(self.db)
 
     def streaming_source(self) -> StreamingSource:
-        return MemoryStreaming(self.db)
+        return MemoryStreaming(self.db, self.config["memory.transactions.per.second"])
 
     def value_converters(self) -> MemoryConverters:
         return MemoryConverters()

@@ -1,0 +1,92 @@
+"""A connector task in its own process, so tests can SIGKILL it mid-stream.
+
+    python -m tests.integration.engine_child SPEC.json
+
+SPEC: {"kind": "memory" | "postgres", "config": {...}, "bootstrap": "...",
+       "offsets": {"file": path} | {"kafka_topic": name}, "exactly_once": bool,
+       "memory": {"transactions": N, "rows_per_tx": k}}
+The memory database is rebuilt identically on every start (same rows, same positions), so
+a restarted child sees the same log, as a database would.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import sys
+from typing import Any
+
+from cdc.engine import Engine, EngineSettings
+from cdc.offsets.file import FileOffsetStore
+from cdc.offsets.kafka import KafkaOffsetStore
+from cdc.offsets.store import OffsetStore
+from cdc.spi import Connector
+
+
+def build_memory_db(name: str, transactions: int, rows_per_tx: int) -> None:
+    from cdc.testing.memory import MemoryDatabase
+
+    db = MemoryDatabase(name)
+    db.create_table("items", [("id", "int"), ("v", "text")], ["id"])
+    n = 0
+    for _ in range(transactions):
+        changes = []
+        for _ in range(rows_per_tx):
+            n += 1
+            changes.append(("c", "items", (n, f"value-{n}")))
+        db.transaction(changes)
+
+
+def main(spec_path: str) -> None:
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    engine: Engine | None = None
+    stop_requested = False
+
+    def on_term(*_: object) -> None:
+        nonlocal stop_requested
+        stop_requested = True
+        if engine is not None:
+            engine.stop()
+
+    signal.signal(signal.SIGTERM, on_term)
+    with open(spec_path) as fh:
+        spec: dict[str, Any] = json.load(fh)
+    cfg = spec["config"]
+    connector: Connector
+    if spec["kind"] == "memory":
+        from cdc.testing.memory import MemoryConnector
+
+        m = spec["memory"]
+        build_memory_db(cfg["memory.database"], m["transactions"], m["rows_per_tx"])
+        connector = MemoryConnector(cfg)
+    else:
+        from connectors.postgres import PostgresConnector
+
+        connector = PostgresConnector(cfg)
+    offsets = spec["offsets"]
+    store: OffsetStore
+    if "file" in offsets:
+        store = FileOffsetStore(offsets["file"])
+    else:
+        store = KafkaOffsetStore(spec["bootstrap"], offsets["kafka_topic"], partitions=3)
+    eos = bool(spec.get("exactly_once"))
+    engine = Engine(
+        connector,
+        connector.config,  # type: ignore[attr-defined]
+        store,
+        EngineSettings(
+            producer={"bootstrap.servers": spec["bootstrap"]},
+            offset_flush_interval_ms=int(spec.get("flush_ms", 100)),
+            exactly_once=eos,
+            transactional_id=f"tidemark-{cfg['name']}" if eos else None,
+        ),
+    )
+    if stop_requested:
+        return
+    print("READY", flush=True)
+    engine.run()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
