@@ -142,14 +142,23 @@ def _time_micros(v: str) -> int:
 _EPOCH = dt.datetime(1970, 1, 1)
 
 
+_EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
+_fromisoformat = dt.datetime.fromisoformat
+
+
 def _timestamp_micros(v: str) -> int:
     if v == "infinity":
         return 2**63 - 1
     if v == "-infinity":
         return -(2**63)
-    date_part, _, time_part = v.partition(" ")
-    days = (dt.date.fromisoformat(date_part) - logical.EPOCH_DATE).days
-    return days * 86_400_000_000 + (_time_micros(time_part) if time_part else 0)
+    try:
+        d = _fromisoformat(v)  # C fast path for the usual 'YYYY-MM-DD HH:MM:SS[.ffffff]'
+    except ValueError:
+        date_part, _, time_part = v.partition(" ")
+        days = (dt.date.fromisoformat(date_part) - logical.EPOCH_DATE).days
+        return days * 86_400_000_000 + (_time_micros(time_part) if time_part else 0)
+    seconds = (d.toordinal() - _EPOCH_ORDINAL) * 86400 + d.hour * 3600 + d.minute * 60 + d.second
+    return seconds * 1_000_000 + d.microsecond
 
 
 def _tz_offset_seconds(tz: str) -> int:
@@ -170,6 +179,10 @@ def _timestamptz(v: str) -> str:
     """'2018-06-20 15:13:16.945104+00' → '2018-06-20T15:13:16.945104Z' (UTC, as Debezium)."""
     if v in ("infinity", "-infinity"):
         return v
+    if v.endswith("+00") and len(v) >= 22 and v[4] == "-" and v[10] == " ":
+        # Sessions run in UTC, so this is the common case; PostgreSQL already prints the
+        # fraction without trailing zeros, as Debezium's ISO format does.
+        return v[:10] + "T" + v[11:-3] + "Z"
     m = _TZ_SPLIT.search(v)
     base = v[: m.start()] if m else v
     micros = _timestamp_micros(base)
