@@ -29,6 +29,13 @@ def _server_name(value: Any) -> str | None:
     return None
 
 
+def _skipped_ops(value: Any) -> str | None:
+    ops = set(value or [])
+    if ops <= {"c", "u", "d", "t"} or ops == {"none"}:
+        return None
+    return "may contain only c, u, d, t, or be none"
+
+
 def common_def(**defaults: Any) -> ConfigDef:
     def d(name: str, fallback: Any) -> Any:
         return defaults.get(name.replace(".", "_"), fallback)
@@ -82,11 +89,11 @@ def common_def(**defaults: Any) -> ConfigDef:
             ConfigField(
                 "skipped.operations",
                 Kind.LIST,
-                [],
+                ["t"],
                 group="Filters",
-                validator=lambda v: (
-                    None if set(v or []) <= {"c", "u", "d", "t"} else "may contain only c, u, d, t"
-                ),
+                doc="Operations not to emit: c, u, d, t (truncate), or none. Default t, as in "
+                "current Debezium (1.2 had no truncate events).",
+                validator=_skipped_ops,
             ),
             ConfigField("tombstones.on.delete", Kind.BOOLEAN, True),
             ConfigField("provide.transaction.metadata", Kind.BOOLEAN, False),

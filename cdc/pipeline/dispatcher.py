@@ -127,6 +127,15 @@ class EventDispatcher:
     def is_included(self, table_id: TableId) -> bool:
         return bool(self.filter.is_included(table_id))
 
+    def snapshot_started(self, table_ids: list[TableId]) -> None:
+        self.metrics.snapshot.start([t.identifier for t in table_ids])
+
+    def snapshot_table_completed(self, table_id: TableId, rows: int) -> None:
+        snap = self.metrics.snapshot
+        snap.rows_scanned[table_id.identifier] = rows
+        snap.rows_expected[table_id.identifier] = rows
+        snap.remaining_table_count = max(snap.remaining_table_count - 1, 0)
+
     def snapshot_progress(self, table_id: TableId, rows: int, total: int | None) -> None:
         snap = self.metrics.snapshot
         snap.rows_scanned[table_id.identifier] = rows

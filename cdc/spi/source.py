@@ -25,7 +25,13 @@ class SourceContext(Protocol):
         """The configured database/schema/table include and exclude lists."""
         ...
 
-    def snapshot_progress(self, table_id: TableId, rows: int, total: int | None) -> None: ...
+    def snapshot_started(self, table_ids: list[TableId]) -> None:
+        """The snapshot will read these tables (for TotalTableCount and progress)."""
+
+    def snapshot_progress(self, table_id: TableId, rows: int, total: int | None) -> None:
+        """Rows read so far from one table, and the expected total if known."""
+
+    def snapshot_table_completed(self, table_id: TableId, rows: int) -> None: ...
 
 
 class Snapshotter(ABC):

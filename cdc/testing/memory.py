@@ -177,6 +177,7 @@ class MemorySnapshot(SnapshotSource):
         with self.db.cond:
             pos = len(self.db.log)
             tables = {n: (mt.table, list(mt.rows.values())) for n, mt in self.db.tables.items()}
+        ctx.snapshot_started([t.id for t, _ in tables.values() if ctx.is_included(t.id)])
         for name, (table, rows) in tables.items():
             ctx.register_table(table)
             if not include_data or not ctx.is_included(table.id):
@@ -193,6 +194,7 @@ class MemorySnapshot(SnapshotSource):
                     )
                 )
                 ctx.snapshot_progress(table.id, i + 1, len(rows))
+            ctx.snapshot_table_completed(table.id, len(rows))
         return {"pos": pos}
 
 

@@ -148,9 +148,7 @@ class PostgresSnapshot(SnapshotSource):
         xid_row = conn.execute("SELECT txid_current_if_assigned()").fetchone()
         xid = xid_row[0] if xid_row else None
         total_tables = len(tables)
-        snap_metrics = getattr(ctx, "metrics", None)
-        if snap_metrics is not None:
-            snap_metrics.snapshot.start([t.id.identifier for t in tables])
+        ctx.snapshot_started([t.id for t in tables])
         for n, table in enumerate(tables, 1):
             if ctx.stop_event.is_set():
                 raise InterruptedError("snapshot interrupted by stop")
@@ -191,9 +189,7 @@ class PostgresSnapshot(SnapshotSource):
                     if ctx.stop_event.is_set():
                         raise InterruptedError("snapshot interrupted by stop")
                     self._log_progress(tid, rows, estimate, t0)
-            ctx.snapshot_progress(tid, rows, rows)
-            if snap_metrics is not None:
-                snap_metrics.snapshot.remaining_table_count = total_tables - n
+            ctx.snapshot_table_completed(tid, rows)
             log.info("snapshot of %s done: %d rows in %.1f s", tid, rows, time.monotonic() - t0)
 
     @staticmethod

@@ -48,6 +48,8 @@ log = logging.getLogger("tidemark.postgres.streaming")
 
 HEARTBEAT_PREFIX = "tidemark-heartbeat"
 _ROW_TYPES = (po.Insert, po.Update, po.Delete)
+#: pg_replication_slots.wal_status as a number, for the metric
+_WAL_STATUS = {"reserved": 0, "extended": 1, "unreserved": 2, "lost": 3}
 
 
 class _Resume:
@@ -74,6 +76,9 @@ class PostgresStreaming(StreamingSource):
         self._flush_lock = threading.Lock()
         self._sent_flush = 0
         self._next_flush_status = 0.0
+        self._next_slot_check = 0.0
+        self.slot_lag_bytes = 0
+        self.slot_wal_status = -1
         self.last_received = 0
 
     # -- called from the task thread once Kafka acknowledged ------------------------------------
@@ -87,6 +92,9 @@ class PostgresStreaming(StreamingSource):
     def execute(self, ctx: SourceContext, offset: Mapping[str, Any] | None) -> None:
         if self.metrics is None:
             self.metrics = getattr(ctx, "metrics", None)
+        if self.metrics is not None:
+            self.metrics.extra["PostgresSlotLagBytes"] = lambda: float(self.slot_lag_bytes)
+            self.metrics.extra["PostgresSlotWalStatus"] = lambda: float(self.slot_wal_status)
         resume = _Resume(0, 0, True)
         start_lsn = 0
         if offset:
@@ -243,6 +251,9 @@ class PostgresStreaming(StreamingSource):
                     self._send_status(pgc, state.received)
                     self._next_flush_status = now + 1.0
                 state.idle(meta)
+                if now >= self._next_slot_check:
+                    self._check_slot(meta)
+                    self._next_slot_check = now + 10.0
                 r, _, _ = select.select([sock], [], [], min(status_every, 0.5))
                 if r:
                     try:
@@ -253,6 +264,28 @@ class PostgresStreaming(StreamingSource):
             with contextlib.suppress(Exception):
                 self._send_status(pgc, state.received)
             repl.close()
+
+    def _check_slot(self, meta: Any) -> None:
+        """Slot lag and WAL status as metrics; an invalidated slot stops streaming loudly
+        instead of continuing from a gap."""
+        row = meta.execute(
+            "SELECT pg_current_wal_lsn() - confirmed_flush_lsn, wal_status "
+            "FROM pg_replication_slots WHERE slot_name = %s",
+            (self.cfg["slot.name"],),
+        ).fetchone()
+        if row is None:
+            raise FatalError(
+                f"replication slot {self.cfg['slot.name']!r} was dropped while "
+                f"streaming; re-snapshot with snapshot.mode=always"
+            )
+        lag, status = row
+        self.slot_lag_bytes = int(lag or 0)
+        self.slot_wal_status = _WAL_STATUS.get(status or "", -1)
+        if status == "lost":
+            raise FatalError(
+                f"replication slot {self.cfg['slot.name']!r} was invalidated (wal_status lost): "
+                f"WAL it needed was removed. Re-snapshot with snapshot.mode=always."
+            )
 
     def _send_status(self, pgc: Any, received: int) -> None:
         with self._flush_lock:

@@ -10,82 +10,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 import psycopg
-from confluent_kafka import Consumer, TopicPartition
 
 from cdc.engine import Engine, EngineSettings
 from cdc.offsets.memory import MemoryOffsetStore
 from cdc.offsets.store import OffsetStore
+from cdc.testing.kafka_reader import Event, read_topic
 from connectors.postgres import PostgresConnector
 from tests.integration.conftest import PgInfo
 
-
-@dataclass
-class Event:
-    topic: str
-    key: Any
-    value: Any
-    headers: dict[str, bytes]
-    offset: int
-
-    @property
-    def op(self) -> str | None:
-        return None if self.value is None else self.value.get("op")
-
-    @property
-    def after(self) -> Any:
-        return None if self.value is None else self.value.get("after")
-
-    @property
-    def before(self) -> Any:
-        return None if self.value is None else self.value.get("before")
-
-
-def _payload(raw: bytes | None) -> Any:
-    if raw is None:
-        return None
-    doc = orjson.loads(raw)
-    return doc["payload"] if isinstance(doc, dict) and "payload" in doc else doc
-
-
-def read_topic(
-    bootstrap: str, topic: str, *, min_count: int = 0, timeout: float = 30.0, settle: float = 1.5
-) -> list[Event]:
-    """Everything on ``topic`` from the beginning: waits for ``min_count`` records, then for
-    ``settle`` seconds of quiet so that unexpected extra records are seen too."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": uuid.uuid4().hex,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-        }
-    )
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        out: list[Event] = []
-        deadline = time.monotonic() + timeout
-        quiet_since = time.monotonic()
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.2)
-            if msg is None or msg.error() is not None:
-                if len(out) >= min_count and time.monotonic() - quiet_since > settle:
-                    break
-                continue
-            quiet_since = time.monotonic()
-            out.append(
-                Event(
-                    msg.topic(),
-                    _payload(msg.key()),
-                    _payload(msg.value()),
-                    dict(msg.headers() or []),
-                    msg.offset(),
-                )
-            )
-        return out
-    finally:
-        consumer.close()
+__all__ = ["Event", "PgHarness", "RunningConnector", "read_topic"]
 
 
 @dataclass
