@@ -1,0 +1,124 @@
+"""Kafka stops answering mid-stream: the producer buffers, backpressure reaches the source
+(the queue fills and the source blocks), and once Kafka is back every event arrives.
+
+Uses its own single-node broker (same launcher as the stack) so freezing it does not disturb
+other tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cdc.engine import Engine, EngineSettings
+from cdc.offsets.memory import MemoryOffsetStore
+from cdc.testing.kafka_reader import read_topic
+from cdc.testing.memory import MemoryConnector
+from tests.integration.engine_child import build_memory_db
+from worker.dev.kafka import KafkaService
+
+pytestmark = pytest.mark.kafka
+
+
+def free_port_pair() -> int:
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port < 65000:
+            with socket.socket() as s2:
+                if s2.connect_ex(("127.0.0.1", port + 1)) != 0:
+                    return int(port)
+    raise RuntimeError("no free port pair")
+
+
+@pytest.fixture(scope="module")
+def private_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaService]:
+    svc = KafkaService(Path(tmp_path_factory.mktemp("kafka-outage")), free_port_pair())
+    svc.start()
+    try:
+        yield svc
+    finally:
+        pid = svc.pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+        svc.stop()
+
+
+def test_kafka_pause_backpressures_source_and_loses_nothing(private_kafka: KafkaService) -> None:
+    db = "outage" + uuid.uuid4().hex[:6]
+    transactions, rows = 3000, 5
+    build_memory_db(db, transactions, rows)
+    server = "o" + uuid.uuid4().hex[:6]
+    connector = MemoryConnector(
+        {
+            "name": server,
+            "database.server.name": server,
+            "memory.database": db,
+            "snapshot.mode": "never",
+            "max.queue.size": "300",
+            "max.batch.size": "100",
+            "poll.interval.ms": "50",
+            "memory.transactions.per.second": "1000",
+        }
+    )
+    engine = Engine(
+        connector,
+        connector.config,
+        MemoryOffsetStore(),
+        EngineSettings(
+            producer={
+                "bootstrap.servers": private_kafka.bootstrap,
+                "queue.buffering.max.messages": 1000,  # small, to reach backpressure quickly
+            },
+            offset_flush_interval_ms=200,
+        ),
+    )
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            engine.run()
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    topic = f"{server}.{db}.items"
+    deadline = time.monotonic() + 60
+    while engine.metrics.records_sent < 2000:
+        assert time.monotonic() < deadline and not errors, errors
+        time.sleep(0.05)
+    pid = private_kafka.pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)  # Kafka stops answering
+    try:
+        time.sleep(6)
+        sent_during = engine.metrics.records_sent
+        time.sleep(2)
+        # Nothing moves while Kafka is away: the producer buffer and the queue are full and
+        # the source is blocked on the queue.
+        assert engine.metrics.records_sent == sent_during
+        assert engine.queue.remaining_capacity == 0
+        assert engine.queue.blocked_seconds > 0 or engine.queue.size == engine.queue.max_size
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    deadline = time.monotonic() + 120
+    total = transactions * rows
+    while engine.metrics.records_sent < total:
+        assert time.monotonic() < deadline, f"only {engine.metrics.records_sent} sent"
+        assert not errors, errors
+        time.sleep(0.1)
+    engine.stop()
+    thread.join(60)
+    assert not errors, errors
+    events = read_topic(private_kafka.bootstrap, topic, min_count=total, timeout=120)
+    ids = {e.after["id"] for e in events}
+    assert ids == set(range(1, total + 1))
