@@ -360,6 +360,10 @@ class Engine:
         try:
             self._commit()
         finally:
+            for closeable in (self.key_converter, self.value_converter, self.transforms):
+                close = getattr(closeable, "close", None)
+                if callable(close):
+                    close()
             self.connector.close()
             metrics_mod.unregister(self.metrics)
             self.state = "STOPPED"
