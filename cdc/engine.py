@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ from cdc.filters import ColumnFilter, TableFilter
 from cdc.metrics import TaskMetrics
 from cdc.offsets.kafka import KafkaOffsetStore
 from cdc.offsets.store import OffsetStore
-from cdc.offsets.writer import OffsetWriter, Pending
+from cdc.offsets.writer import OffsetWriter
 from cdc.pipeline.dispatcher import EventDispatcher
 from cdc.pipeline.failures import FailureHandler
 from cdc.pipeline.queue import ChangeEventQueue, QueueClosed
@@ -225,9 +225,8 @@ class Engine:
                 if batch:
                     self._process(batch)
                 self.sink.poll(0)
-                err = self.writer.first_error()
-                if err is not None:
-                    raise SinkError(f"Kafka rejected a record: {err}")
+                if self.sink.error is not None:
+                    raise SinkError(f"Kafka rejected a record: {self.sink.error}")
                 if time.monotonic() >= next_commit:
                     self._commit()
                     next_commit = time.monotonic() + interval
@@ -244,23 +243,23 @@ class Engine:
         if self.settings.exactly_once:
             self._process_transactional(batch)
             return
-        send, track = self.sink.send, self.writer.track
+        send = self.sink.send
         apply = self.transforms.apply
+        sent = 0
         for rec in batch:
             if rec.is_marker:
-                track(rec.source_offset, done=True)
                 continue
             out = apply(rec)
             if out is None:
-                track(rec.source_offset, done=True)
                 continue
             encoded = self._encode(out)
             if encoded is None:
                 continue
-            key, value = encoded
-            entry = track(out.source_offset)
-            send(out.topic, key, value, out.headers or None, _ack(entry), out.kafka_partition)
-            self.metrics.records_sent += 1
+            send(out.topic, encoded[0], encoded[1], out.headers, out.kafka_partition)
+            sent += 1
+        self.metrics.records_sent += sent
+        # Records are sent in order, so the batch's last offset covers everything in it.
+        self.writer.track(batch[-1].source_offset)
 
     def _encode(self, rec: SourceRecord) -> tuple[bytes | None, bytes | None] | None:
         if rec.raw:
@@ -279,7 +278,8 @@ class Engine:
             error.__cause__ = exc
             self.failures.handle(error, rec, self.partition, self._process_one)
             return None
-        self.sink.ensure_topics((rec.topic,))
+        if rec.topic not in self.sink.known_topics:
+            self.sink.ensure_topics((rec.topic,))
         return key, value
 
     def _process_one(self, rec: SourceRecord) -> None:
@@ -306,11 +306,9 @@ class Engine:
         self.sink.begin()
         try:
             for out, key, value in encoded:
-                self.sink.send(
-                    out.topic, key, value, out.headers or None, _ignore, out.kafka_partition
-                )
+                self.sink.send(out.topic, key, value, out.headers, out.kafka_partition)
             topic, okey, ovalue = store.offset_record(self.name, self.partition, last_offset)
-            self.sink.send(topic, okey, ovalue, None, _ignore, store.partition_for(okey))
+            self.sink.send(topic, okey, ovalue, None, store.partition_for(okey))
             self.sink.commit()
         except BaseException:
             self.sink.abort()
@@ -321,9 +319,17 @@ class Engine:
     def _commit(self) -> None:
         if self.settings.exactly_once:
             return
-        self.writer.commit()
+        self.writer.commit(self._flush, self.settings.offset_flush_timeout_ms / 1000)
         self.metrics.offset_commits = self.writer.commits
         self.metrics.offset_commit_seconds = self.writer.commit_seconds
+
+    def _flush(self, timeout: float) -> int:
+        """Wait for Kafka's acknowledgements; a rejected record fails here, before any
+        offset after it can be stored."""
+        remaining = self.sink.flush(timeout)
+        if self.sink.error is not None:
+            raise SinkError(f"Kafka rejected a record: {self.sink.error}")
+        return remaining
 
     def _committed(self, offset: dict[str, Any]) -> None:
         if self.streaming is not None:
@@ -358,7 +364,8 @@ class Engine:
                 remaining,
             )
         try:
-            self._commit()
+            if not remaining and self.sink.error is None:
+                self._commit()
         finally:
             for closeable in (self.key_converter, self.value_converter, self.transforms):
                 close = getattr(closeable, "close", None)
@@ -367,19 +374,6 @@ class Engine:
             self.connector.close()
             metrics_mod.unregister(self.metrics)
             self.state = "STOPPED"
-
-
-def _ack(entry: Pending) -> Callable[[Any, Any], None]:
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err is not None:
-            entry.error = str(err)
-        entry.done = True
-
-    return on_delivery
-
-
-def _ignore(err: Any, msg: Any) -> None:
-    return None
 
 
 def _approx_size(rec: SourceRecord) -> int:

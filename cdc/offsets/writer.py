@@ -1,31 +1,28 @@
-"""Acknowledgement tracking: which source offset is safe to store.
+"""Which source offset is safe to store, and storing it.
 
-Records are registered in send order. Kafka acknowledges them per partition, possibly out of
-order across partitions and topics; an offset becomes committable only when its record *and
-every record sent before it* are acknowledged. So a crash can re-send events, never skip one.
+Kafka Connect's rule, kept: an offset is stored only once Kafka acknowledged the record it
+belongs to *and every record sent before it*. Instead of a Python callback per record (a
+measurable cost at tens of thousands of events per second), the writer remembers the offset
+of the last record handed to the producer and, at commit time, flushes the producer: when
+the flush returns with nothing outstanding, everything sent so far is acknowledged, so that
+offset is safe. A delivery failure is reported by the producer's error callback and fails
+the task before any later offset can be stored. A crash can re-send events, never skip one.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from cdc.errors import OffsetError
 from cdc.offsets.store import OffsetStore
 
+log = logging.getLogger("tidemark.offsets")
 
-class Pending:
-    """One in-flight record: the delivery callback flips ``done`` (or sets ``error``)."""
-
-    __slots__ = ("done", "error", "offset")
-
-    def __init__(self, offset: dict[str, Any], done: bool = False) -> None:
-        self.offset = offset
-        self.done = done
-        self.error: str | None = None
+Flush = Callable[[float], int]
+"""Wait up to the given seconds for outstanding records; returns how many are still out."""
 
 
 class OffsetWriter:
@@ -41,63 +38,54 @@ class OffsetWriter:
         self.connector = connector
         self.partition = dict(partition)
         self.on_committed = on_committed
-        self._pending: deque[Pending] = deque()
-        self._committable: dict[str, Any] | None = None
+        self._sent: dict[str, Any] | None = None
         self._last_stored: dict[str, Any] | None = None
         self._lock = threading.Lock()
         self.commits = 0
         self.commit_seconds = 0.0
+        self.last_committed: dict[str, Any] | None = None
 
-    def track(self, offset: dict[str, Any], *, done: bool = False) -> Pending:
-        entry = Pending(offset, done)
-        self._pending.append(entry)
-        return entry
-
-    def _advance(self) -> None:
-        pending = self._pending
-        while pending and pending[0].done:
-            entry = pending.popleft()
-            if entry.error is not None:
-                raise OffsetError(f"record at {entry.offset} was not delivered: {entry.error}")
-            self._committable = entry.offset
+    def track(self, offset: dict[str, Any]) -> None:
+        """The offset of the newest record handed to the producer (or skipped)."""
+        self._sent = offset
 
     @property
-    def in_flight(self) -> int:
-        return len(self._pending)
+    def pending(self) -> dict[str, Any] | None:
+        """The newest offset not yet stored, if any."""
+        sent = self._sent
+        return None if sent is None or sent == self._last_stored else sent
 
-    def first_error(self) -> str | None:
-        for entry in self._pending:
-            if entry.error is not None:
-                return entry.error
-            if not entry.done:
-                return None
-        return None
-
-    def committable(self) -> dict[str, Any] | None:
+    def commit(self, flush: Flush, timeout: float) -> dict[str, Any] | None:
+        """Flush the producer, then store the newest offset if everything before it was
+        acknowledged; returns the stored offset. A flush that times out (Kafka slow or down)
+        stores nothing: the next commit tries again."""
         with self._lock:
-            self._advance()
-            return self._committable
-
-    def commit(self) -> dict[str, Any] | None:
-        """Store the newest fully acknowledged offset (if it changed); returns it."""
-        with self._lock:
-            self._advance()
-            offset = self._committable
-            if offset is None or offset == self._last_stored:
+            candidate = self.pending
+            if candidate is None:
                 return None
             t0 = time.monotonic()
-            self.store.put(self.connector, self.partition, offset)
+            remaining = flush(timeout)
+            if remaining:
+                log.warning(
+                    "%s: %d records not yet acknowledged by Kafka after %.1f s; offset %s not "
+                    "stored yet",
+                    self.connector,
+                    remaining,
+                    timeout,
+                    candidate,
+                )
+                return None
+            self.store.put(self.connector, self.partition, candidate)
             self.commit_seconds += time.monotonic() - t0
             self.commits += 1
-            self._last_stored = offset
+            self._last_stored = self.last_committed = candidate
         if self.on_committed is not None:
-            self.on_committed(offset)
-        return offset
+            self.on_committed(candidate)
+        return candidate
 
     def mark_stored(self, offset: dict[str, Any]) -> None:
         """The offset was written by other means (inside a Kafka transaction)."""
         with self._lock:
-            self._advance()
-            self._last_stored = offset
+            self._sent = self._last_stored = self.last_committed = offset
         if self.on_committed is not None:
             self.on_committed(offset)

@@ -94,7 +94,12 @@ class EventDispatcher:
         self.tx_metadata = provide_transaction_metadata
         self.skipped = skipped_operations
         self.include_schema_changes = include_schema_changes
-        self.special = SpecialRecords(namer, source_schema, self._source_prefix())
+        self._source_prefix = {
+            "version": __version__,
+            "connector": connector_type,
+            "name": server_name,
+        }
+        self.special = SpecialRecords(namer, source_schema, self._source_prefix)
         self.stop_event = threading.Event()
         self.schemas: dict[TableId, TableSchema] = {}
         self.tables: dict[TableId, Table] = {}
@@ -104,9 +109,7 @@ class EventDispatcher:
         self._heartbeat_action = heartbeat_action
         self._next_heartbeat = time.monotonic() + self._heartbeat_s
         self._progress_hook: Callable[[TableId, int, int | None], None] | None = None
-
-    def _source_prefix(self) -> dict[str, Any]:
-        return {"version": __version__, "connector": self.connector_type, "name": self.server_name}
+        self._next_end_marker = 0.0
 
     # -- SourceContext ------------------------------------------------------------------------
     def register_table(self, table: Table) -> None:
@@ -120,6 +123,7 @@ class EventDispatcher:
             self.source_schema,
             with_transaction=self.tx_metadata,
         )
+        ts.topic = self.namer.data_topic(table.id)
         self.schemas[table.id] = ts
         if self.filter.is_included(table.id):
             self.metrics.streaming.monitored_tables.add(table.id.identifier)
@@ -192,50 +196,56 @@ class EventDispatcher:
             error.__cause__ = exc
             self.failures.handle(error, ev, self.partition, self._put)
             return
+        put = self.queue.put
         for r in records:
-            self._put(r)
+            put(r)
         phase.total_events_seen += 1
-        phase.last_event_ms = int(time.time() * 1000)
         if self._heartbeat_s:
             self._maybe_heartbeat(ev.offset)
 
     def _row_records(self, ev: RowChange, ts: TableSchema, op: str) -> list[SourceRecord]:
         now = time.time_ns() // 1_000_000
-        source = {**self.special.source_prefix, **ev.source}
+        self.phase.last_event_ms = now
+        source = {**self._source_prefix, **ev.source}
         value_fn = ts.value_from_partial_row if ev.partial else ts.value_from_row
         before = None if ev.before is None else value_fn(ev.before)
         after = None if ev.after is None else value_fn(ev.after)
-        row_for_key = ev.after if ev.after is not None else ev.before
-        key = None if row_for_key is None else ts.key_from_row(row_for_key)
-        topic = self.namer.data_topic(ts.table_id)
-        env_schema = ts.envelope_schema
-        partition, offset = self.partition, ev.offset
-        tx = self._tx_block(ev, ts) if self.tx_metadata else None
+        key = ts.key_from_row(ev.after if ev.after is not None else ev.before)  # type: ignore[arg-type]
+        topic = ts.topic
+        if self.tx_metadata:
+            tx = self._tx_block(ev, ts)
 
-        def envelope(o: str, b: Any, a: Any) -> dict[str, Any]:
-            value = {"before": b, "after": a, "source": source, "op": o, "ts_ms": now}
-            if self.tx_metadata:
-                value["transaction"] = tx
-            return value
+            def envelope(o: str, b: Any, a: Any) -> dict[str, Any]:
+                return {
+                    "before": b,
+                    "after": a,
+                    "source": source,
+                    "op": o,
+                    "ts_ms": now,
+                    "transaction": tx,
+                }
+        else:
+
+            def envelope(o: str, b: Any, a: Any) -> dict[str, Any]:
+                return {"before": b, "after": a, "source": source, "op": o, "ts_ms": now}
 
         if op == "u" and ev.before is not None and ts.key_schema is not None:
             old_key = ts.key_from_row(ev.before)
             if old_key is not None and old_key != key:
-                return self._key_change(ts, topic, old_key, key, before, after, envelope, offset)
-        records = [
-            SourceRecord(
-                topic,
-                ts.key_schema,
-                key,
-                env_schema,
-                envelope(op, before, after),
-                partition,
-                offset,
-            )
-        ]
+                return self._key_change(ts, topic, old_key, key, before, after, envelope, ev.offset)
+        if self.tx_metadata:
+            value: dict[str, Any] = envelope(op, before, after)
+        else:
+            value = {"before": before, "after": after, "source": source, "op": op, "ts_ms": now}
+        record = SourceRecord(
+            topic, ts.key_schema, key, ts.envelope_schema, value, self.partition, ev.offset
+        )
         if op == "d" and self.tombstones:
-            records.append(SourceRecord(topic, ts.key_schema, key, None, None, partition, offset))
-        return records
+            return [
+                record,
+                SourceRecord(topic, ts.key_schema, key, None, None, self.partition, ev.offset),
+            ]
+        return [record]
 
     def _key_change(
         self,
@@ -306,7 +316,13 @@ class EventDispatcher:
         if self.tx_metadata and self._tx is not None:
             tx, self._tx = self._tx, None
             self._put(self.special.transaction_end(ev, tx.total, tx.per_collection, self.partition))
-        else:
+            return
+        # A transaction end only moves the position. Queue that at most every 100 ms: with
+        # single-row transactions a marker per commit would double the queue traffic, and
+        # the next record or marker carries a later position anyway.
+        now = time.monotonic()
+        if now >= self._next_end_marker:
+            self._next_end_marker = now + 0.1
             self._position(ev.offset)
 
     # -- other events ---------------------------------------------------------------------------

@@ -33,6 +33,7 @@ class TableSchema:
     value_from_partial_row: RowFn
     key_columns: list[str]
     envelope_schema: Schema | None = None
+    topic: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
 

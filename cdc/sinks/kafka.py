@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -29,8 +29,6 @@ DEFAULT_PRODUCER = {
     "compression.type": "lz4",
     "max.in.flight.requests.per.connection": 5,
 }
-
-DeliveryCallback = Callable[[Any, Any], None]
 
 
 class SinkError(RuntimeError):
@@ -55,6 +53,12 @@ class KafkaSink:
                 conf["message.timeout.ms"] = int(conf.get("transaction.timeout.ms", 60000))
         self.bootstrap = str(conf["bootstrap.servers"])
         self.transactional = bool(transactional_id)
+        # One producer-wide callback, called only for failures: per-record success callbacks
+        # cost more than the rest of the produce path; acknowledgement is established by
+        # flushing before offsets are stored (see cdc.offsets.writer).
+        self.error: str | None = None
+        conf["delivery.report.only.error"] = True
+        conf["on_delivery"] = self._on_delivery_error
         self.producer = Producer(conf)
         self._admin_conf = {
             k: v
@@ -64,7 +68,7 @@ class KafkaSink:
         self._admin: AdminClient | None = None
         self.create_topics = create_topics
         self.topic_defaults = dict(topic_defaults or {})
-        self._known_topics: set[str] = set()
+        self.known_topics: set[str] = set()
         self._in_txn = False
 
     # -- topics -----------------------------------------------------------------------------
@@ -72,11 +76,11 @@ class KafkaSink:
         self, topics: Iterable[str], overrides: Mapping[str, Mapping[str, Any]] | None = None
     ) -> None:
         """Create missing topics once (Kafka Connect's ``topic.creation.*``)."""
-        new = [t for t in topics if t and t not in self._known_topics]
+        new = [t for t in topics if t and t not in self.known_topics]
         if not new:
             return
         if not self.create_topics:
-            self._known_topics.update(new)
+            self.known_topics.update(new)
             return
         if self._admin is None:
             self._admin = AdminClient(self._admin_conf)
@@ -98,33 +102,31 @@ class KafkaSink:
                 except KafkaException as exc:
                     if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                         raise SinkError(f"cannot create topic {topic}: {exc}") from exc
-        self._known_topics.update(new)
+        self.known_topics.update(new)
 
     # -- producing --------------------------------------------------------------------------
+    def _on_delivery_error(self, err: Any, msg: Any) -> None:
+        if err is not None and self.error is None:
+            self.error = f"{err} (topic {msg.topic()}, partition {msg.partition()})"
+
     def send(
         self,
         topic: str,
         key: bytes | None,
         value: bytes | None,
         headers: Any,
-        on_delivery: DeliveryCallback,
         partition: int | None = None,
     ) -> None:
         """Hand one record to librdkafka; blocks (serving callbacks) while its buffer is full."""
         produce = self.producer.produce
         while True:
             try:
-                if partition is None:
-                    produce(topic, value, key, headers=headers, on_delivery=on_delivery)
+                if partition is not None:
+                    produce(topic, value, key, partition=partition, headers=headers)
+                elif headers:
+                    produce(topic, value, key, headers=headers)
                 else:
-                    produce(
-                        topic,
-                        value,
-                        key,
-                        partition=partition,
-                        headers=headers,
-                        on_delivery=on_delivery,
-                    )
+                    produce(topic, value, key)
                 return
             except BufferError:
                 # Backpressure: Kafka is slow or down. Serve callbacks and try again.

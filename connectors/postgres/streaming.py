@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import select
+import struct
 import threading
 import time
 from collections.abc import Mapping
@@ -47,7 +48,7 @@ from connectors.postgres.types import Modes, TypeRegistry
 log = logging.getLogger("tidemark.postgres.streaming")
 
 HEARTBEAT_PREFIX = "tidemark-heartbeat"
-_ROW_TYPES = (po.Insert, po.Update, po.Delete)
+_XLOG_HEAD = struct.Struct("!QQ")
 #: pg_replication_slots.wal_status as a number, for the metric
 _WAL_STATUS = {"reserved": 0, "extended": 1, "unreserved": 2, "lost": 3}
 
@@ -327,18 +328,33 @@ class _StreamState:
         self.flush_lsn = src._flush_lsn
         self.last_position_lsn = 0
         self.last_idle = time.monotonic()
+        self.handlers: dict[type, Any] = {
+            po.Insert: self.row,
+            po.Update: self.row,
+            po.Delete: self.row,
+            po.Begin: self.begin,
+            po.Commit: self.commit,
+            po.Relation: self.relation,
+            po.Truncate: self.truncate,
+            po.Message: self.logical_message,
+        }
         self.heartbeat_query = src.cfg.get("heartbeat.action.query")
+        # BEGIN events matter only when transaction metadata is on
+        self.tx_events = bool(getattr(ctx, "tx_metadata", True))
         self.heartbeat_s = int(src.cfg["heartbeat.interval.ms"]) / 1000
         self.next_heartbeat = time.monotonic() + self.heartbeat_s if self.heartbeat_s else 0.0
 
     # -- input ----------------------------------------------------------------------------------
     def handle(self, buf: bytes) -> None:
         tag = buf[0]
-        if tag == 0x77:  # 'w'
-            msg = po.decode_copy_data(buf)
-            assert isinstance(msg, po.XLogData)
-            self.received = max(self.received, msg.wal_end)
-            self.message(po.decode(msg.payload), msg.data_start)
+        if tag == 0x77:  # 'w': XLogData header is data start, WAL end, clock (3 x 8 bytes)
+            data_start, wal_end = _XLOG_HEAD.unpack_from(buf, 1)
+            if wal_end > self.received:
+                self.received = wal_end
+            msg = po.decode(buf[25:])
+            handler = self.handlers.get(type(msg))
+            if handler is not None:
+                handler(msg, data_start)
         elif tag == 0x6B:  # 'k'
             ka = po.decode_copy_data(buf)
             assert isinstance(ka, po.Keepalive)
@@ -399,21 +415,11 @@ class _StreamState:
 
     # -- pgoutput messages ----------------------------------------------------------------------
     def message(self, msg: po.PgOutputMessage, lsn: int) -> None:
-        if isinstance(msg, _ROW_TYPES):
-            self.row(msg, lsn)
-        elif isinstance(msg, po.Begin):
-            self.begin(msg)
-        elif isinstance(msg, po.Commit):
-            self.commit(msg)
-        elif isinstance(msg, po.Relation):
-            self.relation(msg)
-        elif isinstance(msg, po.Truncate):
-            self.truncate(msg, lsn)
-        elif isinstance(msg, po.Message):
-            self.logical_message(msg, lsn)
-        # Origin and Type messages carry nothing the events need.
+        handler = self.handlers.get(type(msg))
+        if handler is not None:  # Origin and Type messages carry nothing the events need
+            handler(msg, lsn)
 
-    def begin(self, msg: po.Begin) -> None:
+    def begin(self, msg: po.Begin, lsn: int = 0) -> None:
         self.in_tx = True
         self.xid = msg.xid
         self.commit_lsn = msg.final_lsn
@@ -431,7 +437,7 @@ class _StreamState:
             metrics.streaming.ms_behind_source = max(
                 int(time.time() * 1000) - msg.commit_ts_us // 1000, 0
             )
-        if msg.final_lsn != r.lsn_commit:
+        if self.tx_events and msg.final_lsn != r.lsn_commit:
             self.emit(
                 TransactionBegin(
                     str(msg.xid),
@@ -452,7 +458,7 @@ class _StreamState:
             "xmin": None,
         }
 
-    def commit(self, msg: po.Commit) -> None:
+    def commit(self, msg: po.Commit, lsn: int = 0) -> None:
         self.in_tx = False
         skipped = self.skip_tx
         self.skip_tx = False
@@ -468,7 +474,7 @@ class _StreamState:
             )
         )
 
-    def relation(self, msg: po.Relation) -> None:
+    def relation(self, msg: po.Relation, lsn: int = 0) -> None:
         table = self.schema.from_relation(msg)
         pk = tuple(c.position for c in table.columns if c.name in table.primary_key)
         self.relations[msg.oid] = (table, self.ctx.is_included(table.id), pk)
@@ -487,10 +493,28 @@ class _StreamState:
                 f"{po.lsn_to_str(lsn)}"
             )
         table, included, pk = entry
-        offset = self._offset(lsn, self.commit_lsn, self.seq, False, self.flush_lsn)
         if not included:
             return
-        source = self._source(table.id, lsn)
+        offset = {
+            "lsn": lsn,
+            "txId": self.xid,
+            "ts_usec": self.commit_ts_us,
+            "lsn_commit": self.commit_lsn,
+            "seq": self.seq,
+            "complete": False,
+            "flush_lsn": self.flush_lsn,
+        }
+        tid = table.id
+        source = {
+            "ts_ms": self.commit_ts_us // 1000,
+            "snapshot": False,
+            "db": self.dbname,
+            "schema": tid.schema,
+            "table": tid.table,
+            "txId": self.xid,
+            "lsn": lsn,
+            "xmin": None,
+        }
         xid = str(self.xid)
         if isinstance(msg, po.Insert):
             self.emit(RowChange(Operation.CREATE, table.id, None, msg.new, source, offset, xid))
