@@ -45,6 +45,9 @@ def main() -> None:
         json.dumps(
             {
                 "wall_s": wall,
+                "user_s": usage.ru_utime,
+                "sys_s": usage.ru_stime,
+                "ctx_switches": usage.ru_nvcsw + usage.ru_nivcsw,
                 "cpu_s": usage.ru_utime + usage.ru_stime,
                 "peak_rss_mb": usage.ru_maxrss / 1024,
                 "events": engine.metrics.records_sent,

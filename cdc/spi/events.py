@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class _Unavailable:
@@ -35,10 +35,10 @@ class Operation(StrEnum):
     MESSAGE = "m"
 
 
-@dataclass(frozen=True, slots=True)
-class TableId:
+class TableId(NamedTuple):
     """``catalog`` is the database, ``schema`` the schema; either may be None (MySQL has no
-    schema level, PostgreSQL events name the schema, not the database)."""
+    schema level, PostgreSQL events name the schema, not the database). A named tuple: table
+    ids are dictionary keys on every event, and tuple hashing is done in C."""
 
     catalog: str | None
     schema: str | None

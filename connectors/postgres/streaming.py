@@ -341,6 +341,7 @@ class _StreamState:
         self.heartbeat_query = src.cfg.get("heartbeat.action.query")
         # BEGIN events matter only when transaction metadata is on
         self.tx_events = bool(getattr(ctx, "tx_metadata", True))
+        self.next_end_event = 0.0
         self.heartbeat_s = int(src.cfg["heartbeat.interval.ms"]) / 1000
         self.next_heartbeat = time.monotonic() + self.heartbeat_s if self.heartbeat_s else 0.0
 
@@ -433,10 +434,10 @@ class _StreamState:
             return
         metrics = self.src.metrics
         if metrics is not None:
-            metrics.streaming.last_event_ms = int(time.time() * 1000)
-            metrics.streaming.ms_behind_source = max(
-                int(time.time() * 1000) - msg.commit_ts_us // 1000, 0
-            )
+            now_ms = time.time_ns() // 1_000_000
+            streaming = metrics.streaming
+            streaming.last_event_ms = now_ms
+            streaming.ms_behind_source = max(now_ms - msg.commit_ts_us // 1000, 0)
         if self.tx_events and msg.final_lsn != r.lsn_commit:
             self.emit(
                 TransactionBegin(
@@ -465,7 +466,18 @@ class _StreamState:
         self.flush_lsn = msg.end_lsn
         if skipped:
             return
-        self.resume = _Resume(msg.commit_lsn, self.seq, True)
+        resume = self.resume
+        resume.lsn_commit, resume.seq, resume.complete = msg.commit_lsn, self.seq, True
+        if not self.tx_events:
+            # Without transaction metadata an END only moves the position: send one at most
+            # every 100 ms (the next event's offset carries the position anyway).
+            now = time.monotonic()
+            if now < self.next_end_event:
+                metrics = self.src.metrics
+                if metrics is not None:
+                    metrics.streaming.committed_transactions += 1
+                return
+            self.next_end_event = now + 0.1
         self.emit(
             TransactionEnd(
                 str(self.xid),
