@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 
 from worker.dev import Stack, StackError
+from worker.rest.client import DEFAULT_URL, ApiError
 
 
 def _dev_up(args: argparse.Namespace) -> int:
@@ -67,7 +68,126 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
     p = dsub.add_parser("status", help="what runs, where, and its log file")
     p.set_defaults(func=_dev_status)
+    add_worker_commands(sub)
     return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    from worker import daemon
+    from worker.config import WorkerConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except WorkerConfigError as exc:
+        print(f"tidemark: {exc}", file=sys.stderr)
+        return 1
+    return daemon.run(config, log_level=args.log_level)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from worker.config import WorkerConfigError, load_config
+
+    try:
+        config = load_config(args.config)
+    except WorkerConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    names = ", ".join(c.name for c in config.connectors) or "none"
+    print(f"{args.config}: valid ({len(config.connectors)} connector(s): {names})")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from worker.rest.client import Client
+    from worker.rest.status_view import render_status
+
+    print(render_status(Client(args.url)), end="")
+    return 0
+
+
+def _offsets(args: argparse.Namespace) -> int:
+    import orjson
+
+    from worker.rest.client import Client
+
+    client = Client(args.url)
+    path = Client.connector_path(args.connector, "/offsets")
+    if args.offsets_command == "show":
+        doc = client.get(path)
+        print(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+        return 0
+    if args.stop:
+        client.call("PUT", Client.connector_path(args.connector, "/stop"))
+        print(f"connector {args.connector} stopped")
+    doc = client.call("DELETE", path)
+    print(doc.get("message") if isinstance(doc, dict) else doc)
+    print(
+        f"resume it with: curl -X PUT {client.url}"
+        f"{Client.connector_path(args.connector, '/resume')}"
+    )
+    return 0
+
+
+def add_worker_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run the worker daemon (connectors from a YAML file, Kafka Connect REST API)",
+        description=(
+            "Run the worker: host the connectors of CONFIG, serve the Kafka Connect REST API, "
+            "/metrics and /health. SIGTERM or Ctrl-C stops it gracefully (offsets committed) "
+            "within task.shutdown.graceful.timeout.ms; exit code 0 when that succeeded."
+        ),
+    )
+    p.add_argument("config", help="worker YAML file (see examples/postgres.yaml)")
+    p.add_argument(
+        "--log-level", choices=["DEBUG", "INFO", "WARN", "ERROR"], help="override worker.log.level"
+    )
+    p.set_defaults(func=_run)
+
+    p = sub.add_parser(
+        "validate",
+        help="check a worker YAML file and every connector config in it",
+        description=(
+            "Check CONFIG without starting anything: YAML syntax, worker keys and types, "
+            "connector classes, every connector property, duplicate names and ${env:...} / "
+            "${file:...} placeholders. Prints every problem with its YAML path; exit code 1 "
+            "if there is any."
+        ),
+    )
+    p.add_argument("config", help="worker YAML file")
+    p.set_defaults(func=_validate)
+
+    url_help = f"worker REST URL (default: $TIDEMARK_URL or {DEFAULT_URL})"
+    p = sub.add_parser(
+        "status",
+        help="connectors, tasks, snapshot progress and lag of a running worker",
+        description="Show a running worker's connectors and tasks with their state, snapshot "
+        "progress (rows, ETA), streaming lag and failure traces.",
+    )
+    p.add_argument("--url", default=None, help=url_help)
+    p.set_defaults(func=_status)
+
+    p = sub.add_parser(
+        "offsets",
+        help="show or reset a connector's stored offsets",
+        description="Show or reset a connector's source offsets through the REST API "
+        "(GET / DELETE /connectors/{c}/offsets). Reset needs the connector STOPPED.",
+    )
+    osub = p.add_subparsers(dest="offsets_command", required=True)
+    for name, helptext in (
+        ("show", "print the stored offsets as JSON"),
+        ("reset", "delete the stored offsets: the next start snapshots again (per snapshot.mode)"),
+    ):
+        q = osub.add_parser(name, help=helptext, description=helptext)
+        q.add_argument("connector", help="connector name")
+        q.add_argument("--url", default=None, help=url_help)
+        if name == "reset":
+            q.add_argument(
+                "--stop",
+                action="store_true",
+                help="stop the connector first (PUT /connectors/{c}/stop)",
+            )
+        q.set_defaults(func=_offsets)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -76,6 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except StackError as exc:
         print(f"\ntidemark: {exc}", file=sys.stderr)
+        return 1
+    except ApiError as exc:
+        print(f"tidemark: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -1,0 +1,126 @@
+"""A retriable failure end to end: the worker restarts the real engine with backoff until the
+cause goes away, and the other connectors never notice.
+
+The cause is one PostgreSQL really produces: the connector's replication slot is held by
+another connection (`slot.max.retries=0`, so the connector gives up at once with a
+`RetriableError` and the worker's backoff takes over).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.integration.conftest import PgInfo
+from tests.integration.pg_harness import read_topic
+from worker.config import parse_config
+from worker.daemon import Daemon
+
+pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
+
+
+@pytest.fixture
+def db(postgres: PgInfo) -> Iterator[str]:
+    name = f"tmr_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.dsn(), autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    with psycopg.connect(postgres.dsn(name), autocommit=True) as c:
+        c.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+        c.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+    yield name
+    with psycopg.connect(postgres.dsn(), autocommit=True) as c:
+        c.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+            "WHERE database = %s AND NOT active",
+            (name,),
+        )
+        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def hold_slot(pg: PgInfo, dbname: str, slot: str, publication: str) -> psycopg.Connection[Any]:
+    """A replication connection streaming from ``slot``: the slot is active while it is open."""
+    with psycopg.connect(pg.dsn(dbname), autocommit=True) as c:
+        c.execute(f"CREATE PUBLICATION {publication} FOR TABLE t")
+        c.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot,))
+    conn = psycopg.connect(pg.dsn(dbname, replication="database"), autocommit=True)
+    pgc = conn.pgconn
+    pgc.send_query(
+        f"START_REPLICATION SLOT {slot} LOGICAL 0/0 "
+        f"(proto_version '1', publication_names '{publication}')".encode()
+    )
+    res = pgc.get_result()
+    assert res is not None and res.status == psycopg.pq.ExecStatus.COPY_BOTH
+    return conn
+
+
+def test_a_retriable_error_is_retried_with_backoff_until_it_clears(
+    postgres: PgInfo, kafka: str, db: str, tmp_path: Path
+) -> None:
+    prefix = f"tr{uuid.uuid4().hex[:8]}"
+    slot, publication = f"slot_{prefix}", f"pub_{prefix}"
+    blocker = hold_slot(postgres, db, slot, publication)
+    cfg = parse_config(
+        f"""
+worker:
+  bootstrap.servers: {kafka}
+  rest.port: 0
+  state.dir: {tmp_path}
+  offset.storage: memory
+  offset.flush.interval.ms: 200
+connectors:
+  - name: blocked
+    config:
+      connector.class: postgres
+      database.hostname: {postgres.host}
+      database.port: {postgres.port}
+      database.user: {postgres.user}
+      database.password: {postgres.password}
+      database.dbname: {db}
+      topic.prefix: {prefix}
+      slot.name: {slot}
+      publication.name: {publication}
+      slot.max.retries: 0
+      errors.retry.delay.initial.ms: 100
+      errors.retry.delay.max.ms: 400
+      poll.interval.ms: 100
+"""
+    )
+    daemon = Daemon(cfg)
+    try:
+        daemon.start()
+        assert daemon.herder is not None
+        h = daemon.herder
+
+        def task() -> dict[str, Any]:
+            return dict(h.connector_status("blocked")["tasks"][0])
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and h.runners()[0].restarts["retriable"] < 2:
+            time.sleep(0.05)
+        runner = h.runners()[0]
+        assert runner.restarts["retriable"] >= 2, task()
+        status = task()
+        assert status["state"] in ("RESTARTING", "RUNNING")
+        if status["state"] == "RESTARTING":
+            assert "RetriableError" in status["trace"] and "still in use" in status["trace"]
+        assert status["state"] != "FAILED"  # errors.max.retries=-1: never gives up
+
+        blocker.close()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            m = runner.metrics
+            if task()["state"] == "RUNNING" and m is not None and m.streaming.connected:
+                break
+            time.sleep(0.1)
+        assert task()["state"] == "RUNNING" and "trace" not in task()
+        events = read_topic(kafka, f"{prefix}.public.t", min_count=2, settle=0.5)
+        assert sorted((e.op, e.key["id"]) for e in events) == [("r", 1), ("r", 2)]
+    finally:
+        blocker.close()
+        assert daemon.stop()

@@ -1,0 +1,143 @@
+"""The daemon's wiring: start, graceful stop within the timeout (or not), the state-dir lock,
+log context and secret scrubbing. Engines are fakes; the real process runs in the
+integration tests (``tidemark run`` under SIGTERM)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.test_worker_herder import Engines
+from tests.unit.test_worker_task import FakeEngine, wait_for
+from worker.config import parse_config
+from worker.daemon import ContextFilter, Daemon, RedactingFormatter, setup_logging
+from worker.herder import Secrets
+from worker.rest.client import Client
+
+
+def config(tmp_path: Path, timeout_ms: int = 5000) -> Any:
+    return parse_config(
+        f"""
+worker:
+  rest.port: 0
+  state.dir: {tmp_path / "state"}
+  offset.storage: memory
+  task.shutdown.graceful.timeout.ms: {timeout_ms}
+connectors:
+  - name: m
+    config: {{connector.class: memory, memory.database: db, topic.prefix: p}}
+"""
+    )
+
+
+def test_start_serve_and_stop_cleanly(tmp_path: Path) -> None:
+    engines = Engines()
+    daemon = Daemon(config(tmp_path), engine_factory=engines)
+    try:
+        daemon.start()
+        client = Client(daemon.url)
+        assert client.request("GET", "/health")[0] == 200
+        wait_for(lambda: engines.running("m"), what="engine")
+        assert client.get("/connectors") == ["m"]
+        assert (tmp_path / "state" / "connectors.json").exists()
+    finally:
+        assert daemon.stop() is True
+    assert engines.built["m"][0].stopped.is_set()
+
+
+def test_stop_reports_a_timeout(tmp_path: Path) -> None:
+    release = threading.Event()
+
+    class Stubborn(FakeEngine):
+        def stop(self) -> None:  # ignores the request, as a hung driver call would
+            pass
+
+        def run(self) -> None:
+            self.started.set()
+            release.wait(10)
+
+    built: list[Stubborn] = []
+
+    def factory(*args: Any) -> Stubborn:
+        built.append(Stubborn("m"))
+        return built[-1]
+
+    daemon = Daemon(config(tmp_path, timeout_ms=300), engine_factory=factory)
+    try:
+        daemon.start()
+        wait_for(lambda: bool(built) and built[0].started.is_set(), what="engine")
+        assert daemon.stop() is False
+    finally:
+        release.set()
+
+
+def test_two_workers_cannot_share_a_state_dir(tmp_path: Path) -> None:
+    first = Daemon(config(tmp_path), engine_factory=Engines())
+    try:
+        with pytest.raises(RuntimeError, match="another tidemark worker uses the state dir"):
+            Daemon(config(tmp_path), engine_factory=Engines())
+    finally:
+        first.stop()
+    Daemon(config(tmp_path), engine_factory=Engines()).stop()  # free again
+
+
+def test_log_records_carry_the_task_context_and_never_a_secret() -> None:
+    secrets = Secrets()
+    secrets.add_config({"database.password": "hunter22", "database.user": "u"}, None)
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(ContextFilter(lambda c: "STREAMING" if c == "inv" else None))
+    handler.setFormatter(RedactingFormatter(secrets, "%(name)s%(context)s: %(message)s"))
+    log = logging.getLogger("tidemark.test.daemon")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+
+        def in_task() -> None:
+            log.warning("login with %s failed", "hunter22")
+
+        t = threading.Thread(target=in_task, name="tidemark-task-inv-0")
+        t.start()
+        t.join()
+        t = threading.Thread(target=lambda: log.warning("x"), name="tidemark-source-other")
+        t.start()
+        t.join()
+        log.error("plain")
+    finally:
+        log.removeHandler(handler)
+        log.propagate = True
+    lines = stream.getvalue().splitlines()
+    assert lines == [
+        "tidemark.test.daemon [inv-0 STREAMING]: login with ******** failed",
+        "tidemark.test.daemon [other-0]: x",
+        "tidemark.test.daemon: plain",
+    ]
+
+
+def test_a_password_equal_to_a_plain_value_is_not_scrubbed() -> None:
+    """The local stack's password is its user name; scrubbing it would mangle every line."""
+    secrets = Secrets()
+    secrets.add_config({"database.password": "postgres", "database.user": "postgres"}, None)
+    assert secrets.redact("user postgres") == "user postgres"
+
+
+def test_setup_logging_installs_one_handler() -> None:
+    root = logging.getLogger()
+    saved = (list(root.handlers), root.level)
+    try:
+        stream = io.StringIO()
+        setup_logging("WARN", Secrets(), lambda c: None, stream)
+        setup_logging("WARN", Secrets(), lambda c: None, stream)
+        ours = [h for h in root.handlers if isinstance(h.formatter, RedactingFormatter)]
+        assert len(ours) == 1 and root.level == logging.WARNING
+    finally:
+        for h in list(root.handlers):
+            root.removeHandler(h)
+        for h in saved[0]:
+            root.addHandler(h)
+        root.setLevel(saved[1])

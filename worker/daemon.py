@@ -1,0 +1,320 @@
+"""``tidemark run CONFIG``: the worker process.
+
+Start order: lock the state dir (two workers on one offsets file would overwrite each other's
+offsets), open the offset store, bind the REST port (``/health`` answers "starting"), start the
+connectors, then report healthy. On SIGTERM or SIGINT every task stops at once: sources stop
+reading, queues drain, the producer flushes and acknowledged offsets are committed (the
+engine's own stop). The process exits 0 when all of that finished within
+``task.shutdown.graceful.timeout.ms``, 1 otherwise; a second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+from cdc.offsets.file import FileOffsetStore
+from cdc.offsets.memory import MemoryOffsetStore
+from cdc.offsets.store import OffsetStore
+from worker.config import WorkerConfig, WorkerSettings
+from worker.herder import Herder, Secrets
+from worker.registry import Registry, tidemark_version
+from worker.rest import App, RestServer
+from worker.rest import metrics as worker_metrics
+from worker.task import TaskRunner
+from worker.worker import EngineFactory
+
+log = logging.getLogger("tidemark.worker")
+
+LEVELS = {"TRACE": logging.DEBUG, "WARN": logging.WARNING}
+
+
+# -- logging ----------------------------------------------------------------------------------
+class ContextFilter(logging.Filter):
+    """Adds ``[connector-task phase]`` to records logged from a task's threads, whatever logger
+    they use (the engine's, the connector's), by the thread names the worker and engine give."""
+
+    def __init__(self, phase: Callable[[str], str | None] = lambda c: None) -> None:
+        super().__init__()
+        self.phase = phase
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        name = record.threadName or ""
+        connector = task = None
+        if name.startswith("tidemark-task-"):
+            connector, _, task = name[len("tidemark-task-") :].rpartition("-")
+        elif name.startswith("tidemark-source-"):
+            connector, task = name[len("tidemark-source-") :], "0"
+        if connector:
+            phase = self.phase(connector)
+            record.context = f" [{connector}-{task}{' ' + phase if phase else ''}]"
+        else:
+            record.context = ""
+        return True
+
+
+class RedactingFormatter(logging.Formatter):
+    """Last line of defence: resolved secrets never reach the log, not even in a traceback."""
+
+    def __init__(self, secrets: Secrets, fmt: str) -> None:
+        super().__init__(fmt)
+        self.secrets = secrets
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.secrets.redact(super().format(record))
+
+
+def setup_logging(
+    level: str, secrets: Secrets, phase: Callable[[str], str | None], stream: IO[str] | None = None
+) -> logging.Handler:
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.addFilter(ContextFilter(phase))
+    handler.setFormatter(
+        RedactingFormatter(secrets, "%(asctime)s %(levelname)-7s %(name)s%(context)s: %(message)s")
+    )
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(LEVELS.get(level, getattr(logging, level, logging.INFO)))
+    # librdkafka and psycopg are chatty at DEBUG; their warnings still come through.
+    for noisy in ("kafka", "psycopg"):
+        logging.getLogger(noisy).setLevel(max(root.level, logging.INFO))
+    return handler
+
+
+# -- building blocks ----------------------------------------------------------------------------
+def make_offset_store(s: WorkerSettings) -> OffsetStore:
+    if s.offset_storage == "memory":
+        return MemoryOffsetStore()
+    if s.offset_storage == "kafka":
+        from cdc.offsets.kafka import KafkaOffsetStore  # the Kafka client only when used
+
+        security = {
+            k: v for k, v in s.producer.items() if k.startswith(("security.", "sasl.", "ssl."))
+        }
+        return KafkaOffsetStore(
+            s.bootstrap_servers,
+            s.offset_storage_topic,
+            partitions=s.offset_storage_partitions,
+            replication_factor=s.offset_storage_replication_factor,
+            client_config=security,
+        )
+    return FileOffsetStore(Path(s.state_dir) / "offsets.json")
+
+
+def cluster_id_fetcher(bootstrap: str, extra: dict[str, Any]) -> Callable[[], str]:
+    """``GET /`` reports the Kafka cluster id; asked lazily (a down broker must not slow the
+    worker's start) and remembered once known."""
+    known: list[str] = []
+    lock = threading.Lock()
+
+    def fetch() -> str:
+        with lock:
+            if known:
+                return known[0]
+            try:
+                from confluent_kafka.admin import AdminClient
+
+                conf = {"bootstrap.servers": bootstrap, **extra}
+                cid = AdminClient(conf).list_topics(timeout=5).cluster_id or ""
+            except Exception as exc:
+                log.warning("cannot read the Kafka cluster id: %s", exc)
+                return ""
+            if cid:
+                known.append(cid)
+            return cid
+
+    return fetch
+
+
+def git_commit() -> str:
+    repo = Path(__file__).resolve().parents[1]
+    if not (repo / ".git").exists():
+        return "unknown"
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
+
+
+class StateDirLock:
+    """An exclusive ``flock`` on ``<state.dir>/worker.lock`` for the process's lifetime."""
+
+    def __init__(self, state_dir: Path) -> None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.path = state_dir / "worker.lock"
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._fd)
+            raise RuntimeError(
+                f"another tidemark worker uses the state dir {state_dir}; stop it or set a "
+                "different worker.state.dir"
+            ) from None
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, f"{os.getpid()}\n".encode())
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = -1
+
+
+# -- the daemon ---------------------------------------------------------------------------------
+class Daemon:
+    """The worker's pieces wired together; :func:`run` adds signals and the exit code. Tests
+    embed it directly."""
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        *,
+        registry: Registry | None = None,
+        engine_factory: EngineFactory | None = None,
+        secrets: Secrets | None = None,
+    ) -> None:
+        self.config = config
+        s = config.worker
+        self.settings = s
+        self.lock = StateDirLock(Path(s.state_dir))
+        self.store = make_offset_store(s)
+        self.server: RestServer | None = None
+        self.herder: Herder | None = None
+        try:
+            self.store.start()
+            self.server = RestServer(s.rest_host, s.rest_port)
+            self.herder = Herder(
+                s,
+                self.store,
+                worker_id=f"{s.rest_host}:{self.server.port}",
+                registry=registry,
+                engine_factory=engine_factory,
+                state_file=Path(s.state_dir) / "connectors.json",
+                secrets=secrets,
+            )
+        except BaseException:
+            self._release()
+            raise
+
+    @property
+    def url(self) -> str:
+        assert self.server is not None
+        return self.server.url
+
+    def phase(self, connector: str) -> str | None:
+        if self.herder is None:
+            return None
+        for r in self.herder.runners():
+            if r.connector == connector:
+                return r.phase
+        return None
+
+    def start(self) -> None:
+        assert self.server is not None and self.herder is not None
+        s = self.settings
+        app = App(
+            self.herder,
+            version=tidemark_version(),
+            commit=git_commit(),
+            cluster_id=cluster_id_fetcher(
+                s.bootstrap_servers,
+                {
+                    k: v
+                    for k, v in s.producer.items()
+                    if k.startswith(("security.", "sasl.", "ssl."))
+                },
+            ),
+        )
+        worker_metrics.track(self.herder)
+        self.server.start(app)
+        self.herder.start(self.config.connectors)
+
+    def stop(self) -> bool:
+        """Graceful stop within ``task.shutdown.graceful.timeout.ms``; False on timeout."""
+        timeout = self.settings.task_shutdown_graceful_timeout_ms / 1000
+        ok = True
+        if self.herder is not None:
+            ok = self.herder.shutdown(timeout)
+        self._release()
+        return ok
+
+    def _release(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+        if self.herder is not None:
+            worker_metrics.untrack(self.herder)
+        try:
+            self.store.close()
+        finally:
+            self.lock.release()
+
+    def runners(self) -> list[TaskRunner]:
+        return self.herder.runners() if self.herder else []
+
+
+def run(config: WorkerConfig, *, log_level: str | None = None) -> int:
+    """The ``tidemark run`` main loop; returns the process exit code."""
+    secrets = Secrets()
+    holder: list[Daemon] = []
+
+    def phase(connector: str) -> str | None:
+        return holder[0].phase(connector) if holder else None
+
+    setup_logging(log_level or config.worker.log_level, secrets, phase)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            log.warning("second %s: exiting without waiting", signal.Signals(signum).name)
+            os._exit(1)
+        log.info("%s received: stopping the worker", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        daemon = Daemon(config, secrets=secrets)
+    except Exception as exc:
+        log.error("the worker cannot start: %s", exc)
+        return 1
+    holder.append(daemon)
+    try:
+        daemon.start()
+    except Exception:
+        log.exception("the worker failed to start")
+        daemon.stop()
+        return 1
+    log.info("worker ready: %s (state dir %s)", daemon.url, config.worker.state_dir)
+    while not stop.wait(0.5):
+        pass
+    t0 = time.monotonic()
+    ok = daemon.stop()
+    if ok:
+        log.info("worker stopped cleanly in %.1f s", time.monotonic() - t0)
+        return 0
+    log.error(
+        "worker stopped with tasks still running after task.shutdown.graceful.timeout.ms=%d",
+        config.worker.task_shutdown_graceful_timeout_ms,
+    )
+    return 1

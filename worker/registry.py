@@ -1,0 +1,407 @@
+"""Connector plugins: which class a ``connector.class`` names, and what its config means.
+
+Plugins come from the ``tidemark.connectors`` entry point group (``name = "module:Class"``)
+plus the built-ins (PostgreSQL and the in-memory test connector). They are imported on first
+use, not at start, so a worker without ``psycopg`` still runs its other connectors and only a
+PostgreSQL connector fails, with an error naming the ``pip install`` that fixes it.
+
+``connector.class`` may be a short name (``postgres``), the connector's type name
+(``postgresql``), one of its Debezium class names
+(``io.debezium.connector.postgresql.PostgresConnector``) or that class's simple name
+(``PostgresConnector``), so configs written for Debezium work unchanged.
+
+This module also owns what "a valid connector config" means for the worker: values are
+strings (Kafka Connect's model), placeholders resolve, the plugin's ``ConfigDef`` plus the
+worker's own per-connector keys (:data:`WORKER_FIELDS`) accept it, and offsets given through
+``PATCH /offsets`` have the shape the connector will read back.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import logging
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cdc.config import ConfigDef, ConfigField, Kind, at_least, is_secret_key
+from cdc.spi import Connector
+from worker.config_providers import PLACEHOLDER, has_placeholder, resolve_config, scalar_text
+
+log = logging.getLogger("tidemark.worker.registry")
+
+ENTRY_POINT_GROUP = "tidemark.connectors"
+MASK = "********"
+
+Problem = tuple[str, str]
+
+WORKER_FIELDS = ConfigDef(
+    [
+        ConfigField(
+            "errors.max.retries",
+            Kind.INT,
+            -1,
+            doc=(
+                "How often a task that fails with a retriable error (lost connection, slot in "
+                "use) is restarted before it goes to FAILED: -1 without limit (Debezium's "
+                "default), 0 never."
+            ),
+            validator=at_least(-1),
+            group="Error Handling",
+        ),
+        ConfigField(
+            "errors.retry.delay.initial.ms",
+            Kind.LONG,
+            300,
+            doc="Delay before the first automatic restart; doubled on each further one.",
+            validator=at_least(0),
+            group="Error Handling",
+        ),
+        ConfigField(
+            "errors.retry.delay.max.ms",
+            Kind.LONG,
+            10000,
+            doc="Upper bound of the exponential restart delay.",
+            validator=at_least(0),
+            group="Error Handling",
+        ),
+    ]
+)
+
+
+class PluginError(Exception):
+    """A ``connector.class`` that names no installed plugin, or one that cannot be loaded."""
+
+
+@dataclass(frozen=True)
+class PluginSpec:
+    """Where a plugin lives, known before it is imported."""
+
+    name: str
+    target: str  # "module:Class"
+    aliases: tuple[str, ...] = ()
+    extra: str | None = None  # the pip extra that brings its driver
+    version: str | None = None
+
+
+BUILTINS = (
+    PluginSpec(
+        "postgres",
+        "connectors.postgres:PostgresConnector",
+        ("postgresql", "io.debezium.connector.postgresql.PostgresConnector", "PostgresConnector"),
+        extra="postgres",
+    ),
+    PluginSpec(
+        "memory",
+        "cdc.testing.memory:MemoryConnector",
+        ("io.tidemark.connector.memory.MemoryConnector", "MemoryConnector"),
+    ),
+)
+
+OffsetValidator = Callable[
+    [dict[str, Any], dict[str, Any] | None], tuple[dict[str, Any] | None, list[str]]
+]
+"""(partition, offset) -> (offset to store, problems). May complete a partial offset."""
+
+
+@dataclass
+class ConnectorPlugin:
+    spec: PluginSpec
+    cls: type[Connector]
+    config_def: ConfigDef
+    offset_validator: OffsetValidator
+
+    @property
+    def class_name(self) -> str:
+        names = getattr(self.cls, "class_names", ())
+        return names[0] if names else f"{self.cls.__module__}.{self.cls.__qualname__}"
+
+    @property
+    def type_name(self) -> str:
+        return str(getattr(self.cls, "type_name", self.spec.name))
+
+    @property
+    def version(self) -> str:
+        return self.spec.version or tidemark_version()
+
+    def info(self) -> dict[str, Any]:
+        """Kafka Connect's ``PluginInfo``."""
+        return {"class": self.class_name, "type": "source", "version": self.version}
+
+    def names(self) -> set[str]:
+        out = {self.spec.name, self.type_name, self.class_name, *self.spec.aliases}
+        for cname in getattr(self.cls, "class_names", ()):
+            out.update((cname, cname.rsplit(".", 1)[-1]))
+        out.add(self.cls.__name__)
+        return out
+
+
+def tidemark_version() -> str:
+    try:
+        return importlib.metadata.version("tidemark")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source tree only
+        return "0.0.0"
+
+
+class Registry:
+    """The installed connector plugins. Thread-safe; plugins are loaded once, on demand."""
+
+    def __init__(
+        self, specs: tuple[PluginSpec, ...] | None = None, *, entry_points: bool = True
+    ) -> None:
+        self._specs: dict[str, PluginSpec] = {}
+        for spec in specs if specs is not None else BUILTINS:
+            self._specs[spec.name] = spec
+        if entry_points:
+            for spec in _entry_point_specs():
+                self._specs.setdefault(spec.name, spec)
+        self._loaded: dict[str, ConnectorPlugin] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def specs(self) -> list[PluginSpec]:
+        return list(self._specs.values())
+
+    def resolve(self, name: str) -> ConnectorPlugin:
+        """The plugin ``name`` refers to; :class:`PluginError` says what is installed."""
+        key = name.strip()
+        if not key:
+            raise PluginError("connector.class is empty")
+        lowered = key.lower()
+        for spec in self._specs.values():
+            if lowered == spec.name.lower() or key in spec.aliases or key == spec.target:
+                return self.load(spec)
+        # Entry-point plugins are only known by their short name until imported.
+        for spec in self._specs.values():
+            try:
+                plugin = self.load(spec)
+            except PluginError:
+                continue
+            if key in plugin.names():
+                return plugin
+        known = ", ".join(f"{s.name} ({', '.join(s.aliases[:2]) or s.target})" for s in self.specs)
+        raise PluginError(f"unknown connector class {key!r}; installed plugins: {known}")
+
+    def load(self, spec: PluginSpec) -> ConnectorPlugin:
+        with self._lock:
+            plugin = self._loaded.get(spec.name)
+            if plugin is None:
+                plugin = self._loaded[spec.name] = _load(spec)
+            return plugin
+
+    def plugins(self) -> list[ConnectorPlugin]:
+        """Every plugin that can be loaded here (``GET /connector-plugins`` reflects this
+        worker only, as in Kafka Connect); the others are logged, not listed."""
+        out = []
+        for spec in self.specs:
+            try:
+                out.append(self.load(spec))
+            except PluginError as exc:
+                log.warning("connector plugin %s is not available: %s", spec.name, exc)
+        return out
+
+    def check(self, raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> CheckedConfig:
+        """Validate a connector config, reporting every problem at once."""
+        stored, problems = normalise_config(raw)
+        result = CheckedConfig(None, stored, dict(stored), problems)
+        cls_name = stored.get("connector.class")
+        if not cls_name:
+            problems.append(("connector.class", "is required"))
+            return result
+        try:
+            plugin = self.resolve(cls_name)
+        except PluginError as exc:
+            problems.append(("connector.class", str(exc)))
+            return result
+        result.plugin = plugin
+        resolved, provider_problems = resolve_config(stored, env)
+        result.resolved = resolved
+        problems.extend(provider_problems)
+        unresolved = {k for k, _ in provider_problems}
+        _, def_problems = plugin.config_def.validate(resolved)
+        for key, reason in def_problems:
+            fld = plugin.config_def.lookup(key)
+            names = set(fld.all_names) if fld is not None else {key}
+            if not names & unresolved:
+                problems.append((key, reason))
+        return result
+
+
+@dataclass
+class CheckedConfig:
+    """A connector config as stored (placeholders kept) and as the connector will see it."""
+
+    plugin: ConnectorPlugin | None
+    stored: dict[str, str]
+    resolved: dict[str, str]
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.plugin is not None and not self.problems
+
+
+def _entry_point_specs() -> list[PluginSpec]:
+    out = []
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = getattr(ep, "dist", None)
+        out.append(
+            PluginSpec(
+                ep.name,
+                ep.value,
+                extra=ep.extras[0] if ep.extras else None,
+                version=getattr(dist, "version", None),
+            )
+        )
+    return out
+
+
+def _load(spec: PluginSpec) -> ConnectorPlugin:
+    module_name, _, attr = spec.target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        cls = getattr(module, attr) if attr else module
+    except ImportError as exc:
+        hint = f" Install its driver: pip install 'tidemark[{spec.extra}]'" if spec.extra else ""
+        raise PluginError(f"connector plugin {spec.name!r} cannot be loaded: {exc}.{hint}") from exc
+    except AttributeError as exc:
+        raise PluginError(f"connector plugin {spec.name!r}: {spec.target} not found") from exc
+    if not (isinstance(cls, type) and issubclass(cls, Connector)):
+        raise PluginError(f"connector plugin {spec.name!r}: {spec.target} is not a Connector")
+    cdef = getattr(cls, "config_def", None)
+    if not isinstance(cdef, ConfigDef):
+        # Connectors that keep their definition at module level (the memory connector).
+        cdef = getattr(sys.modules[cls.__module__], "CONFIG_DEF", None)
+    if not isinstance(cdef, ConfigDef):
+        cdef = ConfigDef()
+    return ConnectorPlugin(spec, cls, cdef.extend(WORKER_FIELDS), _offset_validator(spec, cls))
+
+
+# -- config values ------------------------------------------------------------------------------
+
+
+def normalise_config(raw: Mapping[str, Any]) -> tuple[dict[str, str], list[Problem]]:
+    """Connect configs are string maps. YAML and JSON give numbers, booleans and lists; they
+    become the strings Connect would hold (``true``, ``5432``, ``a,b``). Nested objects and
+    nulls are refused, naming the key."""
+    out: dict[str, str] = {}
+    problems: list[Problem] = []
+    for key, value in raw.items():
+        if not isinstance(key, str) or not key:
+            problems.append((str(key), "config keys must be non-empty strings"))
+            continue
+        if value is None:
+            problems.append((key, "must not be null"))
+        elif isinstance(value, dict):
+            problems.append((key, "must be a string, number, boolean or list, not an object"))
+        elif isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
+            problems.append((key, "a list may hold only strings, numbers and booleans"))
+        else:
+            out[key] = scalar_text(value)
+    return out, problems
+
+
+def is_reference(value: str) -> bool:
+    """The value is nothing but placeholders, so showing it reveals no secret."""
+    return has_placeholder(value) and not PLACEHOLDER.sub("", value).strip()
+
+
+def mask_config(config: Mapping[str, str], cdef: ConfigDef | None) -> dict[str, str]:
+    """Secrets hidden for REST responses and logs. Kafka Connect returns configs as stored;
+    tidemark deliberately does not. Pure placeholders (``${env:PGPASSWORD}``) stay visible."""
+    return {
+        k: (MASK if is_secret_key(k, cdef) and not is_reference(v) else v)
+        for k, v in config.items()
+    }
+
+
+# -- offsets ------------------------------------------------------------------------------------
+
+
+def _offset_validator(spec: PluginSpec, cls: type[Connector]) -> OffsetValidator:
+    custom = getattr(cls, "validate_offset", None)
+    if callable(custom):
+
+        def from_connector(
+            partition: dict[str, Any], offset: dict[str, Any] | None
+        ) -> tuple[dict[str, Any] | None, list[str]]:
+            problems = list(custom(partition, offset))
+            return offset, problems
+
+        return from_connector
+    return {"postgres": _pg_offset, "memory": _memory_offset}.get(spec.name, _any_offset)
+
+
+def _nonneg_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _server_partition(partition: dict[str, Any]) -> list[str]:
+    if set(partition) != {"server"} or not isinstance(partition.get("server"), str):
+        return ['partition must be {"server": "<topic.prefix>"}']
+    if not partition["server"]:
+        return ["partition.server must not be empty"]
+    return []
+
+
+def _any_offset(
+    partition: dict[str, Any], offset: dict[str, Any] | None
+) -> tuple[dict[str, Any] | None, list[str]]:
+    return offset, []
+
+
+PG_INT_KEYS = ("lsn", "lsn_commit", "flush_lsn", "seq", "ts_usec", "lsn_proc", "xmin")
+PG_BOOL_KEYS = ("complete", "snapshot", "snapshot_completed", "last_snapshot_record")
+PG_OTHER_KEYS = ("txId", "transaction_id", "messageType")
+
+
+def _pg_offset(
+    partition: dict[str, Any], offset: dict[str, Any] | None
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """PostgreSQL offsets: Debezium's keys plus tidemark's resume keys. An offset with only
+    ``lsn`` means "everything up to and including this LSN was delivered": the resume keys
+    are completed from it, so streaming restarts right after it."""
+    problems = _server_partition(partition)
+    if offset is None:
+        return None, problems
+    if "lsn" not in offset:
+        problems.append("offset.lsn is required (the LSN of the last delivered event)")
+    for key in PG_INT_KEYS:
+        if key in offset and not _nonneg_int(offset[key]):
+            problems.append(f"offset.{key} must be a non-negative integer, got {offset[key]!r}")
+    for key in PG_BOOL_KEYS:
+        if key in offset and not isinstance(offset[key], bool):
+            problems.append(f"offset.{key} must be true or false, got {offset[key]!r}")
+    tx = offset.get("txId")
+    if tx is not None and not _nonneg_int(tx):
+        problems.append(f"offset.txId must be a non-negative integer or null, got {tx!r}")
+    unknown = sorted(set(offset) - {*PG_INT_KEYS, *PG_BOOL_KEYS, *PG_OTHER_KEYS})
+    if unknown:
+        problems.append(f"unknown offset key(s) {', '.join(unknown)}")
+    if problems:
+        return offset, problems
+    full = dict(offset)
+    if "flush_lsn" not in full and not full.get("snapshot"):
+        lsn = full["lsn"]
+        full.setdefault("lsn_commit", lsn)
+        full.setdefault("seq", 0)
+        full.setdefault("complete", True)
+        full["flush_lsn"] = lsn
+    return full, []
+
+
+def _memory_offset(
+    partition: dict[str, Any], offset: dict[str, Any] | None
+) -> tuple[dict[str, Any] | None, list[str]]:
+    problems = _server_partition(partition)
+    if offset is None:
+        return None, problems
+    if not _nonneg_int(offset.get("pos")):
+        problems.append(f"offset.pos must be a non-negative integer, got {offset.get('pos')!r}")
+    unknown = sorted(set(offset) - {"pos", "snapshot"})
+    if unknown:
+        problems.append(f"unknown offset key(s) {', '.join(unknown)}")
+    return offset, problems

@@ -1,0 +1,113 @@
+"""The HTTP side: the standard library's ``ThreadingHTTPServer`` in front of :class:`App`.
+
+The herder is synchronous and thread-safe, so a thread per request is the simplest correct
+server; an ASGI stack (uvicorn + starlette) would add two dependencies and an event loop only
+to hand each request to a thread pool again. Requests of a Kafka Connect API are few and small.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from worker.rest.app import App, Request, Response, error
+
+log = logging.getLogger("tidemark.worker.rest")
+
+MAX_BODY = 16 * 1024 * 1024
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    app: App | None = None
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+    server_version = "tidemark"
+
+    def _dispatch(self) -> None:
+        url = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY:
+            self._send(error(413, f"Request body larger than {MAX_BODY} bytes"))
+            self.close_connection = True
+            return
+        body = self.rfile.read(length) if length > 0 else b""
+        app = self.server.app
+        if app is None:
+            resp = Response(503, {"status": "starting", "message": "Worker is still starting up."})
+        else:
+            req = Request(
+                self.command,
+                url.path,
+                parse_qs(url.query, keep_blank_values=True),
+                body,
+                {k.lower(): v for k, v in self.headers.items()},
+            )
+            resp = app.handle(req)
+        self._send(resp)
+
+    def _send(self, resp: Response) -> None:
+        data = resp.encoded()
+        self.send_response(resp.status)
+        if data:
+            self.send_header("Content-Type", resp.content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in resp.headers.items():
+            self.send_header(key, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _dispatch
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s %s", self.address_string(), format % args)
+
+
+class RestServer:
+    """Binds at construction (so the worker id, ``host:port``, is known before the herder is
+    built, even with port 0), serves once :meth:`start` hands it the app."""
+
+    def __init__(self, host: str, port: int) -> None:
+        server_cls: type[_Server] = _Server6 if ":" in host else _Server
+        self.httpd = server_cls((host, port), _Handler)
+        self.host = host
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self, app: App) -> None:
+        self.httpd.app = app
+        self._thread = threading.Thread(
+            target=self.httpd.serve_forever,
+            kwargs={"poll_interval": 0.2},
+            name="tidemark-rest",
+            daemon=True,
+        )
+        self._thread.start()
+        log.info("REST API listening on %s", self.url)
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self.httpd.shutdown()
+            self._thread.join(5)
+        self.httpd.server_close()

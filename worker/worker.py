@@ -1,0 +1,156 @@
+"""Builds and runs connector tasks: Kafka Connect's ``Worker``, minus the herding.
+
+The worker turns a stored connector config into a :class:`~worker.task.TaskRunner` whose
+engine gets the worker-wide settings (Kafka producer, offset store and flush interval,
+shutdown timeout, exactly-once). Placeholders are resolved each time an engine is built, not
+once at create time, so a rotated secret is picked up by a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from cdc.config import Config
+from cdc.engine import Engine, EngineSettings
+from cdc.errors import ConfigError
+from cdc.offsets.store import OffsetStore
+from worker.config import WorkerSettings
+from worker.config_providers import resolve_config
+from worker.registry import WORKER_FIELDS, ConnectorPlugin
+from worker.task import EngineLike, RetryPolicy, TaskRunner
+
+log = logging.getLogger("tidemark.worker")
+
+EngineFactory = Callable[[ConnectorPlugin, dict[str, str], EngineSettings, OffsetStore], EngineLike]
+"""(plugin, resolved connector config, settings, offset store) -> engine. Tests pass fakes."""
+
+PRODUCER_OVERRIDE = "producer.override."
+
+
+def build_engine(
+    plugin: ConnectorPlugin,
+    config: dict[str, str],
+    settings: EngineSettings,
+    store: OffsetStore,
+) -> EngineLike:
+    """The real thing: the connector instance and an :class:`cdc.engine.Engine` for it."""
+    connector = plugin.cls(config)
+    parsed = getattr(connector, "config", None)
+    if not isinstance(parsed, Config):
+        parsed = plugin.config_def.parse(config)
+    return Engine(connector, parsed, store, settings)
+
+
+def retry_policy(config: Mapping[str, str]) -> RetryPolicy:
+    values, _ = WORKER_FIELDS.validate(config)  # already validated when stored
+    return RetryPolicy(
+        max_retries=int(values["errors.max.retries"]),
+        initial_delay_s=int(values["errors.retry.delay.initial.ms"]) / 1000,
+        max_delay_s=int(values["errors.retry.delay.max.ms"]) / 1000,
+    )
+
+
+class Worker:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        store: OffsetStore,
+        *,
+        worker_id: str,
+        engine_factory: EngineFactory | None = None,
+        redact: Callable[[str], str] = lambda s: s,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.worker_id = worker_id
+        self.engine_factory = engine_factory or build_engine
+        self.redact = redact
+
+    def engine_settings(self, name: str, config: Mapping[str, str], task_id: int) -> EngineSettings:
+        s = self.settings
+        producer = s.producer_config()
+        producer.update(
+            {
+                k[len(PRODUCER_OVERRIDE) :]: v
+                for k, v in config.items()
+                if k.startswith(PRODUCER_OVERRIDE)
+            }
+        )
+        producer.setdefault("client.id", f"tidemark-{name}-{task_id}")
+        # The engine may spend its timeout twice (joining the source, flushing the producer)
+        # after the source noticed the stop: a third each keeps the whole stop inside the
+        # worker's graceful timeout.
+        return EngineSettings(
+            producer=producer,
+            offset_flush_interval_ms=s.offset_flush_interval_ms,
+            offset_flush_timeout_ms=s.offset_flush_timeout_ms,
+            exactly_once=s.exactly_once,
+            transactional_id=f"tidemark-{name}-{task_id}" if s.exactly_once else None,
+            shutdown_timeout_ms=max(s.task_shutdown_graceful_timeout_ms // 3, 100),
+            task_id=task_id,
+        )
+
+    def with_defaults(self, plugin: ConnectorPlugin, config: dict[str, str]) -> dict[str, str]:
+        """Worker-provided defaults for connectors that keep a schema history (not
+        PostgreSQL): a file under the state dir in standalone mode, the worker's Kafka
+        otherwise. Only keys the connector defines are added."""
+        out = dict(config)
+        cdef = plugin.config_def
+        if cdef.lookup("schema.history.internal") is None:
+            return out
+        if any(k.startswith(("schema.history.internal", "database.history")) for k in out):
+            if (
+                "schema.history.internal.kafka.topic" in out
+                or "database.history.kafka.topic" in out
+            ):
+                out.setdefault(
+                    "schema.history.internal.kafka.bootstrap.servers",
+                    self.settings.bootstrap_servers,
+                )
+            return out
+        if self.settings.offset_storage == "kafka":
+            out["schema.history.internal"] = "kafka"
+            out["schema.history.internal.kafka.topic"] = f"{config['name']}-schema-history"
+            out["schema.history.internal.kafka.bootstrap.servers"] = self.settings.bootstrap_servers
+        else:
+            path = Path(self.settings.state_dir) / "history" / f"{config['name']}.jsonl"
+            out["schema.history.internal"] = "file"
+            out["schema.history.internal.file.filename"] = str(path)
+        return out
+
+    def runner(
+        self,
+        name: str,
+        plugin: ConnectorPlugin,
+        stored: Mapping[str, str],
+        *,
+        paused: bool,
+        env: Mapping[str, str] | None = None,
+    ) -> TaskRunner:
+        """A (not yet started) runner for task 0 of a connector. Single-task connectors only:
+        every tidemark connector reads one log, which cannot be split across tasks."""
+        task_id = 0
+        stored = dict(stored)
+        settings = self.engine_settings(name, stored, task_id)
+
+        def factory() -> EngineLike:
+            resolved, problems = resolve_config(stored, env)
+            if problems:
+                raise ConfigError(problems)
+            refresh = getattr(self.store, "refresh", None)
+            if settings.exactly_once and callable(refresh):
+                refresh()  # offsets the transactional producer wrote since the last start
+            config = self.with_defaults(plugin, resolved)
+            return self.engine_factory(plugin, config, settings, self.store)
+
+        return TaskRunner(
+            name,
+            task_id,
+            factory,
+            retry_policy(stored),
+            worker_id=self.worker_id,
+            paused=paused,
+            redact=self.redact,
+        )
