@@ -252,6 +252,7 @@ CONFIG_DEF = common_def().extend(
 class MemoryConnector(Connector):
     type_name = "memory"
     class_names = ("io.tidemark.connector.memory.MemoryConnector",)
+    config_def = CONFIG_DEF
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         super().__init__(config)
