@@ -454,3 +454,54 @@ def test_busy_slot_retries_then_fails(h: PgHarness) -> None:
         assert "in use" in str(run.errors[0])
     finally:
         holder.close()
+
+
+def test_heartbeat_action_query_runs_and_slot_advances_on_a_quiet_database(
+    h: PgHarness,
+) -> None:
+    """AC-51: the captured database is quiet while *another* database on the server is busy;
+    heartbeat.action.query writes into the captured one, so its slot can still advance."""
+    customers(h, "c51", rows=1)
+    h.sql("CREATE TABLE hb (id serial PRIMARY KEY, ts timestamptz DEFAULT now())")
+    cfg = h.config(
+        table_include_list="public.c51", heartbeat_interval_ms="500", snapshot_mode="never"
+    )
+    cfg["heartbeat.action.query"] = "INSERT INTO hb DEFAULT VALUES"
+    other = f"tb_{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(h.pg.dsn(), autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{other}"')
+    try:
+        with h.running(cfg) as run:
+            h.wait_streaming(run)
+            before = h.sql(CONFIRMED, params=(cfg["slot.name"],))[0][0]
+            with psycopg.connect(h.pg.dsn(other), autocommit=True) as busy:
+                busy.execute("CREATE TABLE noise (v text)")
+                for _ in range(15):
+                    busy.execute(
+                        "INSERT INTO noise SELECT repeat('x', 1000) FROM generate_series(1, 100)"
+                    )
+                    time.sleep(0.2)
+            time.sleep(2)
+            after = h.sql(CONFIRMED, params=(cfg["slot.name"],))[0][0]
+            metrics = run.engine.metrics
+            assert metrics.streaming.connected and metrics.streaming.ms_behind_source >= 0
+    finally:
+        with psycopg.connect(h.pg.dsn(), autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{other}" WITH (FORCE)')
+    assert h.sql("SELECT count(*) FROM hb")[0][0] >= 3  # the action query ran
+    assert after > before
+
+
+def test_snapshot_metrics(h: PgHarness) -> None:
+    """AC-70: snapshot counters as the seed describes them."""
+    customers(h, "c70a", rows=3)
+    customers(h, "c70b", rows=2)
+    cfg = h.config(table_include_list=r"public\.c70.*", snapshot_mode="initial_only")
+    run = h.start(cfg)
+    run.thread.join(60)
+    assert not run.errors
+    snap = run.engine.metrics.snapshot
+    assert snap.completed and not snap.running and not snap.aborted
+    assert snap.total_table_count == 2 and snap.remaining_table_count == 0
+    assert snap.rows_scanned == {f"{h.dbname}.public.c70a": 3, f"{h.dbname}.public.c70b": 2}
+    assert snap.total_events_seen == 5
