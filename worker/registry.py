@@ -328,80 +328,14 @@ def _offset_validator(spec: PluginSpec, cls: type[Connector]) -> OffsetValidator
         def from_connector(
             partition: dict[str, Any], offset: dict[str, Any] | None
         ) -> tuple[dict[str, Any] | None, list[str]]:
-            problems = list(custom(partition, offset))
-            return offset, problems
+            checked, problems = custom(partition, offset)
+            return checked, list(problems)
 
         return from_connector
-    return {"postgres": _pg_offset, "memory": _memory_offset}.get(spec.name, _any_offset)
-
-
-def _nonneg_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _server_partition(partition: dict[str, Any]) -> list[str]:
-    if set(partition) != {"server"} or not isinstance(partition.get("server"), str):
-        return ['partition must be {"server": "<topic.prefix>"}']
-    if not partition["server"]:
-        return ["partition.server must not be empty"]
-    return []
+    return _any_offset
 
 
 def _any_offset(
     partition: dict[str, Any], offset: dict[str, Any] | None
 ) -> tuple[dict[str, Any] | None, list[str]]:
     return offset, []
-
-
-PG_INT_KEYS = ("lsn", "lsn_commit", "flush_lsn", "seq", "ts_usec", "lsn_proc", "xmin")
-PG_BOOL_KEYS = ("complete", "snapshot", "snapshot_completed", "last_snapshot_record")
-PG_OTHER_KEYS = ("txId", "transaction_id", "messageType")
-
-
-def _pg_offset(
-    partition: dict[str, Any], offset: dict[str, Any] | None
-) -> tuple[dict[str, Any] | None, list[str]]:
-    """PostgreSQL offsets: Debezium's keys plus tidemark's resume keys. An offset with only
-    ``lsn`` means "everything up to and including this LSN was delivered": the resume keys
-    are completed from it, so streaming restarts right after it."""
-    problems = _server_partition(partition)
-    if offset is None:
-        return None, problems
-    if "lsn" not in offset:
-        problems.append("offset.lsn is required (the LSN of the last delivered event)")
-    for key in PG_INT_KEYS:
-        if key in offset and not _nonneg_int(offset[key]):
-            problems.append(f"offset.{key} must be a non-negative integer, got {offset[key]!r}")
-    for key in PG_BOOL_KEYS:
-        if key in offset and not isinstance(offset[key], bool):
-            problems.append(f"offset.{key} must be true or false, got {offset[key]!r}")
-    tx = offset.get("txId")
-    if tx is not None and not _nonneg_int(tx):
-        problems.append(f"offset.txId must be a non-negative integer or null, got {tx!r}")
-    unknown = sorted(set(offset) - {*PG_INT_KEYS, *PG_BOOL_KEYS, *PG_OTHER_KEYS})
-    if unknown:
-        problems.append(f"unknown offset key(s) {', '.join(unknown)}")
-    if problems:
-        return offset, problems
-    full = dict(offset)
-    if "flush_lsn" not in full and not full.get("snapshot"):
-        lsn = full["lsn"]
-        full.setdefault("lsn_commit", lsn)
-        full.setdefault("seq", 0)
-        full.setdefault("complete", True)
-        full["flush_lsn"] = lsn
-    return full, []
-
-
-def _memory_offset(
-    partition: dict[str, Any], offset: dict[str, Any] | None
-) -> tuple[dict[str, Any] | None, list[str]]:
-    problems = _server_partition(partition)
-    if offset is None:
-        return None, problems
-    if not _nonneg_int(offset.get("pos")):
-        problems.append(f"offset.pos must be a non-negative integer, got {offset.get('pos')!r}")
-    unknown = sorted(set(offset) - {"pos", "snapshot"})
-    if unknown:
-        problems.append(f"unknown offset key(s) {', '.join(unknown)}")
-    return offset, problems

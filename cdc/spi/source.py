@@ -102,5 +102,14 @@ class Connector(ABC):
     def source_schema(self) -> Any:
         """The Connect schema of this connector's ``source`` block."""
 
+    @classmethod
+    def validate_offset(
+        cls, partition: dict[str, Any], offset: dict[str, Any] | None
+    ) -> tuple[dict[str, Any] | None, list[str]]:
+        """Check an offset an operator wants to store (REST ``PATCH /offsets``): returns the
+        offset to store (possibly completed) and the problems found. The default accepts any
+        JSON object; connectors override it with their own format's rules."""
+        return offset, []
+
     def close(self) -> None:  # noqa: B027 - optional
         """Release connections."""

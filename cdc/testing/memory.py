@@ -259,6 +259,21 @@ class MemoryConnector(Connector):
         self.config = CONFIG_DEF.parse(config)
         self.db = MemoryDatabase.get(self.config["memory.database"])
 
+    @classmethod
+    def validate_offset(
+        cls, partition: dict[str, Any], offset: dict[str, Any] | None
+    ) -> tuple[dict[str, Any] | None, list[str]]:
+        problems = [] if set(partition) == {"server"} else ['partition must be {"server": ...}']
+        if offset is None:
+            return None, problems
+        pos = offset.get("pos")
+        if not isinstance(pos, int) or isinstance(pos, bool) or pos < 0:
+            problems.append(f"offset.pos must be a non-negative integer, got {pos!r}")
+        unknown = sorted(set(offset) - {"pos", "snapshot"})
+        if unknown:
+            problems.append(f"unknown offset key(s) {', '.join(unknown)}")
+        return offset, problems
+
     def source_partition(self) -> dict[str, Any]:
         return {"server": self.config["database.server.name"]}
 

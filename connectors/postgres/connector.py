@@ -10,6 +10,7 @@ from cdc.schema.model import INT64, STRING, Schema
 from cdc.snapshot_modes import MODES, WhenNeeded
 from cdc.spi import Connector, SnapshotSource, Snapshotter, StreamingSource
 from connectors.postgres import connection as pgconn
+from connectors.postgres import offsets as pg_offsets
 from connectors.postgres.config import CONFIG_DEF
 from connectors.postgres.snapshot import PostgresSnapshot
 from connectors.postgres.streaming import PostgresStreaming
@@ -50,6 +51,12 @@ class PostgresConnector(Connector):
         # filled with catalog types by the sources as they load tables.
         self.registry = TypeRegistry(self.modes)
         self._streaming: PostgresStreaming | None = None
+
+    @classmethod
+    def validate_offset(
+        cls, partition: dict[str, Any], offset: dict[str, Any] | None
+    ) -> tuple[dict[str, Any] | None, list[str]]:
+        return pg_offsets.validate_offset(partition, offset)
 
     def source_partition(self) -> dict[str, Any]:
         return {"server": self.config["database.server.name"]}

@@ -1,0 +1,58 @@
+"""PostgreSQL source offsets: Debezium's keys plus tidemark's resume keys, validated before
+an operator's offset edit (KIP-875 ``PATCH /offsets``) is stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def nonneg_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def server_partition(partition: dict[str, Any]) -> list[str]:
+    if set(partition) != {"server"} or not isinstance(partition.get("server"), str):
+        return ['partition must be {"server": "<topic.prefix>"}']
+    if not partition["server"]:
+        return ["partition.server must not be empty"]
+    return []
+
+
+PG_INT_KEYS = ("lsn", "lsn_commit", "flush_lsn", "seq", "ts_usec", "lsn_proc", "xmin")
+PG_BOOL_KEYS = ("complete", "snapshot", "snapshot_completed", "last_snapshot_record")
+PG_OTHER_KEYS = ("txId", "transaction_id", "messageType")
+
+
+def validate_offset(
+    partition: dict[str, Any], offset: dict[str, Any] | None
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """PostgreSQL offsets: Debezium's keys plus tidemark's resume keys. An offset with only
+    ``lsn`` means "everything up to and including this LSN was delivered": the resume keys
+    are completed from it, so streaming restarts right after it."""
+    problems = server_partition(partition)
+    if offset is None:
+        return None, problems
+    if "lsn" not in offset:
+        problems.append("offset.lsn is required (the LSN of the last delivered event)")
+    for key in PG_INT_KEYS:
+        if key in offset and not nonneg_int(offset[key]):
+            problems.append(f"offset.{key} must be a non-negative integer, got {offset[key]!r}")
+    for key in PG_BOOL_KEYS:
+        if key in offset and not isinstance(offset[key], bool):
+            problems.append(f"offset.{key} must be true or false, got {offset[key]!r}")
+    tx = offset.get("txId")
+    if tx is not None and not nonneg_int(tx):
+        problems.append(f"offset.txId must be a non-negative integer or null, got {tx!r}")
+    unknown = sorted(set(offset) - {*PG_INT_KEYS, *PG_BOOL_KEYS, *PG_OTHER_KEYS})
+    if unknown:
+        problems.append(f"unknown offset key(s) {', '.join(unknown)}")
+    if problems:
+        return offset, problems
+    full = dict(offset)
+    if "flush_lsn" not in full and not full.get("snapshot"):
+        lsn = full["lsn"]
+        full.setdefault("lsn_commit", lsn)
+        full.setdefault("seq", 0)
+        full.setdefault("complete", True)
+        full["flush_lsn"] = lsn
+    return full, []
