@@ -180,6 +180,15 @@ class Engine:
             snapshotter = self.connector.snapshotter()
             offset: Mapping[str, Any] | None = stored
             if snapshotter.should_snapshot(stored):
+                delay = int(self.config.get("snapshot.delay.ms", 0)) / 1000
+                if delay > 0:
+                    log.info(
+                        "%s: snapshot.delay.ms: waiting %.1f s before the snapshot",
+                        self.name,
+                        delay,
+                    )
+                    if d.stop_event.wait(delay):
+                        return
                 log.info("%s: starting snapshot (snapshot.mode=%s)", self.name, snapshotter.mode)
                 d.phase = self.metrics.snapshot
                 self.state = "SNAPSHOT"
