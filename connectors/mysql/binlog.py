@@ -1,0 +1,596 @@
+"""Binlog events → source events, with exact resume positions (see offsets.py).
+
+One ``BinlogProcessor`` per binlog session turns the decoded events into row changes,
+transaction boundaries and schema changes. It keeps the position a restart must read from
+(the current transaction's start), how many of that transaction's row events and rows were
+already emitted, and the GTIDs committed before it.
+
+``binlog.buffer.size`` > 0 holds a transaction's events until its COMMIT so a transaction that
+ends in ROLLBACK (possible when non-transactional tables are involved) or rolls back to a
+savepoint is not emitted; a transaction larger than the buffer is emitted as it is read (the
+seed's "rewind": the outcome is the same as re-reading the overflow, without a second read).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cdc.spi import (
+    Operation,
+    PositionReached,
+    RowChange,
+    SchemaChange,
+    SourceContext,
+    SourceEvent,
+    Table,
+    TableId,
+    TransactionBegin,
+    TransactionEnd,
+)
+from connectors.mysql import connection as ev
+from connectors.mysql import ddl
+from connectors.mysql.ddl_model import DropTables, NotTableDdl, UseDatabase
+from connectors.mysql.errors import (
+    EventDeserializationFailed,
+    InconsistentSchema,
+    UnparseableDdl,
+    describe_position,
+)
+from connectors.mysql.gtid import GtidSet
+from connectors.mysql.json_values import apply_json_diff, normalize
+from connectors.mysql.new_tables import NewTablesGate
+from connectors.mysql.schema import Applied
+from connectors.mysql.state import TaskState
+from connectors.mysql.types import ZERO_DATE
+
+log = logging.getLogger("tidemark.mysql.binlog")
+
+_ZERO_SOURCES = ("out of date range", "out of datetime range", "out of datetime2 range")
+_FL_STANDALONE = 0x01  # MariaDB GTID event flag: a single statement, no COMMIT follows
+
+
+@dataclass
+class Resume:
+    """Where to start and what of the first transaction was already emitted."""
+
+    file: str | None
+    pos: int
+    gtids: str | None
+    skip_events: int = 0
+    skip_rows: int = 0
+
+
+@dataclass
+class _TableInfo:
+    table: Table
+    index: dict[str, int]
+    checked: bool = False
+
+
+class BinlogProcessor:
+    def __init__(
+        self,
+        state: TaskState,
+        ctx: SourceContext,
+        resume: Resume,
+        gtids: GtidSet | None,
+        *,
+        gate: NewTablesGate | None = None,
+        offset_keys: dict[str, Any] | None = None,
+        offset_keys_after_gate: dict[str, Any] | None = None,
+    ) -> None:
+        self.state = state
+        self.cfg = state.cfg
+        self.ctx = ctx
+        self.emit_now = ctx.emit
+        self.metrics = state.metrics
+        self.core_metrics = getattr(ctx, "metrics", None)
+        self.include_query = bool(self.cfg["include.query"])
+        self.schema_mode = self.cfg["inconsistent.schema.handling.mode"]
+        self.decode_mode = self.cfg.get("event.deserialization.failure.handling.mode") or (
+            self.cfg["event.processing.failure.handling.mode"]
+            if self.cfg["event.processing.failure.handling.mode"] in ("fail", "warn", "skip")
+            else "fail"
+        )
+        self.buffer_size = int(self.cfg["binlog.buffer.size"])
+        self.gate = gate
+        #: extra offset keys (the filters, with snapshot.new.tables=parallel)
+        self.offset_keys = offset_keys or {}
+        self.offset_keys_after_gate = offset_keys_after_gate or self.offset_keys
+        # position
+        self.file = resume.file or ""
+        self.restart_file = resume.file or ""
+        self.restart_pos = resume.pos
+        self.gtids = gtids
+        self.gtids_text = resume.gtids or (str(gtids) if gtids is not None else None)
+        self.skip_events = resume.skip_events
+        self.skip_rows = resume.skip_rows
+        self.resuming_txn = bool(resume.skip_events or resume.skip_rows)
+        # transaction
+        self.in_txn = False
+        self.txn_gtid: str | None = None
+        self.txn_id: str | None = None
+        self.began = False
+        self.events_done = 0
+        self.emitted = (0, 0)
+        self.thread: int | None = None
+        self.query: str | None = None
+        self.ts_sec = 0
+        self.server_id = 0
+        # buffering
+        self.buffer: list[SourceEvent] | None = None
+        self.savepoints: dict[str, int] = {}
+        self.overflowed = False
+        self.tables: dict[tuple[int, int], _TableInfo] = {}
+        self.events_seen = 0
+
+    # -- positions ------------------------------------------------------------------------------
+    def offset(self, event: int = 0, row: int = 0) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "file": self.restart_file,
+            "pos": self.restart_pos,
+            "event": event,
+            "row": row,
+            "ts_sec": self.ts_sec,
+            "server_id": self.server_id,
+        }
+        if self.gtids_text:
+            out["gtids"] = self.gtids_text
+        if self.offset_keys:
+            out.update(self.offset_keys)
+        return out
+
+    def resume_point(self) -> Resume:
+        """Where a new session continues: the open transaction's start, skipping what this
+        session already emitted of it."""
+        events, rows = self.emitted if self.in_txn else (0, 0)
+        if (
+            self.in_txn
+            and self.resuming_txn
+            and (events, rows) < (self.skip_events, self.skip_rows)
+        ):
+            events, rows = self.skip_events, self.skip_rows
+        return Resume(self.restart_file, self.restart_pos, self.gtids_text, events, rows)
+
+    @staticmethod
+    def start_of(event: Any) -> int:
+        packet = event.packet
+        return max(int(packet.log_pos) - int(packet.event_size), 0)
+
+    def _emit(self, item: SourceEvent) -> None:
+        if self.buffer is not None:
+            self.buffer.append(item)
+            if len(self.buffer) > self.buffer_size:
+                self.metrics.large_transactions += 1
+                self.overflowed = True
+                pending, self.buffer = self.buffer, None
+                for p in pending:
+                    self._deliver(p)
+            return
+        self._deliver(item)
+
+    def _deliver(self, item: SourceEvent) -> None:
+        if isinstance(item, RowChange):
+            self.emitted = (int(item.offset["event"]), int(item.offset["row"]))
+        self.emit_now(item)
+
+    # -- dispatch -------------------------------------------------------------------------------
+    def handle(self, event: Any) -> None:
+        self.events_seen += 1
+        if isinstance(event, ev.RowsEvent):
+            self.rows(event)
+            return
+        if isinstance(event, ev.MariadbGtidEvent):
+            self.begin_gtid(event, event.gtid, standalone=bool(event.flags & _FL_STANDALONE))
+        elif isinstance(event, ev.GtidEvent):
+            self.begin_gtid(event, event.gtid, standalone=True)
+        elif isinstance(event, ev.XidEvent | ev.XAPrepareEvent):
+            self.commit(event)
+        elif isinstance(event, ev.QueryEvent):
+            self.query_event(event)
+        elif isinstance(event, ev.MariadbAnnotateRowsEvent):
+            if self.include_query:
+                self.query = event.sql_statement.decode("utf-8", "replace")
+        elif isinstance(event, ev.RowsQueryLogEvent):
+            if self.include_query:
+                self.query = event.query
+        elif isinstance(event, ev.RotateEvent):
+            self.file = event.next_binlog
+            if not self.in_txn and self.txn_gtid is None:
+                self.restart_file, self.restart_pos = event.next_binlog, int(event.position)
+            self.metrics.binlog_filename = self.file
+        elif (
+            isinstance(event, ev.HeartbeatLogEvent)
+            and not self.in_txn
+            and self.txn_gtid is None
+            and not self.resuming_txn
+        ):
+            # idle: lets heartbeats flow and offsets advance past filtered transactions
+            self.emit_now(PositionReached(self.offset()))
+        self.metrics.binlog_position = int(event.packet.log_pos or 0)
+
+    # -- transactions ---------------------------------------------------------------------------
+    def _start_txn(self, event: Any) -> None:
+        if self.in_txn:
+            # BEGIN without COMMIT/ROLLBACK: emit what we have and start over
+            self.metrics.not_well_formed_transactions += 1
+            log.warning("transaction at %s:%s has no COMMIT", self.restart_file, self.restart_pos)
+            self._flush()
+        self.in_txn = True
+        self.events_done = 0
+        self.emitted = (0, 0)
+        self.began = False
+        self.ts_sec = int(event.timestamp)
+        self.server_id = int(event.packet.server_id)
+        self.buffer = [] if self.buffer_size > 0 else None
+        self.overflowed = False
+        self.savepoints = {}
+
+    def begin_gtid(self, event: Any, gtid: str, *, standalone: bool) -> None:
+        if self.in_txn:
+            self._start_txn(event)  # counts the malformed one
+            self.in_txn = False
+        self.restart_file, self.restart_pos = self.file, self.start_of(event)
+        self.txn_gtid = gtid
+        self.txn_id = gtid
+        self.ts_sec = int(event.timestamp)
+        self.server_id = int(event.packet.server_id)
+        self.metrics.is_gtid_mode_enabled = True
+        if not standalone:  # MariaDB: the GTID event is the BEGIN
+            self._start_txn(event)
+
+    def query_event(self, event: Any) -> None:
+        sql = event.query.strip()
+        head = sql[:20].upper()
+        if head.startswith("BEGIN") or head.startswith("XA START"):
+            if self.txn_gtid is None:
+                self.restart_file, self.restart_pos = self.file, self.start_of(event)
+                self.txn_id = f"file={self.file},pos={self.restart_pos}"
+            self._start_txn(event)
+            self.thread = int(event.slave_proxy_id)
+            return
+        if head.startswith("COMMIT") or head.startswith("XA COMMIT") or head.startswith("XA END"):
+            if head.startswith("XA END"):
+                return
+            self.commit(event)
+            return
+        if head.startswith("ROLLBACK TO") or head.startswith("ROLLBACK WORK TO"):
+            self.rollback_to(sql)
+            return
+        if head.startswith("ROLLBACK") or head.startswith("XA ROLLBACK"):
+            self.rollback(event)
+            return
+        if head.startswith("SAVEPOINT"):
+            if self.buffer is not None:
+                self.savepoints[_savepoint_name(sql)] = len(self.buffer)
+            return
+        self.ddl(event, sql)
+
+    def _flush(self) -> None:
+        pending, self.buffer = self.buffer, None
+        for item in pending or ():
+            self._deliver(item)
+
+    def _end(self, event: Any, *, committed: bool) -> None:
+        if self.txn_gtid is not None and self.gtids is not None:
+            try:
+                self.gtids.add(self.txn_gtid)
+            except ValueError:
+                log.warning("ignoring GTID %r of another dialect", self.txn_gtid)
+            self.gtids_text = str(self.gtids)
+            self.metrics.gtid_set = self.gtids_text
+        self.restart_file, self.restart_pos = self.file, int(event.packet.log_pos)
+        if self.gate is not None and self.gate.passed(self.gtids, self.file, self.restart_pos):
+            self.gate = None  # the newly captured tables are now streamed like the others
+            self.offset_keys = self.offset_keys_after_gate
+        txn_id = self.txn_id
+        self.in_txn = False
+        self.txn_gtid = self.txn_id = None
+        self.began = False
+        self.events_done = 0
+        self.emitted = (0, 0)
+        self.skip_events = self.skip_rows = 0
+        self.resuming_txn = False
+        self.thread = None
+        self.query = None
+        offset = self.offset()
+        if committed and txn_id is not None:
+            # also for transactions with nothing captured: the core throttles position-only
+            # ends, and counts committed transactions
+            self.emit_now(TransactionEnd(txn_id, self._tx_source(event), offset))
+        else:
+            self.emit_now(PositionReached(offset))
+
+    def commit(self, event: Any) -> None:
+        if not self.in_txn:
+            self._end(event, committed=False)
+            return
+        self._flush()
+        self._end(event, committed=True)
+
+    def rollback(self, event: Any) -> None:
+        if self.buffer is not None:
+            self.metrics.rolled_back_transactions += 1
+            log.info(
+                "transaction at %s:%s rolled back; not emitted", self.restart_file, self.restart_pos
+            )
+            self.buffer = None
+        elif self.in_txn and self.began:
+            log.warning(
+                "transaction at %s:%s was rolled back after its changes were emitted; set "
+                "binlog.buffer.size to hold transactions until their end",
+                self.restart_file,
+                self.restart_pos,
+            )
+        self._end(event, committed=False)
+
+    def rollback_to(self, sql: str) -> None:
+        name = _savepoint_name(sql)
+        if self.buffer is not None and name in self.savepoints:
+            del self.buffer[self.savepoints[name] :]
+            self.metrics.rolled_back_transactions += 1
+        elif self.overflowed:
+            log.warning(
+                "ROLLBACK TO %s in a transaction larger than binlog.buffer.size: the "
+                "rolled-back changes were already emitted",
+                name,
+            )
+
+    def _tx_source(self, event: Any) -> dict[str, Any]:
+        return self._source(None, None, self.start_of(event), 0)
+
+    def _source(self, db: str | None, table: str | None, pos: int, row: int) -> dict[str, Any]:
+        return {
+            "ts_ms": self.ts_sec * 1000,
+            "snapshot": False,
+            "db": db or "",
+            "table": table,
+            "server_id": self.server_id,
+            "gtid": self.txn_gtid,
+            "file": self.file,
+            "pos": pos,
+            "row": row,
+            "thread": self.thread,
+            "query": self.query,
+        }
+
+    # -- DDL ------------------------------------------------------------------------------------
+    def ddl(self, event: Any, sql: str) -> None:
+        schema_name = event.schema
+        db = (
+            schema_name.decode("utf-8", "replace")
+            if isinstance(schema_name, bytes)
+            else (schema_name or None)
+        )
+        self.ts_sec = int(event.timestamp)
+        self.server_id = int(event.packet.server_id)
+        standalone = not self.in_txn
+        if standalone:
+            # the DDL is its own transaction: it takes effect at the position after it
+            if self.txn_gtid is not None and self.gtids is not None:
+                self.gtids.add(self.txn_gtid)
+                self.gtids_text = str(self.gtids)
+            self.restart_file, self.restart_pos = self.file, int(event.packet.log_pos)
+            position = self.offset()
+        else:
+            position = self.offset(self.events_done, 0)
+        try:
+            applied = self.state.schema.apply_ddl(sql, db)
+        except ddl.DdlParseError as exc:
+            if not self.state.history.skip_unparseable_ddl:
+                raise UnparseableDdl(sql, position, str(exc)) from exc
+            log.warning(
+                "skipping unparseable DDL at %s: %s (%s)",
+                describe_position(position),
+                sql[:200],
+                exc,
+            )
+            applied = []
+        source = self._source(db, None, self.start_of(event), 0)
+        source["thread"] = int(event.slave_proxy_id)
+        changes = [a for a in applied if not isinstance(a.statement, NotTableDdl | UseDatabase)]
+        if changes:
+            all_changes = [c for a in changes for c in a.changes]
+            self.state.record(position, db, sql, all_changes, self.ctx)
+            for a in changes:
+                self.state.register_applied(self.ctx, a)
+        schema_events = self._schema_events(changes, sql, db, source, position)
+        if standalone:
+            self.txn_gtid = self.txn_id = None
+            self.thread = self.query = None
+            self.skip_events = self.skip_rows = 0
+            self.resuming_txn = False
+            self.metrics.gtid_set = self.gtids_text or ""
+        for item in schema_events:
+            self.emit_now(item)
+        if not schema_events and standalone:
+            self.emit_now(PositionReached(position))
+
+    def _schema_events(
+        self,
+        applied: list[Applied],
+        sql: str,
+        db: str | None,
+        source: dict[str, Any],
+        offset: dict[str, Any],
+    ) -> list[SourceEvent]:
+        """One schema change event per database the statement touches (seed §2.1.3)."""
+        keep = self.state.database_filter
+        out: list[SourceEvent] = []
+        for a in applied:
+            dbs = sorted({t.catalog or "" for t in a.table_ids}) or [a.database or db or ""]
+            if len(dbs) > 1 and isinstance(a.statement, DropTables):
+                for d in dbs:
+                    if keep(d):
+                        ids = [t for t in a.table_ids if (t.catalog or "") == d]
+                        text = "DROP TABLE " + ", ".join(f"`{d}`.`{t.table}`" for t in ids)
+                        out.append(SchemaChange(d, None, text, ids, {**source, "db": d}, offset))
+                continue
+            target = dbs[0] if a.table_ids else (a.database or db or "")
+            if keep(target):
+                out.append(
+                    SchemaChange(target, None, sql, a.table_ids, {**source, "db": target}, offset)
+                )
+        return out
+
+    # -- rows -----------------------------------------------------------------------------------
+    def rows(self, event: Any) -> None:
+        index = self.events_done
+        self.events_done += 1
+        if index < self.skip_events:
+            return
+        skip = self.skip_rows if index == self.skip_events and self.resuming_txn else 0
+        tid = TableId(event.schema, None, event.table)
+        if not self.ctx.is_included(tid) or (
+            self.gate is not None
+            and self.gate.skip(tid, self.txn_gtid, self.restart_file, self.restart_pos)
+        ):
+            if self.core_metrics is not None:
+                self.core_metrics.streaming.events_filtered += 1
+            return
+        info = self._table_info(event, tid)
+        if info is None:
+            return
+        try:
+            rows = event.rows
+        except Exception as exc:
+            self._bad_event(event, exc)
+            return
+        if isinstance(event, ev.WriteRowsEvent):
+            op = Operation.CREATE
+        elif isinstance(event, ev.UpdateRowsEvent):
+            op = Operation.UPDATE
+        else:
+            op = Operation.DELETE
+        if not self.began and self.txn_id is not None and not self.resuming_txn:
+            self.began = True
+            self._emit(TransactionBegin(self.txn_id, self._tx_source(event), self.offset()))
+        elif self.resuming_txn:
+            self.began = True
+        pos = self.start_of(event)
+        db, name = tid.catalog, tid.table
+        txn_id = self.txn_id
+        fix = self._fixer(info)
+        for i, row in enumerate(rows):
+            if i < skip:
+                continue
+            source = self._source(db, name, pos, i)
+            offset = self.offset(index, i + 1)
+            if op is Operation.UPDATE:
+                before = fix(row["before_values"], row["before_none_sources"], None)
+                after = fix(row["after_values"], row["after_none_sources"], before)
+                self._emit(RowChange(op, tid, before, after, source, offset, txn_id))
+            elif op is Operation.CREATE:
+                after = fix(row["values"], row["none_sources"], None)
+                self._emit(RowChange(op, tid, None, after, source, offset, txn_id))
+            else:
+                before = fix(row["values"], row["none_sources"], None)
+                self._emit(RowChange(op, tid, before, None, source, offset, txn_id))
+        if self.core_metrics is not None:
+            streaming = self.core_metrics.streaming
+            streaming.ms_behind_source = max(int(time.time() * 1000) - self.ts_sec * 1000, 0)
+            streaming.source_event_position = {"file": self.file, "pos": str(pos)}
+
+    def _table_info(self, event: Any, tid: TableId) -> _TableInfo | None:
+        table = self.state.schema.table(tid)
+        if table is None:
+            self._inconsistent(event, tid, "the table is not in the connector's schema")
+            return None
+        key = (int(event.table_id), id(table))
+        info = self.tables.get(key)
+        if info is None:
+            info = self.tables[key] = _TableInfo(table, {c.name: c.position for c in table.columns})
+        if not info.checked:
+            columns = event.columns
+            if len(columns) != len(table.columns):
+                self._inconsistent(
+                    event,
+                    tid,
+                    f"the binlog has {len(columns)} columns, the schema {len(table.columns)}",
+                )
+                return None
+            names = [c.name for c in columns]
+            if all(names) and names != table.column_names():
+                self._inconsistent(
+                    event, tid, f"binlog columns {names} differ from {table.column_names()}"
+                )
+                return None
+            info.checked = True
+        return info
+
+    def _fixer(
+        self, info: _TableInfo
+    ) -> Callable[[dict[str, Any], dict[str, Any], Any], list[Any]]:
+        """Values in column order, with the decoder's special Nones made explicit."""
+        index = info.index
+
+        def fix(values: dict[str, Any], nones: dict[str, Any], before: Any) -> list[Any]:
+            out = list(values.values())
+            for name, why in nones.items():
+                if why == "null":
+                    continue
+                i = index.get(name)
+                if i is None:
+                    continue
+                if why == "empty set":
+                    out[i] = ""
+                elif why in _ZERO_SOURCES:
+                    out[i] = ZERO_DATE
+                elif why == "same with before values" and before is not None:
+                    out[i] = before[i]
+            for i, v in enumerate(out):
+                if isinstance(v, ev.JsonDiff):
+                    out[i] = self._json_diff(before[i] if before is not None else None, v)
+            return out
+
+        return fix
+
+    @staticmethod
+    def _json_diff(before: Any, diff: Any) -> Any:
+        from connectors.mysql.json_values import mysql_json_text
+
+        doc = normalize(before)
+        if isinstance(doc, str):
+            import json
+
+            doc = json.loads(doc)
+        value = normalize(diff.value) if diff.value is not None else None
+        path = diff.path.decode() if isinstance(diff.path, bytes) else str(diff.path)
+        return mysql_json_text(apply_json_diff(doc, diff.op.name, path, value))
+
+    def _inconsistent(self, event: Any, tid: TableId, why: str) -> None:
+        position = self.offset(self.events_done - 1, 0)
+        message = (
+            f"row event for {tid} at {describe_position(position)} (binlog {self.file}:"
+            f"{self.start_of(event)}) does not match the schema: {why}"
+        )
+        mode = self.schema_mode
+        if mode == "fail":
+            raise InconsistentSchema(
+                message + ". Set inconsistent.schema.handling.mode=warn or skip to skip such "
+                "events, or restart with snapshot.mode=schema_only_recovery if the schema "
+                "history is incomplete."
+            )
+        self.metrics.skipped_events += 1
+        if mode == "warn":
+            log.warning("skipping: %s", message)
+
+    def _bad_event(self, event: Any, exc: Exception) -> None:
+        position = self.offset(self.events_done - 1, 0)
+        message = (
+            f"cannot decode {type(event).__name__} at {self.file}:{self.start_of(event)} "
+            f"(offset {describe_position(position)}): {exc!r}"
+        )
+        if self.decode_mode == "fail":
+            raise EventDeserializationFailed(message) from exc
+        self.metrics.skipped_events += 1
+        if self.decode_mode == "warn":
+            log.warning("skipping: %s", message)
+
+
+def _savepoint_name(sql: str) -> str:
+    return sql.split()[-1].strip("`").lower()

@@ -1,0 +1,151 @@
+"""Binlog offsets with Debezium's field names, and how two positions compare.
+
+An offset is ``{file, pos, gtids, event, row, ts_sec, server_id}`` (plus ``snapshot: true``
+while a snapshot runs). ``file``/``pos`` and ``gtids`` name the *start of the transaction* the
+last emitted event belongs to, not the event itself: the binlog can only be re-read from
+transaction boundaries (GTID positioning cannot start inside a transaction at all). ``event``
+is the number of row events of that transaction already fully emitted and ``row`` the number
+of rows of the next row event already emitted. A restart re-reads the transaction and skips
+exactly those, so a crash in the middle of a large multi-row event neither loses nor repeats a
+row. After a commit the offset moves to the next transaction: ``pos`` = end of the commit
+event, ``gtids`` includes the committed transaction, ``event = row = 0``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from connectors.mysql.gtid import GtidError, parse_gtid_set
+
+_FILE_INDEX = re.compile(r"\.(\d+)$")
+
+
+def binlog_index(file: str | None) -> int:
+    """``mysql-bin.000042`` → 42; files without a numeric suffix sort first."""
+    if not file:
+        return -1
+    m = _FILE_INDEX.search(file)
+    return int(m.group(1)) if m else -1
+
+
+@dataclass(frozen=True)
+class BinlogPosition:
+    file: str
+    pos: int
+    gtids: str | None = None
+    event: int = 0
+    row: int = 0
+    ts_sec: int = 0
+    server_id: int = 0
+    snapshot: bool = False
+
+    def to_offset(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "file": self.file,
+            "pos": self.pos,
+            "event": self.event,
+            "row": self.row,
+            "ts_sec": self.ts_sec,
+            "server_id": self.server_id,
+        }
+        if self.gtids:
+            out["gtids"] = self.gtids
+        if self.snapshot:
+            out["snapshot"] = True
+        return out
+
+    @classmethod
+    def from_offset(cls, offset: Mapping[str, Any]) -> BinlogPosition:
+        try:
+            return cls(
+                file=str(offset["file"]),
+                pos=int(offset["pos"]),
+                gtids=str(offset["gtids"]) if offset.get("gtids") else None,
+                event=int(offset.get("event") or 0),
+                row=int(offset.get("row") or 0),
+                ts_sec=int(offset.get("ts_sec") or 0),
+                server_id=int(offset.get("server_id") or 0),
+                snapshot=bool(offset.get("snapshot")),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a MySQL connector offset: {dict(offset)!r} ({exc})") from exc
+
+    def with_(self, **changes: Any) -> BinlogPosition:
+        return replace(self, **changes)
+
+
+def is_at_or_before(recorded: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """Whether a schema history record written at ``recorded`` applies to a connector restarting
+    at ``desired`` (Debezium's ``MySqlHistoryRecordComparator``).
+
+    With GTIDs on both sides, GTID sets decide: binlog file names differ between servers of
+    one cluster, GTIDs do not. A record whose set is contained in the desired set is before it;
+    equal sets compare by (event, row). Otherwise (no GTIDs) the file index, position, event and
+    row decide.
+    """
+    rec_gtids, want_gtids = recorded.get("gtids"), desired.get("gtids")
+    if rec_gtids and want_gtids:
+        try:
+            rec_set = parse_gtid_set(str(rec_gtids))
+            want_set = parse_gtid_set(str(want_gtids))
+        except GtidError:
+            pass
+        else:
+            if rec_set.mariadb == want_set.mariadb:
+                if rec_set == want_set:
+                    return _event_row(recorded) <= _event_row(desired)
+                return rec_set.is_contained_within(want_set)
+    rec_key = (binlog_index(recorded.get("file")), int(recorded.get("pos") or 0))
+    want_key = (binlog_index(desired.get("file")), int(desired.get("pos") or 0))
+    if rec_key != want_key:
+        return rec_key < want_key
+    return _event_row(recorded) <= _event_row(desired)
+
+
+def _event_row(position: Mapping[str, Any]) -> tuple[int, int]:
+    return int(position.get("event") or 0), int(position.get("row") or 0)
+
+
+_INT_KEYS = ("pos", "event", "row", "ts_sec", "server_id")
+
+
+def validate_offset(
+    partition: dict[str, Any], offset: dict[str, Any] | None
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """Check an offset an operator wants to store (``PATCH /offsets``). ``{file, pos}`` (plus
+    ``gtids`` on GTID servers) means "resume at this transaction boundary"; the counters
+    default to 0."""
+    problems: list[str] = []
+    if set(partition) != {"server"} or not isinstance(partition.get("server"), str):
+        problems.append('partition must be {"server": "<database.server.name>"}')
+    if offset is None:
+        return None, problems
+    if not isinstance(offset.get("file"), str) or not offset.get("file"):
+        problems.append("offset.file is required (the binlog file name)")
+    for key in _INT_KEYS:
+        value = offset.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            problems.append(f"offset.{key} must be a non-negative integer, got {value!r}")
+    if "pos" not in offset:
+        problems.append("offset.pos is required (a transaction's start position)")
+    gtids = offset.get("gtids")
+    if gtids is not None:
+        try:
+            parse_gtid_set(str(gtids))
+        except GtidError as exc:
+            problems.append(f"offset.gtids: {exc}")
+    if "snapshot" in offset and not isinstance(offset["snapshot"], bool):
+        problems.append("offset.snapshot must be true or false")
+    filters = ("database_whitelist", "database_blacklist", "table_whitelist", "table_blacklist")
+    unknown = sorted(
+        set(offset) - {*_INT_KEYS, *filters, "file", "gtids", "snapshot", "filters_recorded"}
+    )
+    if unknown:
+        problems.append(f"unknown offset key(s) {', '.join(unknown)}")
+    if problems:
+        return offset, problems
+    full = {"event": 0, "row": 0, "ts_sec": 0, "server_id": 0, **offset}
+    return full, []

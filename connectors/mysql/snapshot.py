@@ -1,0 +1,508 @@
+"""The consistent snapshot (seed §2.1.2), with global or table-level locks.
+
+With ``snapshot.locking.mode=minimal`` (the default) writes are blocked only from taking the
+global read lock to releasing it after the binlog position and the table definitions were read;
+rows are then read in a ``START TRANSACTION WITH CONSISTENT SNAPSHOT`` transaction opened while
+the lock was held, so they are exactly the state at that position. ``extended`` keeps the lock
+until the rows are read. Without the RELOAD privilege (hosted servers) the connector locks the
+captured tables with ``LOCK TABLES ... READ`` instead and reads rows under those locks, which
+MySQL releases only after the scan. ``none`` takes no lock: on MariaDB the position still
+matches the transaction exactly (``Binlog_snapshot_file/position``); on MySQL it is read right
+after the transaction starts and DDL must not run meanwhile.
+
+The first step of a snapshot is recording the table definitions in the schema history at the
+snapshot position, then publishing them on the schema change topic; rows follow as ``op=r``
+events whose offsets carry ``snapshot: true`` until the snapshot completes, so an interrupted
+snapshot is redone from scratch.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from cdc.config import Config
+from cdc.errors import FatalError
+from cdc.history import TableChange, TableChangeType
+from cdc.spi import (
+    Operation,
+    RowChange,
+    SchemaChange,
+    SnapshotSource,
+    SourceContext,
+    Table,
+    TableId,
+)
+from connectors.mysql import connection as myconn
+from connectors.mysql import ddl
+from connectors.mysql.errors import UnparseableDdl
+from connectors.mysql.offsets import BinlogPosition
+from connectors.mysql.schema import MySqlSchema
+from connectors.mysql.state import BUILTIN_DATABASES, TaskState
+from connectors.mysql.types import base_type
+
+log = logging.getLogger("tidemark.mysql.snapshot")
+
+PROGRESS_EVERY_ROWS = 10_000
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def qualified(table_id: TableId) -> str:
+    return f"{_quote(table_id.catalog or '')}.{_quote(table_id.table)}"
+
+
+def select_override(cfg: Config, table_id: TableId) -> str | None:
+    """``snapshot.select.statement.overrides`` lists ``db.table``; each has its statement in
+    ``snapshot.select.statement.overrides.<db>.<table>``."""
+    listed = {t.strip() for t in cfg["snapshot.select.statement.overrides"]}
+    name = f"{table_id.catalog}.{table_id.table}"
+    if name not in listed:
+        return None
+    stmt = cfg.raw.get(f"snapshot.select.statement.overrides.{name}")
+    if not stmt:
+        raise FatalError(
+            f"snapshot.select.statement.overrides lists {name} but "
+            f"snapshot.select.statement.overrides.{name} is not set"
+        )
+    return str(stmt).rstrip().rstrip(";")
+
+
+def select_statement(table: Table) -> str:
+    """``SELECT *`` with FLOAT columns widened to DOUBLE: the text protocol prints FLOAT with 6
+    significant digits, the binlog carries the full float32 (see types.py)."""
+    parts = []
+    for col in table.columns:
+        if base_type(col)[0] in ("FLOAT",):
+            parts.append(f"({_quote(col.name)} + 0e0) AS {_quote(col.name)}")
+        else:
+            parts.append(_quote(col.name))
+    return f"SELECT {', '.join(parts)} FROM {qualified(table.id)}"
+
+
+class MySqlSnapshot(SnapshotSource):
+    def __init__(self, state: TaskState) -> None:
+        self.state = state
+        self.cfg = state.cfg
+
+    def execute(
+        self, ctx: SourceContext, previous_offset: Mapping[str, Any] | None, include_data: bool
+    ) -> dict[str, Any]:
+        cfg = self.cfg  # snapshot.delay.ms is applied by the engine before this is called
+        recovery = cfg["snapshot.mode"] == "schema_only_recovery"
+        if recovery and not previous_offset:
+            raise FatalError(
+                "snapshot.mode=schema_only_recovery needs stored offsets to recover the schema "
+                "history for; none exist. Use snapshot.mode=initial (or schema_only) instead."
+            )
+        run = SnapshotRun(self.state, ctx, include_data and not recovery, previous_offset)
+        return run.run(recovery)
+
+
+class SnapshotRun:
+    def __init__(
+        self,
+        state: TaskState,
+        ctx: SourceContext,
+        include_data: bool,
+        previous_offset: Mapping[str, Any] | None,
+    ) -> None:
+        self.state = state
+        self.cfg = state.cfg
+        self.ctx = ctx
+        self.include_data = include_data
+        self.previous = previous_offset
+        self.metrics = state.metrics
+        self.global_lock = False
+        self.table_locks = False
+
+    def run(self, recovery: bool) -> dict[str, Any]:
+        cfg = self.cfg
+        conn = myconn.connect(cfg, autocommit=True)
+        try:
+            info = myconn.server_info(conn)
+            if not info.log_bin:
+                raise FatalError("the server's binary log is disabled; set log_bin (seed §2.2.2)")
+            timeout_s = max(math.ceil(int(cfg["snapshot.lock.timeout.ms"]) / 1000), 1)
+            myconn.execute(conn, f"SET SESSION lock_wait_timeout = {timeout_s}")
+            myconn.execute(conn, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            databases = self._databases(conn)
+            tables = self._tables(conn, databases)
+            captured = [t for t in tables if self.ctx.is_included(t)]
+            log.info(
+                "snapshot of %d databases, %d tables (%d captured); locking mode %s",
+                len(databases),
+                len(tables),
+                len(captured),
+                cfg["snapshot.locking.mode"],
+            )
+            locking = cfg["snapshot.locking.mode"] if not recovery else "none"
+            ddl_texts: dict[TableId, str] = {}
+            if locking != "none":
+                self._lock(conn, captured, tables, ddl_texts)
+            try:
+                if not self.table_locks:
+                    myconn.execute(conn, "START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                position = self._position(conn, info, locking, recovery)
+                log.info("snapshot position %s", position.to_offset())
+                db_ddl = {db: self._show_create_database(conn, db) for db in databases}
+                for tid in tables:
+                    if tid not in ddl_texts:
+                        ddl_texts[tid] = self._show_create_table(conn, tid)
+                if self.global_lock and cfg["snapshot.locking.mode"] == "minimal":
+                    self._unlock(conn)
+                self._record_schema(position, databases, tables, db_ddl, ddl_texts)
+                if self.include_data:
+                    known = [self.state.schema.table(t) for t in captured]
+                    scan = [t for t in known if t is not None]
+                    self._read_rows(conn, scan, position.to_offset(), position)
+                if not self.table_locks:
+                    myconn.execute(conn, "COMMIT")
+            finally:
+                self._unlock(conn)
+        finally:
+            conn.close()
+        self.state.schema_ready = True
+        if recovery:
+            assert self.previous is not None
+            out = dict(self.previous)
+            out.pop("snapshot", None)
+            return out
+        return position.with_(snapshot=False).to_offset()
+
+    def new_tables(self, table_ids: list[TableId], rows_offset: dict[str, Any]) -> BinlogPosition:
+        """``snapshot.new.tables=parallel``: a consistent snapshot of just ``table_ids`` at a new
+        position P2. Their rows carry ``rows_offset`` (the stored offset, which still names the
+        old filters), so an interruption repeats this step; streaming then resumes from that
+        offset and drops these tables' changes up to P2, which the snapshot already holds."""
+        cfg = self.cfg
+        conn = myconn.connect(cfg, autocommit=True)
+        try:
+            info = myconn.server_info(conn)
+            timeout_s = max(math.ceil(int(cfg["snapshot.lock.timeout.ms"]) / 1000), 1)
+            myconn.execute(conn, f"SET SESSION lock_wait_timeout = {timeout_s}")
+            myconn.execute(conn, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            locking = cfg["snapshot.locking.mode"]
+            texts: dict[TableId, str] = {}
+            if locking != "none":
+                self._lock(conn, table_ids, table_ids, texts)
+            try:
+                if not self.table_locks:
+                    myconn.execute(conn, "START TRANSACTION WITH CONSISTENT SNAPSHOT")
+                position = self._position(conn, info, locking, False)
+                for tid in table_ids:
+                    texts.setdefault(tid, self._show_create_table(conn, tid))
+                if self.global_lock and locking == "minimal":
+                    self._unlock(conn)
+                current = MySqlSchema()
+                tables = []
+                for tid in table_ids:
+                    current.apply_ddl(texts[tid], tid.catalog)
+                    table = current.table(tid)
+                    if table is not None:
+                        tables.append(table)
+                self.state.register(self.ctx, tables)  # rows decode with today's structure
+                log.info(
+                    "snapshot of newly captured tables %s at %s",
+                    [t.identifier for t in table_ids],
+                    position.to_offset(),
+                )
+                self._read_rows(conn, tables, rows_offset, position)
+                if not self.table_locks:
+                    myconn.execute(conn, "COMMIT")
+            finally:
+                self._unlock(conn)
+        finally:
+            conn.close()
+        return position
+
+    # -- catalog --------------------------------------------------------------------------------
+    def _databases(self, conn: Any) -> list[str]:
+        dbs = [str(r[0]) for r in myconn.query(conn, "SHOW DATABASES")]
+        keep = self.state.database_filter
+        return [d for d in dbs if keep(d) and d.lower() not in BUILTIN_DATABASES]
+
+    def _tables(self, conn: Any, databases: list[str]) -> list[TableId]:
+        out: list[TableId] = []
+        for db in databases:
+            rows = myconn.query(
+                conn, f"SHOW FULL TABLES IN {_quote(db)} WHERE Table_type = 'BASE TABLE'"
+            )
+            out.extend(TableId(db, None, str(r[0])) for r in rows)
+        if self.state.history.store_only_captured_tables_ddl:
+            out = [t for t in out if self.ctx.is_included(t)]
+        return out
+
+    def _show_create_table(self, conn: Any, tid: TableId) -> str:
+        row = myconn.query_one(conn, f"SHOW CREATE TABLE {qualified(tid)}")
+        if row is None:
+            raise FatalError(f"SHOW CREATE TABLE {tid} returned nothing")
+        return str(row[1])
+
+    def _show_create_database(self, conn: Any, db: str) -> str:
+        row = myconn.query_one(conn, f"SHOW CREATE DATABASE {_quote(db)}")
+        return str(row[1]) if row else f"CREATE DATABASE {_quote(db)}"
+
+    # -- locks ------------------------------------------------------------------------------------
+    def _lock(
+        self,
+        conn: Any,
+        captured: list[TableId],
+        tables: list[TableId],
+        ddl_texts: dict[TableId, str],
+    ) -> None:
+        timeout = self.cfg["snapshot.lock.timeout.ms"]
+        try:
+            myconn.execute(conn, "FLUSH TABLES WITH READ LOCK")
+            self.global_lock = True
+            self.metrics.holding_global_lock = True
+            log.info("holding the global read lock")
+            return
+        except Exception as exc:
+            code = myconn.error_code(exc)
+            if code == myconn.ER_LOCK_WAIT_TIMEOUT:
+                raise FatalError(
+                    f"could not take the global read lock within snapshot.lock.timeout.ms="
+                    f"{timeout}: another session holds a conflicting lock ({exc})"
+                ) from exc
+            if code not in myconn.ACCESS_DENIED:
+                raise
+            log.warning(
+                "the global read lock is not allowed (%s); using table-level locks, which "
+                "need the LOCK TABLES privilege and block writes to captured tables until the "
+                "snapshot ends",
+                exc,
+            )
+        # LOCK TABLES restricts the session to the locked tables: read the other definitions
+        # first (they are not captured; their structure only feeds the history).
+        locked = set(captured)
+        for tid in tables:
+            if tid not in locked:
+                ddl_texts[tid] = self._show_create_table(conn, tid)
+        if not captured:
+            return
+        statement = "LOCK TABLES " + ", ".join(f"{qualified(t)} READ" for t in captured)
+        try:
+            myconn.execute(conn, statement)
+        except Exception as exc:
+            if myconn.error_code(exc) == myconn.ER_LOCK_WAIT_TIMEOUT:
+                raise FatalError(
+                    f"could not lock the captured tables within snapshot.lock.timeout.ms="
+                    f"{timeout}: another session holds a conflicting lock ({exc})"
+                ) from exc
+            raise
+        self.table_locks = True
+        self.metrics.holding_global_lock = True
+
+    def _unlock(self, conn: Any) -> None:
+        if not (self.global_lock or self.table_locks):
+            return
+        if self.table_locks:
+            myconn.execute(conn, "COMMIT")
+        myconn.execute(conn, "UNLOCK TABLES")
+        log.info("released the %s lock", "global read" if self.global_lock else "table")
+        self.global_lock = self.table_locks = False
+        self.metrics.holding_global_lock = False
+
+    # -- position ---------------------------------------------------------------------------------
+    def _position(
+        self, conn: Any, info: myconn.ServerInfo, locking: str, recovery: bool
+    ) -> BinlogPosition:
+        if recovery:
+            assert self.previous is not None
+            return BinlogPosition.from_offset(self.previous).with_(snapshot=True)
+        file, pos, gtids = myconn.binlog_status(conn, info)
+        if locking == "none" and info.is_mariadb and not self.table_locks:
+            exact = myconn.consistent_snapshot_position(conn)
+            if exact is not None:
+                file, pos = exact
+                gtids = myconn.mariadb_gtid_at(conn, file, pos) or gtids
+        return BinlogPosition(
+            file=file,
+            pos=pos,
+            gtids=gtids,
+            ts_sec=int(time.time()),
+            server_id=info.server_id,
+            snapshot=True,
+        )
+
+    # -- schema -----------------------------------------------------------------------------------
+    def _record_schema(
+        self,
+        position: BinlogPosition,
+        databases: list[str],
+        tables: list[TableId],
+        db_ddl: dict[str, str],
+        ddl_texts: dict[TableId, str],
+    ) -> None:
+        state, ctx = self.state, self.ctx
+        offset = position.to_offset()
+        # Tables the history knew before this snapshot are dropped first, so a later recovery
+        # does not resurrect tables that no longer exist.
+        state.recover(None, everything=True)
+        known = list(state.schema.tables)
+        state.schema.reset()
+        if known:
+            drops = [TableChange(TableChangeType.DROP, Table(t, ())) for t in known]
+            text = "DROP TABLE IF EXISTS " + ", ".join(qualified(t) for t in known)
+            state.record(offset, None, text, drops)
+        source_base = {
+            "ts_ms": 0,
+            "snapshot": True,
+            "table": None,
+            "server_id": position.server_id,
+            "gtid": None,
+            "file": position.file,
+            "pos": position.pos,
+            "row": 0,
+            "thread": None,
+            "query": None,
+        }
+        for db in databases:
+            state.schema.apply_ddl(db_ddl[db], None)
+            state.record(offset, db, db_ddl[db], [])
+            ctx.emit(SchemaChange(db, None, db_ddl[db], [], {**source_base, "db": db}, offset))
+        for tid in tables:
+            text = ddl_texts[tid]
+            try:
+                applied = state.schema.apply_ddl(text, tid.catalog)
+            except ddl.DdlParseError as exc:
+                if state.history.skip_unparseable_ddl:
+                    log.warning("skipping unparseable table definition of %s: %s", tid, exc)
+                    continue
+                raise UnparseableDdl(text, offset, str(exc)) from exc
+            changes = [c for a in applied for c in a.changes]
+            state.record(offset, tid.catalog, text, changes, ctx)
+            state.register(ctx, [c.table for c in changes])
+            if state.database_filter(tid.catalog):
+                source = {**source_base, "db": tid.catalog, "table": tid.table}
+                ctx.emit(SchemaChange(tid.catalog, None, text, [tid], source, offset))
+
+    # -- rows -------------------------------------------------------------------------------------
+    def _read_rows(
+        self,
+        conn: Any,
+        tables: list[Table],
+        offset: dict[str, Any],
+        position: BinlogPosition,
+    ) -> None:
+        ctx, cfg = self.ctx, self.cfg
+        ctx.snapshot_started([t.id for t in tables])
+        fetch = int(cfg["snapshot.fetch.size"])
+        stream_min = int(cfg["min.row.count.to.stream.results"])
+        for n, table in enumerate(tables, 1):
+            if ctx.stop_event.is_set():
+                raise InterruptedError("snapshot interrupted by stop")
+            tid = table.id
+            estimate = self._estimate(conn, tid)
+            query = select_override(cfg, tid) or select_statement(table)
+            log.info("snapshot table %d/%d %s (about %s rows)", n, len(tables), tid, estimate)
+            t0 = time.monotonic()
+            source = {
+                "ts_ms": int(time.time() * 1000),
+                "snapshot": True,
+                "db": tid.catalog,
+                "table": tid.table,
+                "server_id": position.server_id,
+                "gtid": None,
+                "file": position.file,
+                "pos": position.pos,
+                "row": 0,
+                "thread": None,
+                "query": None,
+            }
+            rows = self._scan(
+                conn,
+                table,
+                query,
+                source,
+                offset,
+                fetch,
+                streaming=(stream_min == 0 or (estimate or 0) >= stream_min),
+                estimate=estimate,
+            )
+            ctx.snapshot_table_completed(tid, rows)
+            log.info("snapshot of %s done: %d rows in %.1f s", tid, rows, time.monotonic() - t0)
+
+    def _estimate(self, conn: Any, tid: TableId) -> int | None:
+        row = myconn.query_one(
+            conn,
+            "SELECT TABLE_ROWS FROM information_schema.TABLES "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+            (tid.catalog, tid.table),
+        )
+        return int(row[0]) if row and row[0] is not None else None
+
+    def _scan(
+        self,
+        conn: Any,
+        table: Table,
+        query: str,
+        source: dict[str, Any],
+        offset: dict[str, Any],
+        fetch: int,
+        *,
+        streaming: bool,
+        estimate: int | None,
+    ) -> int:
+        ctx, emit, tid = self.ctx, self.ctx.emit, table.id
+        cursor = myconn.cursor(conn, unbuffered=streaming)
+        count = 0
+        t0 = time.monotonic()
+        try:
+            # overrides may name the table without its database
+            cursor.execute(f"USE {_quote(tid.catalog or '')}")
+            cursor.execute(query)
+            reorder = _reorder(table, [d[0] for d in cursor.description or ()])
+            read = RowChange
+            op = Operation.READ
+            while True:
+                batch = cursor.fetchmany(fetch)
+                if not batch:
+                    break
+                for row in batch:
+                    values = (
+                        row if reorder is None else [row[i] if i >= 0 else None for i in reorder]
+                    )
+                    emit(read(op, tid, None, values, source, offset))
+                count += len(batch)
+                if count // PROGRESS_EVERY_ROWS != (count - len(batch)) // PROGRESS_EVERY_ROWS:
+                    ctx.snapshot_progress(tid, count, estimate)
+                    _log_progress(tid, count, estimate, t0)
+                if ctx.stop_event.is_set():
+                    raise InterruptedError("snapshot interrupted by stop")
+        finally:
+            cursor.close()
+        return count
+
+
+def _reorder(table: Table, names: list[str]) -> list[int] | None:
+    """Column positions of the result for each table column (overrides may reorder or omit
+    columns); None when the result already has the table's shape."""
+    expected = table.column_names()
+    if names == expected:
+        return None
+    index = {n: i for i, n in enumerate(names)}
+    return [index.get(n, -1) for n in expected]
+
+
+def _log_progress(tid: TableId, rows: int, estimate: int | None, t0: float) -> None:
+    elapsed = time.monotonic() - t0
+    rate = rows / elapsed if elapsed > 0 else 0.0
+    if estimate and rate and estimate > rows:
+        log.info(
+            "snapshot %s: %d/%d rows (%.0f%%), %.0f rows/s, ETA %.0f s",
+            tid,
+            rows,
+            estimate,
+            100 * rows / estimate,
+            rate,
+            (estimate - rows) / rate,
+        )
+    else:
+        log.info("snapshot %s: %d rows, %.0f rows/s", tid, rows, rate)

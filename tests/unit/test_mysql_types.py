@@ -1,0 +1,343 @@
+"""MySQL type mapping: every type and mode, and the binlog and snapshot forms of each value
+converting to the same Connect value (connectors/mysql/types.py, json_values.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import os
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cdc.schema.model import Type
+from cdc.spi import Column, Table, TableId
+from connectors.mysql.json_values import apply_json_diff, mysql_json_text, normalize, parse_path
+from connectors.mysql.types import (
+    ZERO_DATE,
+    Modes,
+    MySqlValueConverters,
+    connect_table,
+    driver_default,
+)
+
+TABLE = Table(TableId("db", None, "t"), ())
+
+
+def col(
+    type_name: str,
+    length: int | None = None,
+    scale: int | None = None,
+    *,
+    optional: bool = True,
+    enum: tuple[str, ...] | None = None,
+    default: Any = None,
+    has_default: bool = False,
+    name: str = "c",
+) -> Column:
+    return Column(
+        name,
+        0,
+        type_name,
+        length=length,
+        scale=scale,
+        optional=optional,
+        enum_values=enum,
+        default=default,
+        has_default=has_default,
+    )
+
+
+def convert(column: Column, value: Any, modes: Modes | None = None) -> Any:
+    _schema, fn = MySqlValueConverters(modes or Modes()).resolve(TABLE, column)
+    return value if fn is None else fn(value)
+
+
+def schema_of(column: Column, modes: Modes | None = None) -> Any:
+    return MySqlValueConverters(modes or Modes()).resolve(TABLE, column)[0]
+
+
+# (column, value as the binlog decoder delivers it, value as PyMySQL delivers it, Connect value)
+SAME_VALUE_CASES = [
+    (col("BOOLEAN", 1), 1, 1, True),
+    (col("BIT", 1), "1", b"\x01", True),
+    (col("BIT", 10), "1010000001", b"\x02\x81", (0b1010000001).to_bytes(2, "little")),
+    (col("BIT", 16), "1000000000000001", b"\x80\x01", (0x8001).to_bytes(2, "little")),
+    (col("TINYINT"), -5, -5, -5),
+    (col("TINYINT UNSIGNED"), 255, 255, 255),
+    (col("SMALLINT UNSIGNED"), 65535, 65535, 65535),
+    (col("MEDIUMINT"), -8388608, -8388608, -8388608),
+    (col("INT UNSIGNED"), 4294967295, 4294967295, 4294967295),
+    (col("BIGINT"), -(2**63), -(2**63), -(2**63)),
+    (col("BIGINT UNSIGNED"), 2**64 - 1, 2**64 - 1, -1),
+    (col("FLOAT"), 3.1415927410125732, 3.1415927410125732, 3.1415927),
+    (col("FLOAT"), 1.100000023841858, 1.100000023841858, 1.1),
+    (col("REAL"), 1.1, 1.1, 1.1),
+    (col("DOUBLE"), 0.30000000000000004, 0.30000000000000004, 0.30000000000000004),
+    (
+        col("DECIMAL", 10, 2),
+        decimal.Decimal("12.34"),
+        decimal.Decimal("12.34"),
+        decimal.Decimal("12.34"),
+    ),
+    (col("CHAR", 3), "ab", "ab", "ab"),
+    (col("VARCHAR", 10), "héllo", "héllo", "héllo"),
+    (col("TEXT"), "t", "t", "t"),
+    (col("BINARY", 4), b"ab", b"ab\x00\x00", b"ab\x00\x00"),
+    (col("VARBINARY", 10), b"\x01\xff", b"\x01\xff", b"\x01\xff"),
+    (col("BLOB"), b"\x01\xff", b"\x01\xff", b"\x01\xff"),
+    (col("JSON"), '{"k": [1, 2]}', '{"k": [1, 2]}', '{"k": [1, 2]}'),
+    (
+        col("JSON"),
+        {b"a": 1, b"b": [True, None, b"x", 1.5]},
+        '{"a": 1, "b": [true, null, "x", 1.5]}',
+        '{"a": 1, "b": [true, null, "x", 1.5]}',
+    ),
+    (col("ENUM", enum=("a", "b")), "b", "b", "b"),
+    (col("ENUM", enum=("a", "b")), "", "", ""),
+    (col("SET", enum=("x", "y", "z")), {"z", "x"}, "x,z", "x,z"),
+    (col("SET", enum=("x", "y", "z")), "", "", ""),
+    (col("YEAR"), 2024, 2024, 2024),
+    (col("YEAR"), 1900, 0, 0),
+    (col("DATE"), dt.date(2018, 6, 20), dt.date(2018, 6, 20), 17702),
+    (col("DATE"), ZERO_DATE, "0000-00-00", None),
+    (col("DATE", optional=False), ZERO_DATE, "0000-00-00", 0),
+    (
+        col("TIME", 3),
+        dt.timedelta(seconds=14706, microseconds=789000),
+        dt.timedelta(seconds=14706, microseconds=789000),
+        14706789000,
+    ),
+    (col("TIME"), -dt.timedelta(hours=1), -dt.timedelta(hours=1), -3600000000),
+    (
+        col("DATETIME"),
+        dt.datetime(2018, 6, 20, 6, 37, 3),
+        dt.datetime(2018, 6, 20, 6, 37, 3),
+        1529476623000,
+    ),
+    (
+        col("DATETIME", 3),
+        dt.datetime(2018, 6, 20, 6, 37, 3, 123000),
+        dt.datetime(2018, 6, 20, 6, 37, 3, 123000),
+        1529476623123,
+    ),
+    (
+        col("DATETIME", 6),
+        dt.datetime(2018, 6, 20, 6, 37, 3, 123456),
+        dt.datetime(2018, 6, 20, 6, 37, 3, 123456),
+        1529476623123456,
+    ),
+    (col("DATETIME", 6), ZERO_DATE, "0000-00-00 00:00:00.000000", None),
+    (col("DATETIME", optional=False), ZERO_DATE, "0000-00-00 00:00:00", 0),
+    (
+        col("TIMESTAMP", 3),
+        dt.datetime(2018, 6, 20, 13, 37, 3, 123000),
+        dt.datetime(2018, 6, 20, 13, 37, 3, 123000),
+        "2018-06-20T13:37:03.123Z",
+    ),
+    (col("TIMESTAMP"), dt.datetime(1970, 1, 1), "0000-00-00 00:00:00", None),
+    (
+        col("TIMESTAMP", optional=False),
+        dt.datetime(1970, 1, 1),
+        "0000-00-00 00:00:00",
+        "1970-01-01T00:00:00Z",
+    ),
+    (
+        col("POINT"),
+        bytes.fromhex("e6100000") + b"WKB",
+        bytes.fromhex("e6100000") + b"WKB",
+        {"wkb": b"WKB", "srid": 4326},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("column", "binlog", "snapshot", "expected"),
+    SAME_VALUE_CASES,
+    ids=lambda v: str(v)[:30] if not isinstance(v, Column) else v.type_name,
+)
+def test_both_paths_give_the_same_connect_value(
+    column: Column, binlog: Any, snapshot: Any, expected: Any
+) -> None:
+    assert convert(column, binlog) == expected
+    assert convert(column, snapshot) == expected
+
+
+def test_schemas_by_type() -> None:
+    names = {
+        ("BOOLEAN", 1): (Type.BOOLEAN, None),
+        ("BIT", 1): (Type.BOOLEAN, None),
+        ("BIT", 10): (Type.BYTES, "io.debezium.data.Bits"),
+        ("TINYINT", None): (Type.INT16, None),
+        ("SMALLINT", None): (Type.INT16, None),
+        ("MEDIUMINT", None): (Type.INT32, None),
+        ("INT", None): (Type.INT32, None),
+        ("BIGINT", None): (Type.INT64, None),
+        ("REAL", None): (Type.FLOAT32, None),
+        ("FLOAT", None): (Type.FLOAT64, None),
+        ("DOUBLE", None): (Type.FLOAT64, None),
+        ("VARCHAR", 5): (Type.STRING, None),
+        ("BLOB", None): (Type.BYTES, None),
+        ("JSON", None): (Type.STRING, "io.debezium.data.Json"),
+        ("YEAR", None): (Type.INT32, "io.debezium.time.Year"),
+        ("TIMESTAMP", None): (Type.STRING, "io.debezium.time.ZonedTimestamp"),
+        ("DATE", None): (Type.INT32, "io.debezium.time.Date"),
+        ("TIME", None): (Type.INT64, "io.debezium.time.MicroTime"),
+        ("DATETIME", 3): (Type.INT64, "io.debezium.time.Timestamp"),
+        ("DATETIME", 4): (Type.INT64, "io.debezium.time.MicroTimestamp"),
+        ("GEOMETRY", None): (Type.STRUCT, "io.debezium.data.geometry.Geometry"),
+        ("DECIMAL", 10): (Type.BYTES, "org.apache.kafka.connect.data.Decimal"),
+    }
+    for (type_name, length), (literal, name) in names.items():
+        s = schema_of(col(type_name, length, 2 if type_name == "DECIMAL" else None))
+        assert (s.type, s.name) == (literal, name), type_name
+    bits = schema_of(col("BIT", 10))
+    assert bits.parameters == {"length": "10"}
+    dec = schema_of(col("DECIMAL", 10, 2))
+    assert dec.parameters is not None and dec.parameters["scale"] == "2"
+    assert schema_of(col("ENUM", enum=("a", "b"))).parameters == {"allowed": "a,b"}
+    assert schema_of(col("SET", enum=("x", "y"))).name == "io.debezium.data.EnumSet"
+    # unsigned types widen so every value fits
+    assert schema_of(col("SMALLINT UNSIGNED")).type is Type.INT32
+    assert schema_of(col("INT UNSIGNED")).type is Type.INT64
+
+
+def test_handling_modes() -> None:
+    connect = Modes(time_precision="connect")
+    assert schema_of(col("DATE"), connect).name == "org.apache.kafka.connect.data.Date"
+    assert schema_of(col("TIME"), connect).name == "org.apache.kafka.connect.data.Time"
+    assert schema_of(col("DATETIME", 6), connect).name == "org.apache.kafka.connect.data.Timestamp"
+    assert convert(col("DATETIME", 6), dt.datetime(2018, 6, 20, 6, 37, 3, 123456), connect) == (
+        1529476623123
+    )
+    assert convert(col("TIME", 3), dt.timedelta(seconds=1, microseconds=5000), connect) == 1005
+    double = Modes(decimal="double")
+    assert schema_of(col("DECIMAL", 10, 2), double).type is Type.FLOAT64
+    assert convert(col("DECIMAL", 10, 2), decimal.Decimal("12.34"), double) == 12.34
+    string = Modes(decimal="string")
+    assert convert(col("DECIMAL", 10, 2), decimal.Decimal("12.30"), string) == "12.30"
+    precise = Modes(bigint_unsigned="precise")
+    assert schema_of(col("BIGINT UNSIGNED"), precise).name == (
+        "org.apache.kafka.connect.data.Decimal"
+    )
+    assert convert(col("BIGINT UNSIGNED"), 2**64 - 1, precise) == decimal.Decimal(2**64 - 1)
+    assert convert(col("BLOB"), b"\x01\xff", Modes(binary="base64")) == "Af8="
+    assert convert(col("BLOB"), b"\x01\xff", Modes(binary="hex")) == "01ff"
+    assert convert(col("BINARY", 3), b"\x01", Modes(binary="hex")) == "010000"
+
+
+def test_time_adjuster() -> None:
+    d = dt.date(10, 5, 1)
+    assert convert(col("DATE"), d) == convert(col("DATE"), dt.date(2010, 5, 1))
+    assert convert(col("DATE"), dt.date(85, 5, 1)) == convert(col("DATE"), dt.date(1985, 5, 1))
+    assert convert(col("DATE"), d, Modes(time_adjuster=False)) == (d - dt.date(1970, 1, 1)).days
+
+
+def test_tinyint_one_to_boolean_converter() -> None:
+    every = Modes(tinyint1_boolean=())
+    assert schema_of(col("TINYINT", 1), every).type is Type.BOOLEAN
+    assert convert(col("TINYINT", 1), 1, every) is True
+    assert schema_of(col("TINYINT", 4), every).type is Type.INT16
+    picky = Modes(tinyint1_boolean=(re.compile(r"db\.t\.flag"),))
+    assert schema_of(col("TINYINT", 1, name="flag"), picky).type is Type.BOOLEAN
+    assert schema_of(col("TINYINT", 1, name="other"), picky).type is Type.INT16
+    assert schema_of(col("TINYINT", 1)).type is Type.INT16  # not configured
+
+
+@pytest.fixture
+def other_timezone() -> Iterator[None]:
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "America/Los_Angeles"
+    time.tzset()
+    yield
+    if old is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
+
+
+def test_process_time_zone_does_not_matter(other_timezone: None) -> None:
+    """AC-15: UTC in, UTC out, whatever the process's zone."""
+    assert convert(col("TIMESTAMP"), dt.datetime(2018, 6, 20, 13, 37, 3)) == "2018-06-20T13:37:03Z"
+    assert convert(col("DATETIME"), dt.datetime(2018, 6, 20, 6, 37, 3)) == 1529476623000
+
+
+def test_defaults_become_schema_defaults() -> None:
+    table = Table(
+        TableId("db", None, "t"),
+        (
+            col("INT", default="5", has_default=True, name="i"),
+            col("TIMESTAMP", default="CURRENT_TIMESTAMP", has_default=True, name="ts"),
+            col("VARCHAR", 5, default="x", has_default=True, name="v"),
+            col("VARCHAR", 36, default="(uuid())", has_default=True, name="u"),
+            col("BIT", 4, default="b'101'", has_default=True, name="b"),
+            col("DECIMAL", 5, 2, default="1.5", has_default=True, name="d"),
+            col("DATE", default="2000-01-01", has_default=True, name="dd"),
+        ),
+    )
+    connect = connect_table(table)
+    conv = MySqlValueConverters(Modes())
+    defaults = {}
+    for c in connect.columns:
+        fn = conv.converter_for(connect, c)
+        defaults[c.name] = (
+            c.has_default,
+            c.default
+            if fn is None
+            else (fn(c.default) if c.has_default and c.default is not None else None),
+        )
+    assert defaults["i"] == (True, 5)
+    assert defaults["ts"] == (True, "1970-01-01T00:00:00Z")  # the seed's CURRENT_TIMESTAMP rule
+    assert defaults["v"] == (True, "x")
+    assert defaults["u"] == (False, None)  # expression defaults are not carried
+    assert defaults["b"] == (True, (5).to_bytes(1, "little"))
+    assert defaults["d"] == (True, decimal.Decimal("1.50"))
+    assert defaults["dd"] == (True, 10957)
+    assert driver_default(col("INT", default="oops", has_default=True)) == (False, None)
+
+
+def test_mysql_json_text_and_partial_updates() -> None:
+    doc = {
+        b"a": 1,
+        b"b": {b"c": [1, 2.5, b"\xc3\xa9"]},
+        b"d": None,
+        b"e": False,
+        b"f": decimal.Decimal("1.10"),
+        b"g": 1e300,
+    }
+    assert mysql_json_text(doc) == (
+        '{"a": 1, "b": {"c": [1, 2.5, "é"]}, "d": null, "e": false, "f": 1.10, "g": 1e300}'
+    )
+    assert parse_path('$.a."b c"[2]') == ["a", "b c", 2]
+    base = normalize({b"a": 1, b"arr": [1, 2]})
+    assert apply_json_diff(base, "Replace", "$.a", 2) == {"a": 2, "arr": [1, 2]}
+    assert apply_json_diff(base, "Insert", "$.arr[1]", 9) == {"a": 2, "arr": [1, 9, 2]}
+    assert apply_json_diff(base, "Insert", "$.n", "x") == {"a": 2, "arr": [1, 9, 2], "n": "x"}
+    assert apply_json_diff(base, "Remove", "$.arr[0]") == {"a": 2, "arr": [9, 2], "n": "x"}
+
+
+def test_propagated_source_types() -> None:
+    """column.propagate.source.type: the MySQL type, length and scale as schema parameters."""
+    from cdc.schema.table_schema import TableSchemaBuilder
+    from cdc.topics import TopicNamer
+
+    table = Table(
+        TableId("db", None, "t"),
+        (col("DECIMAL", 10, 2, name="price"), col("VARCHAR", 20, name="name")),
+    )
+    builder = TableSchemaBuilder(
+        MySqlValueConverters(Modes()), TopicNamer("s"), propagate_source_type=[r"db\.t\..*"]
+    )
+    value = builder.build(table).value_schema
+    price, name = (f.schema.parameters or {} for f in value.fields)
+    assert price["__debezium.source.column.type"] == "DECIMAL"
+    assert (price["__debezium.source.column.length"], price["__debezium.source.column.scale"]) == (
+        "10",
+        "2",
+    )
+    assert name["__debezium.source.column.type"] == "VARCHAR"
+    assert name["__debezium.source.column.length"] == "20"
