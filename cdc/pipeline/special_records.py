@@ -42,9 +42,6 @@ TX_VALUE = struct(
 HEARTBEAT_KEY = struct([("serverName", STRING)], name="io.debezium.connector.common.ServerNameKey")
 HEARTBEAT_VALUE = struct([("ts_ms", INT64)], name="io.debezium.connector.common.Heartbeat")
 MESSAGE_KEY = struct([("prefix", STRING)], name="io.debezium.connector.postgresql.MessageKey")
-SCHEMA_CHANGE_KEY = struct(
-    [("databaseName", STRING)], name="io.debezium.connector.common.SchemaChangeKey"
-)
 
 
 def _now_ms() -> int:
@@ -56,14 +53,15 @@ class SpecialRecords:
         self.namer = namer
         self.source_schema = source_schema
         self.source_prefix = source_prefix
+        # Schema change records use the connector's namespace (the seed's MySQL example:
+        # io.debezium.connector.mysql.SchemaChangeKey / SchemaChangeValue).
+        namespace = (source_schema.name or "io.debezium.connector.common.Source").rsplit(".", 1)[0]
+        self.schema_change_key = struct(
+            [("databaseName", STRING)], name=f"{namespace}.SchemaChangeKey"
+        )
         self.schema_change_value = struct(
-            [
-                ("source", source_schema),
-                ("databaseName", OPTIONAL_STRING),
-                ("schemaName", OPTIONAL_STRING),
-                ("ddl", OPTIONAL_STRING),
-            ],
-            name="io.debezium.connector.common.SchemaChangeValue",
+            [("databaseName", STRING), ("ddl", STRING), ("source", source_schema)],
+            name=f"{namespace}.SchemaChangeValue",
         )
         self.message_value = struct(
             [
@@ -144,16 +142,12 @@ class SpecialRecords:
         )
 
     def schema_change(self, ev: SchemaChange, partition: dict[str, Any]) -> SourceRecord:
-        value = {
-            "source": self._source(ev.source),
-            "databaseName": ev.database,
-            "schemaName": ev.schema,
-            "ddl": ev.ddl,
-        }
+        database = ev.database or ""
+        value = {"databaseName": database, "ddl": ev.ddl, "source": self._source(ev.source)}
         return SourceRecord(
             self.namer.schema_change_topic,
-            SCHEMA_CHANGE_KEY,
-            {"databaseName": ev.database or ""},
+            self.schema_change_key,
+            {"databaseName": database},
             self.schema_change_value,
             value,
             partition,

@@ -291,3 +291,22 @@ def test_schema_names_are_sanitised() -> None:
     namer = TopicNamer("1-server")
     tid = TableId("my-db", None, "tab.le")
     assert namer.schema_name(tid, "Value") == "_1_server.my_db.tab_le.Value"
+
+
+def test_schema_change_record_uses_the_connector_namespace() -> None:
+    """AC-45's shape: key {databaseName}, value {databaseName, ddl, source}, named after the
+    connector's namespace (io.debezium.connector.mysql.SchemaChangeValue for MySQL)."""
+    from cdc.spi import SchemaChange
+
+    d, q, t = make_dispatcher()
+    d.include_schema_changes = True
+    d.emit(SchemaChange("inventory", None, "ALTER TABLE t ADD c int", [t.id], src(9), {"pos": 9}))
+    [rec] = drain(q)
+    assert rec.topic == "dbserver1"
+    assert rec.key == {"databaseName": "inventory"}
+    assert rec.key_schema is not None and rec.value_schema is not None
+    assert rec.key_schema.name == "io.tidemark.connector.memory.SchemaChangeKey"
+    assert rec.value_schema.name == "io.tidemark.connector.memory.SchemaChangeValue"
+    assert rec.value_schema.field_names() == ["databaseName", "ddl", "source"]
+    assert rec.value["ddl"] == "ALTER TABLE t ADD c int"
+    assert rec.value["source"]["pos"] == 9 and rec.value["source"]["connector"] == "memory"
