@@ -91,6 +91,12 @@ class TaskMetrics:
     streaming: StreamingMetrics = field(default_factory=StreamingMetrics)
     queue: Any = None
     extra: dict[str, Callable[[], float]] = field(default_factory=dict)
+    #: text-valued attributes (e.g. MySQL's BinlogFilename), exported as value="..." with 1
+    extra_text: dict[str, Callable[[], str]] = field(default_factory=dict)
+    #: context label per extra attribute; default is ``streaming_context``
+    extra_contexts: dict[str, str] = field(default_factory=dict)
+    #: MySQL names its streaming context "binlog" (seed §1.14)
+    streaming_context: str = "streaming"
     records_sent: int = 0
     records_acked: int = 0
     records_failed: int = 0
@@ -142,7 +148,7 @@ class _Collector(Collector):
         for m in self.tasks():
             for name, counter in tidemark.items():
                 counter.add_metric([m.connector, str(m.task)], float(getattr(m, name)))
-            for ctx, common in (("snapshot", m.snapshot), ("streaming", m.streaming)):
+            for ctx, common in (("snapshot", m.snapshot), (m.streaming_context, m.streaming)):
                 lv = [m.plugin, m.server, ctx, m.connector, str(m.task)]
                 since = now - common.last_event_ms if common.last_event_ms else -1
                 g(
@@ -187,7 +193,7 @@ class _Collector(Collector):
                     )
                 fam.add_metric([*lv, table], rows)
             st = m.streaming
-            lv = [m.plugin, m.server, "streaming", m.connector, str(m.task)]
+            lv = [m.plugin, m.server, m.streaming_context, m.connector, str(m.task)]
             g("Connected", "Connected to the database", lv, float(st.connected))
             g("MilliSecondsBehindSource", "Lag behind the source", lv, st.ms_behind_source)
             g(
@@ -197,7 +203,16 @@ class _Collector(Collector):
                 st.committed_transactions,
             )
             for name, fn in m.extra.items():
-                g(name, name, lv, fn())
+                ctx = m.extra_contexts.get(name, m.streaming_context)
+                g(name, name, [m.plugin, m.server, ctx, m.connector, str(m.task)], fn())
+            for name, text_fn in m.extra_text.items():
+                ctx = m.extra_contexts.get(name, m.streaming_context)
+                fam = fams.get(name)
+                if fam is None:
+                    fam = fams[name] = GaugeMetricFamily(
+                        f"debezium_metrics_{name}", name, labels=[*labels, "value"]
+                    )
+                fam.add_metric([m.plugin, m.server, ctx, m.connector, str(m.task), text_fn()], 1)
         yield from fams.values()
         yield from tidemark.values()
 

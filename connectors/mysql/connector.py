@@ -116,6 +116,9 @@ def attach_metrics(ctx: SourceContext, metrics: MySqlMetrics) -> None:
     core = getattr(ctx, "metrics", None)
     if core is not None and hasattr(core, "extra"):
         core.extra.update(metrics.gauges())
+        core.extra_text.update(metrics.texts())
+        core.extra_contexts.update(metrics.CONTEXTS)
+        core.streaming_context = "binlog"
 
 
 class _Attached(SnapshotSource):

@@ -12,7 +12,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from cdc.config import Config
 from cdc.history import SchemaHistory, TableChange, history_from_config
@@ -57,6 +57,29 @@ class MySqlMetrics:
     def set_history_status(self, status: str) -> None:
         self.history_status = status
         self.history_statuses.append(status)
+
+    #: the seed's MBean context of each attribute that is not a binlog (streaming) one
+    CONTEXTS: ClassVar[dict[str, str]] = {
+        "HoldingGlobalLock": "snapshot",
+        "Status": "schema-history",
+        "SchemaHistoryStatus": "schema-history",
+        "RecoveryStartTime": "schema-history",
+        "ChangesRecovered": "schema-history",
+        "ChangesApplied": "schema-history",
+        "MilliSecondsSinceLastRecoveredChange": "schema-history",
+        "MilliSecondsSinceLastAppliedChange": "schema-history",
+        "LastRecoveredChange": "schema-history",
+        "LastAppliedChange": "schema-history",
+    }
+
+    def texts(self) -> dict[str, Any]:
+        return {
+            "BinlogFilename": lambda: self.binlog_filename,
+            "GtidSet": lambda: self.gtid_set,
+            "Status": lambda: self.history_status,
+            "LastRecoveredChange": lambda: self.last_recovered_change,
+            "LastAppliedChange": lambda: self.last_applied_change,
+        }
 
     def gauges(self) -> dict[str, Any]:
         def since(ms: int) -> float:

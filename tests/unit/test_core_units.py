@@ -201,3 +201,26 @@ def test_metrics_export_debezium_names_with_labels() -> None:
     rows = families["debezium_metrics_RowsScanned"].samples[0]
     assert rows.value == 42 and rows.labels["table"] == "inventory.customers"
     assert families["debezium_metrics_Connected"].samples[0].value == 1
+
+
+def test_metrics_contexts_and_text_attributes() -> None:
+    """MySQL's streaming context is ``binlog``; HoldingGlobalLock is a snapshot attribute;
+    text attributes (BinlogFilename) are exported as a value label."""
+    collector = _Collector()
+    registry = CollectorRegistry()
+    registry.register(collector)
+    m = TaskMetrics("mysql", "mysql-server-1", "inv")
+    m.streaming_context = "binlog"
+    m.extra["HoldingGlobalLock"] = lambda: 1.0
+    m.extra_contexts["HoldingGlobalLock"] = "snapshot"
+    m.extra_text["BinlogFilename"] = lambda: "mariadb-bin.000003"
+    collector.register(m)
+    families = {
+        f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())
+    }
+    [lock] = families["debezium_metrics_HoldingGlobalLock"].samples
+    assert lock.labels["context"] == "snapshot" and lock.value == 1
+    [binlog] = families["debezium_metrics_BinlogFilename"].samples
+    assert binlog.labels["context"] == "binlog" and binlog.labels["value"] == "mariadb-bin.000003"
+    contexts = {s.labels["context"] for s in families["debezium_metrics_Connected"].samples}
+    assert contexts == {"binlog"}
