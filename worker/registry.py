@@ -95,6 +95,18 @@ BUILTINS = (
         extra="postgres",
     ),
     PluginSpec(
+        "mysql",
+        "connectors.mysql:MySqlConnector",
+        (
+            "mariadb",
+            "io.debezium.connector.mysql.MySqlConnector",
+            "io.debezium.connector.mariadb.MariaDbConnector",
+            "MySqlConnector",
+            "MariaDbConnector",
+        ),
+        extra="mysql",
+    ),
+    PluginSpec(
         "memory",
         "cdc.testing.memory:MemoryConnector",
         ("io.tidemark.connector.memory.MemoryConnector", "MemoryConnector"),

@@ -42,8 +42,9 @@ def test_postgres_is_found_by_every_name(reg: Registry, name: str) -> None:
 
 def test_memory_connector_and_unknown_names(reg: Registry) -> None:
     assert reg.resolve("memory").class_name == "io.tidemark.connector.memory.MemoryConnector"
-    with pytest.raises(PluginError, match=r"unknown connector class 'mysql'.*postgres"):
-        reg.resolve("mysql")
+    assert reg.resolve("io.debezium.connector.mariadb.MariaDbConnector").spec.name == "mysql"
+    with pytest.raises(PluginError, match=r"unknown connector class 'oracle'.*postgres"):
+        reg.resolve("oracle")
     with pytest.raises(PluginError, match="empty"):
         reg.resolve(" ")
 
@@ -57,7 +58,7 @@ def test_a_missing_driver_names_the_pip_install() -> None:
         reg.resolve("oracle")
     assert "pip install 'tidemark[oracle]'" in str(info.value)
     # the other plugins are still listed; the broken one is left out
-    assert {p.spec.name for p in reg.plugins()} == {"postgres", "memory"}
+    assert {p.spec.name for p in reg.plugins()} == {"postgres", "mysql", "memory"}
     checked = reg.check({"connector.class": "oracle", "name": "x"})
     assert checked.plugin is None
     assert "pip install 'tidemark[oracle]'" in dict(checked.problems)["connector.class"]
