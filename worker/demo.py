@@ -9,7 +9,8 @@ process, the topic and where its new events start).
 The pipeline today: the stack up, the sample ``inventory`` database, a Kafka round trip, then
 the worker (``tidemark run`` with ``examples/postgres.yaml``) snapshots
 ``inventory.customers`` and streams an insert, an update and a delete to Kafka, which the demo
-reads back and prints; then ``tidemark status`` and a graceful SIGTERM stop.
+reads back and prints; the same for MariaDB with a connector added over the REST API
+(``examples/mysql.yaml``); then ``tidemark status`` and a graceful SIGTERM stop.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ class Demo:
     topic: str = ""
     start_offset: int = 0
     inserted_id: int | None = None
+    mariadb_topic: str = ""
+    mariadb_start: int = 0
+    mariadb_id: int | None = None
 
     @property
     def log_path(self) -> Path:
@@ -320,11 +324,23 @@ def describe(key: Any, value: Any) -> str:
         body = f"before {_fields(before)}"
     else:
         body = f"after  {_fields(after)}"
-    lsn = _lsn((value.get("source") or {}).get("lsn"))
-    return f"{OPS.get(op, op):<9} {ident:<8} {body}   lsn {lsn}"
+    return f"{OPS.get(op, op):<9} {ident:<8} {body}   {_position(value.get('source') or {})}"
+
+
+def _position(source: dict[str, Any]) -> str:
+    """Where the event is in the source's log: PostgreSQL LSN, or binlog file:pos."""
+    if source.get("lsn") is not None:
+        return f"lsn {_lsn(source['lsn'])}"
+    if source.get("file"):
+        return f"binlog {source['file']}:{source.get('pos')}"
+    return ""
 
 
 def show_events(demo: Demo) -> None:
+    read_events(demo, demo.topic, demo.start_offset, demo.inserted_id)
+
+
+def read_events(demo: Demo, topic: str, start_offset: int, inserted_id: int | None) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
@@ -337,9 +353,9 @@ def show_events(demo: Demo) -> None:
     seen = 0
     deleted = False
     try:
-        consumer.assign([TopicPartition(demo.topic, 0, demo.start_offset)])
+        consumer.assign([TopicPartition(topic, 0, start_offset)])
         deadline = time.monotonic() + 30
-        say(f"reading {demo.topic} from offset {demo.start_offset}:")
+        say(f"reading {topic} from offset {start_offset}:")
         while time.monotonic() < deadline:
             msg = consumer.poll(0.3)
             if msg is None or msg.error() is not None:
@@ -349,16 +365,119 @@ def show_events(demo: Demo) -> None:
             key, value = _payload(msg.key()), _payload(msg.value())
             say(f"  #{msg.offset():<4} {describe(key, value)}")
             seen += 1
-            if value is None and (key or {}).get("id") == demo.inserted_id:
+            if value is None and (key or {}).get("id") == inserted_id:
                 deleted = True
     finally:
         consumer.close()
     if not deleted:
-        raise DemoError(f"the delete of id {demo.inserted_id} did not reach Kafka within 30 s")
+        raise DemoError(f"the delete of id {inserted_id} did not reach Kafka within 30 s")
     say(
         f"{seen} events: the snapshot (r), then the insert (c), update (u), delete (d) and its "
         "tombstone"
     )
+
+
+MARIADB_EXAMPLE = ROOT / "examples" / "mysql.yaml"
+
+
+def mariadb_conn(demo: Demo, database: str | None = None) -> Any:
+    import pymysql  # type: ignore[import-untyped]
+
+    e = demo.env
+    return pymysql.connect(
+        host=e["TIDEMARK_MYSQL_HOST"],
+        port=int(e["TIDEMARK_MYSQL_PORT"]),
+        user=e["TIDEMARK_MYSQL_USER"],
+        password=e["TIDEMARK_MYSQL_PASSWORD"],
+        database=database,
+        autocommit=True,
+    )
+
+
+def create_mariadb_inventory(demo: Demo) -> None:
+    conn = mariadb_conn(demo)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("CREATE DATABASE IF NOT EXISTS inventory")
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS inventory.customers ("
+                " id int AUTO_INCREMENT PRIMARY KEY, first_name varchar(255) NOT NULL,"
+                " last_name varchar(255) NOT NULL, email varchar(255) NOT NULL UNIQUE)"
+            )
+            cur.execute(
+                "INSERT IGNORE INTO inventory.customers (first_name, last_name, email) VALUES"
+                " ('Sally', 'Thomas', 'sally.thomas@acme.com'),"
+                " ('George', 'Bailey', 'gbailey@foobar.com')"
+            )
+            cur.execute("SELECT count(*) FROM inventory.customers")
+            say(f"MariaDB inventory.customers has {cur.fetchone()[0]} rows")
+    finally:
+        conn.close()
+
+
+def add_mariadb_connector(demo: Demo) -> None:
+    """POST /connectors, as one would with Kafka Connect's REST API."""
+    doc = yaml.safe_load(MARIADB_EXAMPLE.read_text())
+    spec = doc["connectors"][0]
+    config = dict(spec["config"])
+    config["database.hostname"] = demo.env["TIDEMARK_MYSQL_HOST"]
+    config["database.port"] = demo.env["TIDEMARK_MYSQL_PORT"]
+    config["database.user"] = demo.env["TIDEMARK_MYSQL_USER"]
+    config = {k: str(v) for k, v in config.items()}
+    demo.mariadb_topic = f"{config['topic.prefix']}.inventory.customers"
+    demo.mariadb_start = topic_end(demo.env["TIDEMARK_KAFKA_BOOTSTRAP"], demo.mariadb_topic)
+    client = demo.client()
+    status, body = client.request("POST", "/connectors", {"name": spec["name"], "config": config})
+    if status == 409:
+        say(f"connector `{spec['name']}` already exists")
+    elif status != 201:
+        raise DemoError(f"POST /connectors answered {status}: {body}")
+    else:
+        say(
+            f'$ curl -X POST {demo.url}/connectors -d \'{{"name": "{spec["name"]}", ...}}\''
+            f"  -> 201 Created"
+        )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        doc = client.get("/tidemark/status")["connectors"].get(spec["name"])
+        task = ((doc or {}).get("status", {}).get("tasks") or [{}])[0]
+        if task.get("state") == "FAILED":
+            raise DemoError(f"the MariaDB connector failed:\n{task.get('trace')}")
+        detail = ((doc or {}).get("tasks") or [{}])[0]
+        if detail.get("snapshot", {}).get("completed") and detail.get("streaming", {}).get(
+            "connected"
+        ):
+            rows = sum(t["rows"] for t in detail["snapshot"].get("tables", []))
+            say(f"`{spec['name']}` RUNNING: snapshot of {rows} rows done, streaming the binlog")
+            return
+        time.sleep(0.3)
+    raise DemoError("the MariaDB connector did not finish its snapshot within 90 s")
+
+
+def make_mariadb_changes(demo: Demo) -> None:
+    email = f"kim.{uuid.uuid4().hex[:6]}@example.com"
+    conn = mariadb_conn(demo, "inventory")
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "INSERT INTO customers (first_name, last_name, email) VALUES ('Kim', 'Lee', %s)",
+                (email,),
+            )
+            demo.mariadb_id = int(cur.lastrowid)
+            say(
+                f"INSERT INTO inventory.customers ... 'Kim', 'Lee', '{email}'  -> id "
+                f"{demo.mariadb_id}"
+            )
+            cur.execute("UPDATE customers SET last_name = 'Li' WHERE id = %s", (demo.mariadb_id,))
+            say(f"UPDATE inventory.customers SET last_name = 'Li' WHERE id = {demo.mariadb_id}")
+            cur.execute("DELETE FROM customers WHERE id = %s", (demo.mariadb_id,))
+            say(f"DELETE FROM inventory.customers WHERE id = {demo.mariadb_id}")
+    finally:
+        conn.close()
+
+
+def show_mariadb_events(demo: Demo) -> None:
+    read_events(demo, demo.mariadb_topic, demo.mariadb_start, demo.mariadb_id)
 
 
 def show_status(demo: Demo) -> None:
@@ -390,7 +509,7 @@ def stop_worker(demo: Demo) -> None:
         for entry in orjson.loads(offsets.read_bytes())["offsets"]:
             off = entry["offset"]
             say(
-                f"committed offset of `{entry['connector']}`: lsn {_lsn(off.get('lsn'))} "
+                f"committed offset of `{entry['connector']}`: {_position(off)} "
                 f"({offsets.relative_to(ROOT)}); the next start resumes there"
             )
 
@@ -406,6 +525,10 @@ STEPS: list[Step] = [
     ("waiting for the connector to snapshot inventory.customers", wait_for_snapshot),
     ("changing rows in inventory.customers", make_changes),
     ("reading the change events from Kafka", show_events),
+    ("creating the sample `inventory` database in MariaDB", create_mariadb_inventory),
+    ("adding a MariaDB connector over the REST API", add_mariadb_connector),
+    ("changing rows in MariaDB's inventory.customers", make_mariadb_changes),
+    ("reading the MariaDB change events from Kafka", show_mariadb_events),
     ("the worker's status", show_status),
     ("stopping the worker with SIGTERM", stop_worker),
 ]
