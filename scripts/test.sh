@@ -4,6 +4,6 @@
 # Extra arguments go to pytest, e.g. scripts/test.sh tests/unit -k envelope
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh dev
+scripts/setup.sh dev,spark
 echo "==> running tests"
 exec .venv/bin/python -m pytest "$@"

@@ -168,6 +168,15 @@ def add_worker_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.set_defaults(func=_status)
 
     p = sub.add_parser(
+        "apply",
+        help="run the Spark apply job: Kafka change events -> Delta Lake tables",
+        description="Run the PySpark apply job (cdc.apply) with CONFIG; every option after "
+        "CONFIG goes to the job (see `tidemark apply CONFIG --help`, docs/apply.md).",
+        add_help=False,
+    )
+    p.add_argument("apply_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_apply)
+    p = sub.add_parser(
         "offsets",
         help="show or reset a connector's stored offsets",
         description="Show or reset a connector's source offsets through the REST API "
@@ -190,7 +199,20 @@ def add_worker_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         q.set_defaults(func=_offsets)
 
 
+def _apply(args: argparse.Namespace) -> int:
+    """The job lives in cdc.apply (it depends only on the envelope contract)."""
+    from cdc.apply.cli import main as apply_main
+
+    return int(apply_main(list(args.apply_args)))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["apply"]:
+        # Everything after `apply`, --help included, belongs to the job's own parser.
+        from cdc.apply.cli import main as apply_main
+
+        return int(apply_main(argv[1:]))
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

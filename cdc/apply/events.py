@@ -1,0 +1,432 @@
+"""From one Kafka record to one flattened change: the ``DebeziumAvroSource`` role of Hudi RFC-39.
+
+A record is either a Debezium envelope (JSON, with or without the converter's
+``{"schema", "payload"}`` wrapper), a tombstone (null value, only there for log compaction), or
+bad input. Bad input is never dropped: it becomes a :class:`BadEvent` naming
+topic/partition/offset, which the job fails on or quarantines.
+
+The row of a change is ``after`` (``before`` for deletes, whose ``after`` is null), with the
+key columns taken from the Kafka key: the key is the primary key by definition, and a delete's
+``before`` may carry nothing else. Columns whose value is the TOAST placeholder are listed in
+``unavailable`` so the merge keeps the stored value instead.
+
+Parsing only what is needed is the main cost saver: the schema part of a JSON-with-schema record
+(two thirds of its bytes) is identical for every record of a table version, so it is parsed once
+and cached by its raw bytes, and only the payload is parsed per record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from cdc.apply import sparktypes as st
+from cdc.apply.ordering import (
+    OrderingError,
+    OrderingRules,
+    detect_connector,
+    is_snapshot,
+    native_position,
+    native_position_text,
+    position_key,
+)
+
+OPS = frozenset({"c", "u", "d", "r", "t", "m"})
+META_PREFIX = "__"
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_PAYLOAD_SEP = b',"payload":'
+_SCHEMA_HEAD = b'{"schema":'
+_SANITIZE = re.compile(r"[^A-Za-z0-9_]")
+_CACHE_LIMIT = 512
+_NONE: frozenset[str] = frozenset()
+
+
+class BadInput(ValueError):
+    """The record is not a change event this job can apply."""
+
+
+@dataclass(frozen=True)
+class ParseSettings:
+    """What parsing needs from the configuration (picklable: it travels to the workers)."""
+
+    placeholders: tuple[str, ...] = ("__debezium_unavailable_value",)
+    ordering: OrderingRules = field(default_factory=OrderingRules)
+    schemas: str = "auto"  # auto | true | false
+    table_name: str = "{topic}"
+    tables: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class RowShape:
+    """Everything derived from one row schema (cached): the columns, their Spark types, the
+    per-column value rewrites for ``from_json`` and the placeholder forms per column."""
+
+    columns: tuple[str, ...]
+    types: dict[str, Any]
+    normalizers: dict[str, st.Normalizer]
+    placeholder_forms: dict[str, tuple[Any, ...]]
+    digest: str
+    inferred: bool = False
+
+
+@dataclass(slots=True)
+class Change:
+    topic: str
+    partition: int
+    offset: int
+    table: str
+    op: str
+    key: dict[str, Any] | None
+    key_fields: tuple[str, ...]
+    row: dict[str, Any]
+    unavailable: frozenset[str]
+    pos: tuple[int, ...]
+    source_ts_ms: int | None
+    ts_ms: int | None
+    tx_id: str | None
+    snapshot: bool
+    position: str | None
+    shape: RowShape
+    layout: str
+    descriptor: str = ""
+
+    @property
+    def key_json(self) -> str:
+        return key_json(self.key)
+
+
+@dataclass
+class Skipped:
+    """Valid input with nothing to apply: tombstones and logical-decoding messages."""
+
+    reason: str
+
+
+@dataclass
+class BadEvent:
+    topic: str
+    partition: int
+    offset: int
+    error: str
+
+    def describe(self) -> str:
+        return f"{self.topic}[{self.partition}]@{self.offset}: {self.error}"
+
+
+Parsed = Change | Skipped | BadEvent
+
+
+def key_json(key: Mapping[str, Any] | None) -> str:
+    return "" if key is None else orjson.dumps(key, option=orjson.OPT_SORT_KEYS).decode()
+
+
+@dataclass
+class Parser:
+    settings: ParseSettings
+    _shapes: dict[bytes, tuple[RowShape | None, RowShape | None]] = field(default_factory=dict)
+    _tables: dict[str, str] = field(default_factory=dict)
+    _layouts: dict[str, str] = field(default_factory=dict)
+
+    def parse(
+        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
+    ) -> Parsed:
+        try:
+            return self._parse(topic, partition, offset, key, value)
+        except BadInput as exc:
+            return BadEvent(topic, partition, offset, str(exc))
+        except OrderingError as exc:
+            return BadEvent(topic, partition, offset, f"cannot order the event: {exc}")
+        except st.TypeMappingError as exc:
+            return BadEvent(topic, partition, offset, str(exc))
+
+    # -- envelope ------------------------------------------------------------------------------
+    def _parse(
+        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
+    ) -> Parsed:
+        if value is None:
+            return Skipped("tombstone")
+        payload, shapes = self._value(value)
+        if not isinstance(payload, dict):
+            raise BadInput("value is not a JSON object (not a Debezium envelope)")
+        op = payload.get("op")
+        if op not in OPS:
+            raise BadInput(
+                f"not a Debezium envelope: op is {op!r}"
+                if "op" in payload
+                else "not a Debezium envelope: no 'op' field"
+            )
+        if op == "m":
+            return Skipped("message")
+        source = payload.get("source")
+        if not isinstance(source, dict):
+            raise BadInput("not a Debezium envelope: 'source' is missing or not an object")
+        rules = self.settings.ordering
+        connector = "custom" if rules.custom_fields else detect_connector(source)
+        snapshot = is_snapshot(source, op)
+        native = native_position(source, rules, envelope=payload, connector=connector)
+        for part in native:
+            if not INT64_MIN <= part <= INT64_MAX:
+                raise BadInput(f"ordering position {native} does not fit in 64-bit integers")
+        pos = position_key(native, snapshot, offset, rules)
+        layout = self._layouts.get(connector)
+        if layout is None:
+            layout = self._layouts[connector] = rules.layout(connector)
+        table = self._table_name(topic, source)
+        meta = _Meta.of(payload, source, snapshot)
+        position = native_position_text(source, connector)
+        if op == "t":
+            shape = RowShape((), {}, {}, {}, "truncate")
+            return Change(
+                topic,
+                partition,
+                offset,
+                table,
+                op,
+                None,
+                (),
+                {},
+                _NONE,
+                pos,
+                meta.source_ts,
+                meta.ts,
+                meta.tx,
+                snapshot,
+                position,
+                shape,
+                layout,
+            )
+        key_payload, key_schema = self._key(key)
+        image = payload.get("before") if op == "d" else payload.get("after")
+        after_shape, before_shape = shapes if shapes is not None else (None, None)
+        known: RowShape | None = before_shape if op == "d" else after_shape
+        if isinstance(image, str):  # MongoDB: the document as extended-JSON text
+            image = {"document": image}
+            known = _mongo_shape(key_schema, key_payload) if shapes is not None else None
+        if image is None:
+            if op != "d":
+                raise BadInput(f"op={op} event without 'after'")
+            image = {}
+        if not isinstance(image, dict):
+            raise BadInput(f"'{'before' if op == 'd' else 'after'}' is not an object")
+        shape = (
+            known
+            if known is not None
+            else _infer_shape(image, key_payload, self.settings.placeholders)
+        )
+        for name in key_payload:
+            if name not in shape.types:
+                raise BadInput(
+                    f"key field {name!r} is not a column of the row "
+                    f"(row columns: {', '.join(shape.columns)})"
+                )
+        row = dict(image)
+        row.update(key_payload)
+        unavailable = _NONE
+        if op != "d" and shape.placeholder_forms:
+            found = [
+                col
+                for col, forms in shape.placeholder_forms.items()
+                if col in row and row[col] in forms
+            ]
+            if found:
+                unavailable = frozenset(found)
+        for col, fn in shape.normalizers.items():
+            if row.get(col) is not None and col not in unavailable:
+                row[col] = fn(row[col])
+        return Change(
+            topic,
+            partition,
+            offset,
+            table,
+            op,
+            key_payload,
+            tuple(key_payload),
+            row,
+            unavailable,
+            pos,
+            meta.source_ts,
+            meta.ts,
+            meta.tx,
+            snapshot,
+            position,
+            shape,
+            layout,
+        )
+
+    def _value(self, raw: bytes) -> tuple[Any, tuple[RowShape | None, RowShape | None] | None]:
+        mode = self.settings.schemas
+        if mode != "false" and raw.startswith(_SCHEMA_HEAD):
+            cut = raw.find(_PAYLOAD_SEP)
+            if cut > 0 and raw.endswith(b"}"):
+                head = raw[:cut]
+                shapes = self._shapes.get(head)
+                if shapes is not None:
+                    try:
+                        return orjson.loads(raw[cut + len(_PAYLOAD_SEP) : -1]), shapes
+                    except orjson.JSONDecodeError:
+                        pass  # the cut was not the top-level payload: parse the whole record
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise BadInput(f"value is not valid JSON: {exc}") from None
+        if isinstance(doc, dict) and set(doc) == {"schema", "payload"} and mode != "false":
+            shapes = self._shapes_of(doc["schema"])
+            if raw.startswith(_SCHEMA_HEAD):
+                cut = raw.find(_PAYLOAD_SEP)
+                if cut > 0:
+                    if len(self._shapes) >= _CACHE_LIMIT:
+                        self._shapes.clear()
+                    self._shapes[raw[:cut]] = shapes
+            return doc["payload"], shapes
+        if mode == "true":
+            raise BadInput("value has no {schema, payload} wrapper but schemas=true")
+        return doc, None
+
+    def _shapes_of(self, schema: Any) -> tuple[RowShape | None, RowShape | None]:
+        if not isinstance(schema, dict) or schema.get("type") != "struct":
+            raise BadInput("value schema is not a struct (not a Debezium envelope)")
+        fields = {f.get("field"): f for f in schema.get("fields", []) if isinstance(f, dict)}
+        after, before = fields.get("after"), fields.get("before")
+        return (
+            self._shape(after) if isinstance(after, dict) else None,
+            self._shape(before) if isinstance(before, dict) else None,
+        )
+
+    def _shape(self, schema: dict[str, Any]) -> RowShape | None:
+        if schema.get("type") == "string":
+            return None  # MongoDB's JSON-text documents; shaped from the key later
+        if schema.get("type") != "struct":
+            raise BadInput("'after' schema is not a struct")
+        types: dict[str, Any] = {}
+        norms: dict[str, st.Normalizer] = {}
+        forms: dict[str, tuple[Any, ...]] = {}
+        for f in schema.get("fields", []):
+            name = f.get("field")
+            if not isinstance(name, str):
+                raise BadInput("row schema has a field without a name")
+            types[name] = st.spark_type(f)
+            fn = st.normalizer(f)
+            if fn is not None:
+                norms[name] = fn
+            pf = st.placeholder_forms(f, self.settings.placeholders)
+            if pf:
+                forms[name] = pf
+        digest = hashlib.sha1(orjson.dumps(types)).hexdigest()[:16]
+        return RowShape(tuple(types), types, norms, forms, digest)
+
+    def _key(self, raw: bytes | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        if raw is None:
+            raise BadInput("the Kafka key is null: the primary key of the row is unknown")
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise BadInput(f"key is not valid JSON: {exc}") from None
+        schema = None
+        if isinstance(doc, dict) and set(doc) == {"schema", "payload"}:
+            schema, doc = doc["schema"], doc["payload"]
+        if not isinstance(doc, dict) or not doc:
+            raise BadInput("key is not a JSON object with the primary key columns")
+        return doc, schema if isinstance(schema, dict) else None
+
+    def _table_name(self, topic: str, source: Mapping[str, Any]) -> str:
+        name = self._tables.get(topic)
+        if name is not None:
+            return name
+        overrides = dict(self.settings.tables)
+        if topic in overrides:
+            return overrides[topic]
+        template = self.settings.table_name
+        text = template.format(
+            topic=topic,
+            server=source.get("name") or "",
+            db=source.get("db") or source.get("keyspace") or "",
+            schema=source.get("schema") or "",
+            table=source.get("table") or source.get("collection") or "",
+        )
+        name = _SANITIZE.sub("_", text).strip("_") or "_"
+        if "{db}" not in template and "{schema}" not in template and "{table}" not in template:
+            self._tables[topic] = name  # depends on the topic only: cache it
+        return name
+
+
+@dataclass
+class _Meta:
+    source_ts: int | None
+    ts: int | None
+    tx: str | None
+    snapshot: bool
+
+    @classmethod
+    def of(cls, payload: Mapping[str, Any], source: Mapping[str, Any], snapshot: bool) -> _Meta:
+        tx: Any = None
+        block = payload.get("transaction")
+        if isinstance(block, Mapping):
+            tx = block.get("id")
+        if tx is None:
+            for name in ("txId", "gtid", "commit_lsn"):
+                if source.get(name) not in (None, ""):
+                    tx = source[name]
+                    break
+        return cls(
+            _opt_int(source.get("ts_ms")),
+            _opt_int(payload.get("ts_ms")),
+            None if tx is None else str(tx),
+            snapshot,
+        )
+
+
+def _opt_int(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float):
+        return int(value)
+    return None
+
+
+def _infer_shape(
+    image: Mapping[str, Any], key: Mapping[str, Any], placeholders: tuple[str, ...]
+) -> RowShape:
+    """Schemaless JSON: the columns of this one image, types inferred from its values (None for
+    nulls: unknown until a value shows up). Any column may carry the placeholder text."""
+    names = list(image)
+    names += [k for k in key if k not in image]
+    forms = (*placeholders, *([p] for p in placeholders))
+    types: dict[str, Any] = {}
+    for n in names:
+        value = key[n] if n in key else image.get(n)
+        types[n] = None if value in forms else st.infer_type(value)
+    digest = hashlib.sha1("\x00".join(names).encode()).hexdigest()[:16]
+    return RowShape(tuple(names), types, {}, dict.fromkeys(names, forms), digest, inferred=True)
+
+
+def _mongo_shape(key_schema: Mapping[str, Any] | None, key: Mapping[str, Any]) -> RowShape:
+    types: dict[str, Any] = {}
+    if key_schema is not None:
+        for f in key_schema.get("fields", []):
+            if isinstance(f, dict) and isinstance(f.get("field"), str):
+                types[f["field"]] = st.spark_type(f)
+    for name, value in key.items():
+        types.setdefault(name, st.infer_type(value) or "string")
+    types["document"] = "string"
+    digest = hashlib.sha1(orjson.dumps(types)).hexdigest()[:16]
+    return RowShape(tuple(types), types, {}, {}, digest)
+
+
+_DESCRIPTORS: dict[tuple[str, str, tuple[str, ...]], str] = {}
+
+
+def descriptor_id(table: str, shape: RowShape, key_fields: tuple[str, ...]) -> str:
+    """Identifies (table, row schema, key columns): the unit of schema checks."""
+    k = (table, shape.digest, key_fields)
+    did = _DESCRIPTORS.get(k)
+    if did is None:
+        if len(_DESCRIPTORS) > 4096:
+            _DESCRIPTORS.clear()
+        text = "\x00".join([table, shape.digest, *key_fields])
+        did = _DESCRIPTORS[k] = hashlib.sha1(text.encode()).hexdigest()[:16]
+    return did

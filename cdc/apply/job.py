@@ -1,0 +1,470 @@
+"""The streaming job: Kafka -> per-batch fold -> position-guarded MERGE into Delta tables.
+
+One Structured Streaming query reads the topics with Spark's own Kafka source and hands each
+micro-batch to :meth:`ApplyJob.process_batch` (``foreachBatch``):
+
+1. Python workers parse and fold the batch (``worker.process`` via ``mapInArrow``): one row per
+   changed key, plus schema descriptors, truncates, bad events and counters.
+2. The driver checks the descriptors against the tables (``policy.plan_table``). Bad input of
+   any kind either fails the batch, before anything is written, with a message naming
+   topic/partition/offset (``on.error: fail``), or goes to the quarantine table
+   (``on.error: quarantine``). Never silently dropped.
+3. DDL (create, add columns, widen), then per table: truncates, MERGE, deleted-keys append.
+4. One log line per batch; Spark's own progress is logged by a query listener.
+
+Exactly-once in effect: Spark commits the Kafka offsets of a batch to the checkpoint only after
+``foreachBatch`` returned, so a crash replays the batch; every write of a batch is idempotent
+(position-guarded MERGE, IF NOT EXISTS DDL, deleted-keys and quarantine appends keyed by batch
+id), so the replay changes nothing that was already applied.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from cdc.apply import policy as pol
+from cdc.apply.config import ApplyConfig
+from cdc.apply.events import ParseSettings
+from cdc.apply.merge import (
+    MergeCounts,
+    compact_deletes,
+    merge_table,
+    truncate,
+    typed_rows,
+    write_quarantine,
+)
+from cdc.apply.tables import TableCatalog
+from cdc.apply.worker import INPUT_COLUMNS, OUTPUT_DDL, WorkerSettings, process
+
+log = logging.getLogger("tidemark.apply")
+MAX_REPORTED_ERRORS = 5
+
+
+class ApplyError(RuntimeError):
+    """A batch cannot be applied (bad input with ``on.error: fail``, a forbidden schema
+    change, ...). The message names the offending Kafka records."""
+
+
+@dataclass
+class BatchReport:
+    batch_id: int
+    events: int = 0
+    tombstones: int = 0
+    skipped: int = 0
+    changes: int = 0
+    rows: int = 0
+    errors: int = 0
+    quarantined: int = 0
+    tables: dict[str, MergeCounts] = field(default_factory=dict)
+    lag_ms: int | None = None
+    duration_ms: int = 0
+    #: milliseconds per phase (parse, ddl, merge:<table>, ...), for tuning
+    timings: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def totals(self) -> MergeCounts:
+        total = MergeCounts()
+        for c in self.tables.values():
+            total.add(c)
+        return total
+
+    def line(self) -> str:
+        t = self.totals
+        lag = "-" if self.lag_ms is None else str(self.lag_ms)
+        return (
+            f"batch {self.batch_id}: events={self.events} changes={self.changes} "
+            f"keys={self.rows} inserted={t.inserted} updated={t.updated} deleted={t.deleted} "
+            f"unchanged={t.unchanged} tombstones={self.tombstones} skipped={self.skipped} "
+            f"quarantined={self.quarantined} tables={len(self.tables)} lag_ms={lag} "
+            f"took_ms={self.duration_ms} ("
+            + " ".join(f"{k}={v}" for k, v in self.timings.items())
+            + ")"
+        )
+
+
+@dataclass
+class _Side:
+    """What the driver collects from the workers' small rows."""
+
+    descriptors: dict[str, pol.Descriptor] = field(default_factory=dict)
+    worker_verdicts: dict[str, str | None] = field(default_factory=dict)
+    truncates: dict[str, list[int]] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)
+    max_source_ts_ms: int | None = None
+    #: table -> Kafka (topic, partition)s its rows came from
+    sources: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
+    #: table -> number of keys whose last change in the batch is a delete
+    deletes: dict[str, int] = field(default_factory=dict)
+    #: table -> rows (changed keys) in the batch
+    rows: dict[str, int] = field(default_factory=dict)
+
+
+class ApplyJob:
+    def __init__(self, spark: Any, cfg: ApplyConfig) -> None:
+        self.spark = spark
+        self.cfg = cfg
+        self.catalog = TableCatalog(spark, cfg)
+        self.parse_settings = ParseSettings(
+            placeholders=cfg.placeholders,
+            ordering=cfg.ordering,
+            schemas=cfg.schemas,
+            table_name=cfg.table_name,
+            tables=tuple(sorted(cfg.tables.items())),
+        )
+        self.reports: list[BatchReport] = []
+        self.error: BaseException | None = None
+        self.query: Any = None
+        self._preloaded = False
+
+    # -- the query ----------------------------------------------------------------------------
+    def source(self) -> Any:
+        from pyspark.sql import functions as F
+
+        cfg = self.cfg
+        reader = (
+            self.spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+            .option("startingOffsets", cfg.starting_offsets)
+            .option("failOnDataLoss", "true" if cfg.fail_on_data_loss else "false")
+        )
+        if cfg.topics:
+            reader = reader.option("subscribe", ",".join(cfg.topics))
+        else:
+            reader = reader.option("subscribePattern", cfg.topic_pattern)
+        if cfg.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+        for key, value in cfg.kafka_options.items():
+            reader = reader.option(key if key.startswith("kafka.") else f"kafka.{key}", value)
+        df = reader.load().select(*INPUT_COLUMNS)
+        if cfg.topic_exclude:
+            df = df.filter(~F.col("topic").rlike(cfg.topic_exclude))
+        return df
+
+    def start(self, trigger: str | None = None) -> Any:
+        self.error = None
+        self._preload()
+        writer = (
+            self.source()
+            .writeStream.foreachBatch(self._foreach_batch)
+            .option("checkpointLocation", self.cfg.checkpoint)
+        )
+        if self.cfg.query_name:
+            writer = writer.queryName(self.cfg.query_name)
+        chosen = trigger or self.cfg.trigger
+        if chosen == "available-now":
+            writer = writer.trigger(availableNow=True)
+        elif chosen == "once":
+            writer = writer.trigger(once=True)
+        else:
+            writer = writer.trigger(processingTime=chosen)
+        self.query = writer.start()
+        log.info(
+            "apply query %s started: topics=%s target=%s checkpoint=%s trigger=%s",
+            self.query.id,
+            ",".join(self.cfg.topics) or self.cfg.topic_pattern,
+            self.cfg.target_path,
+            self.cfg.checkpoint,
+            chosen,
+        )
+        return self.query
+
+    def run(self, trigger: str | None = None, timeout: float | None = None) -> None:
+        """Starts the query and waits for it to end (``available-now``/``once``) or fail.
+        Raises :class:`ApplyError` (or the batch's exception) when a batch failed."""
+        query = self.start(trigger)
+        try:
+            if timeout is None:
+                query.awaitTermination()
+            elif not query.awaitTermination(timeout):
+                query.stop()
+                raise TimeoutError(f"apply query still running after {timeout} s")
+        except Exception as exc:
+            if self.error is not None:
+                raise self.error from exc
+            raise
+        if self.error is not None:
+            raise self.error
+
+    def _preload(self) -> None:
+        """States of the tables already under target.path, so workers check keys and types
+        of existing tables from the first batch on."""
+        if self._preloaded:
+            return
+        self._preloaded = True
+        jvm = self.spark.sparkContext._jvm
+        hconf = self.spark.sparkContext._jsc.hadoopConfiguration()
+        base = jvm.org.apache.hadoop.fs.Path(self.cfg.target_path)
+        fs = base.getFileSystem(hconf)
+        if not fs.exists(base):
+            return
+        names = [
+            status.getPath().getName()
+            for status in fs.listStatus(base)
+            if status.isDirectory() and not status.getPath().getName().startswith("_")
+        ]
+        self.catalog.preload(sorted(names))
+
+    def _foreach_batch(self, df: Any, batch_id: int) -> None:
+        try:
+            self.process_batch(df, batch_id)
+        except BaseException as exc:
+            self.error = exc
+            log.error("batch %d failed: %s", batch_id, exc)
+            raise
+
+    # -- one micro-batch ----------------------------------------------------------------------
+    def process_batch(self, df: Any, batch_id: int) -> BatchReport:
+        from pyspark import StorageLevel
+
+        started = time.monotonic()
+        report = BatchReport(batch_id)
+        known = self.catalog.known_states()
+        settings = WorkerSettings(
+            self.parse_settings,
+            self.cfg.schema_evolution,
+            tables=tuple(sorted(known.items())),
+            reserved=pol.RESERVED,
+        )
+        parsed = df.mapInArrow(functools.partial(process, settings), OUTPUT_DDL)
+        parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+        clock = _Clock(report.timings)
+        try:
+            side = self._side(parsed)
+            clock.lap("parse")
+            plans = self._plan(side)
+            verdicts = _verdicts(plans)
+            worker_says = side.worker_verdicts
+            if any(worker_says.get(d) != v for d, v in verdicts.items()):
+                # A worker saw a new table's descriptors in another order than the driver (or
+                # checked schemaless types it could not know): re-run with the driver's verdicts.
+                settings = WorkerSettings(
+                    self.parse_settings,
+                    self.cfg.schema_evolution,
+                    tables=settings.tables,
+                    verdicts=tuple(sorted(verdicts.items())),
+                    reserved=pol.RESERVED,
+                )
+                parsed.unpersist()
+                parsed = df.mapInArrow(functools.partial(process, settings), OUTPUT_DDL)
+                parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+                side = self._side(parsed)
+                clock.lap("reparse")
+            self._fill_report(report, side)
+            if report.errors:
+                self._bad_input(parsed, batch_id, report)
+                clock.lap("quarantine")
+            for plan in plans.values():
+                self.catalog.apply(plan)
+            clock.lap("ddl")
+            self._apply(parsed, side, plans, report, clock)
+        finally:
+            parsed.unpersist()
+        report.duration_ms = int((time.monotonic() - started) * 1000)
+        if side.max_source_ts_ms is not None:
+            report.lag_ms = max(0, int(time.time() * 1000) - side.max_source_ts_ms)
+        self.reports.append(report)
+        log.info("%s", report.line())
+        return report
+
+    def _side(self, parsed: Any) -> _Side:
+        side = _Side()
+        rows = parsed.filter("kind IN ('schema', 'truncate', 'stats')").collect()
+        for r in rows:
+            if r["kind"] == "stats":
+                info = orjson.loads(r["info"])
+                for k, v in info["counts"].items():
+                    side.stats[k] = side.stats.get(k, 0) + int(v)
+                ts = info["max_source_ts_ms"]
+                if ts is not None and (side.max_source_ts_ms is None or side.max_source_ts_ms < ts):
+                    side.max_source_ts_ms = ts
+                for table, per in info["tables"].items():
+                    side.sources.setdefault(table, set()).update(
+                        (t, int(p)) for t, p in per["sources"]
+                    )
+                    side.deletes[table] = side.deletes.get(table, 0) + int(per["deletes"])
+                    side.rows[table] = side.rows.get(table, 0) + int(per["rows"])
+            elif r["kind"] == "truncate":
+                pos = list(r["pos"])
+                old = side.truncates.get(r["tbl"])
+                if old is None or pos > old:
+                    side.truncates[r["tbl"]] = pos
+            else:
+                info = orjson.loads(r["info"])
+                d = pol.Descriptor(
+                    r["descriptor"],
+                    r["tbl"],
+                    tuple((n, t) for n, t in info["columns"]),
+                    tuple(info["key"]),
+                    info["layout"],
+                    bool(info["inferred"]),
+                    r["topic"],
+                    int(r["partition"]),
+                    int(r["offset"]),
+                )
+                side.worker_verdicts[d.id] = info["verdict"]
+                old_d = side.descriptors.get(d.id)
+                side.descriptors[d.id] = d if old_d is None else _merge_descriptors(old_d, d)
+        return side
+
+    def _plan(self, side: _Side) -> dict[str, pol.TablePlan]:
+        by_table: dict[str, list[pol.Descriptor]] = {}
+        for d in side.descriptors.values():
+            by_table.setdefault(d.table, []).append(d)
+        plans: dict[str, pol.TablePlan] = {}
+        for table, descs in sorted(by_table.items()):
+            descs.sort(key=lambda d: (d.topic, d.partition, d.offset))
+            plans[table] = pol.plan_table(
+                table, self.catalog.state(table), descs, self.cfg.schema_evolution, pol.RESERVED
+            )
+        for table in side.truncates:
+            if table not in plans and self.catalog.state(table) is not None:
+                plans[table] = pol.plan_table(
+                    table, self.catalog.state(table), [], self.cfg.schema_evolution
+                )
+        return plans
+
+    def _fill_report(self, report: BatchReport, side: _Side) -> None:
+        s = side.stats
+        report.events = s.get("events", 0)
+        report.tombstones = s.get("tombstones", 0)
+        report.skipped = s.get("skipped", 0)
+        report.changes = s.get("changes", 0)
+        report.rows = s.get("rows", 0)
+        report.errors = s.get("errors", 0)
+
+    def _bad_input(self, parsed: Any, batch_id: int, report: BatchReport) -> None:
+        errors = parsed.filter("kind = 'error'")
+        if self.cfg.on_error == "fail":
+            sample = errors.orderBy("topic", "partition", "offset").limit(MAX_REPORTED_ERRORS)
+            lines = [
+                f"  {r['topic']}[{r['partition']}]@{r['offset']}: {r['info']}"
+                for r in sample.collect()
+            ]
+            more = report.errors - len(lines)
+            raise ApplyError(
+                f"batch {batch_id}: {report.errors} bad event(s), nothing applied "
+                "(on.error=fail; set on.error: quarantine to divert them):\n"
+                + "\n".join(lines)
+                + (f"\n  ... and {more} more" if more > 0 else "")
+            )
+        app_id = self._app_id()
+        write_quarantine(self.spark, errors, self.cfg.quarantine_location, app_id, batch_id)
+        report.quarantined = report.errors
+        log.warning(
+            "batch %d: %d bad event(s) quarantined in %s",
+            batch_id,
+            report.errors,
+            self.cfg.quarantine_location,
+        )
+
+    def _app_id(self) -> str:
+        """Delta idempotent-write id: the streaming query's id, which survives restarts from
+        the same checkpoint (batch ids are only unique within one query)."""
+        return str(self.query.id) if self.query is not None else "tidemark-apply"
+
+    def _apply(
+        self,
+        parsed: Any,
+        side: _Side,
+        plans: dict[str, pol.TablePlan],
+        report: BatchReport,
+        clock: _Clock,
+    ) -> None:
+        batch_id = report.batch_id
+        from pyspark.sql import functions as F
+
+        rows = parsed.filter("kind = 'row'")
+        for table, plan in plans.items():
+            info = self.catalog.info(table)
+            if info is None:
+                continue  # every descriptor of a new table was rejected (quarantined)
+            path = self.cfg.table_location(table)
+            dpath = self.cfg.deletes_location(table)
+            trunc = side.truncates.get(table)
+            table_rows = rows.filter(F.col("tbl") == table)
+            if trunc is not None:
+                truncate(self.spark, path, dpath, trunc)
+                bound = F.array(*[F.lit(p).cast("long") for p in trunc])
+                table_rows = table_rows.filter(F.col("pos") > bound)
+            sources = side.sources.get(table, set())
+            if not sources:
+                continue
+            typed = typed_rows(table_rows, plan, dedupe=len(sources) > 1)
+            counts = merge_table(
+                self.spark,
+                typed,
+                plan,
+                path,
+                dpath,
+                deletes_nonempty=info.deletes_nonempty,
+                has_deletes=bool(side.deletes.get(table, 0)),
+                policy=self.cfg.schema_evolution,
+                app_id=self._app_id(),
+                batch_id=batch_id,
+                lap=functools.partial(_lap, clock, table if len(plans) > 1 else None),
+            )
+            counts.unchanged = max(
+                0, side.rows.get(table, 0) - counts.inserted - counts.updated - counts.deleted
+            )
+            if side.deletes.get(table, 0):
+                counts.deletes_recorded = side.deletes[table]
+                self.catalog.mark_deletes(table)
+            report.tables[table] = counts
+            every = self.cfg.deletes_compact_every
+            if every and info.deletes_nonempty and batch_id % every == every - 1:
+                compact_deletes(self.spark, path, dpath, list(plan.key))
+                clock.lap("compact")
+
+
+def _lap(clock: _Clock, table: str | None, phase: str) -> None:
+    clock.lap(phase if table is None else f"{phase}:{table}")
+
+
+class _Clock:
+    def __init__(self, into: dict[str, int]) -> None:
+        self.into = into
+        self.last = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.into[name] = self.into.get(name, 0) + int((now - self.last) * 1000)
+        self.last = now
+
+
+def _merge_descriptors(a: pol.Descriptor, b: pol.Descriptor) -> pol.Descriptor:
+    """The same descriptor seen by two workers: the earliest sighting, and for schemaless rows
+    the union of the inferred types."""
+    first = min(a, b, key=lambda d: (d.topic, d.partition, d.offset))
+    if not a.inferred:
+        return first
+    from cdc.apply.sparktypes import merge_inferred
+
+    types = dict(a.columns)
+    for n, t in b.columns:
+        types[n] = merge_inferred(types.get(n), t)
+    return pol.Descriptor(
+        first.id,
+        first.table,
+        tuple(types.items()),
+        first.key,
+        first.layout,
+        True,
+        first.topic,
+        first.partition,
+        first.offset,
+    )
+
+
+def _verdicts(plans: dict[str, pol.TablePlan]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for plan in plans.values():
+        for did in plan.accepted:
+            out[did] = None
+        out.update(plan.rejected)
+    return out

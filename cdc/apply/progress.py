@@ -1,0 +1,53 @@
+"""Spark's own streaming progress, logged once per batch next to the job's batch line."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger("tidemark.apply.progress")
+
+
+def progress_line(progress: Any) -> str:
+    """One line from a ``StreamingQueryProgress``: rates, duration and the Kafka source's
+    offsets-behind-latest metrics (the consumer lag in records)."""
+    behind = []
+    for src in progress.sources or []:
+        metrics = getattr(src, "metrics", None) or {}
+        if "maxOffsetsBehindLatest" in metrics:
+            behind.append(str(metrics["maxOffsetsBehindLatest"]))
+    duration = (progress.durationMs or {}).get("triggerExecution")
+    return (
+        f"query {progress.name or progress.id} batch {progress.batchId}: "
+        f"input_rows={progress.numInputRows} "
+        f"input_rows_per_s={progress.inputRowsPerSecond:.0f} "
+        f"processed_rows_per_s={progress.processedRowsPerSecond:.0f} "
+        f"trigger_ms={duration} "
+        f"kafka_max_offsets_behind={'/'.join(behind) or '-'}"
+    )
+
+
+def add_listener(spark: Any) -> Any:
+    """Registers a listener logging every progress event; returns it (for removal)."""
+    from pyspark.sql.streaming.listener import StreamingQueryListener
+
+    class _Listener(StreamingQueryListener):  # type: ignore[misc,unused-ignore]
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:
+            try:
+                log.info("%s", progress_line(event.progress))
+            except Exception:  # a log line must never fail the query
+                log.debug("cannot format progress", exc_info=True)
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            if event.exception:
+                log.error("query %s terminated: %s", event.id, event.exception)
+
+    listener = _Listener()
+    spark.streams.addListener(listener)
+    return listener

@@ -1,0 +1,346 @@
+"""The Python side of a micro-batch: Kafka records in, one row per changed key out.
+
+Runs inside Spark's Python workers through ``mapInArrow``. Spark's Kafka source gives each Kafka
+topic-partition of a batch to exactly one task, and Debezium sends all changes of a key to one
+partition, so a task sees every change of its keys and can fold them locally: only one row per
+key leaves the worker, and the per-key ordering never depends on a shuffle. (Should a key still
+show up in two tasks, after a topic's partition count changed, the driver keeps the highest
+position per key before merging.)
+
+Besides the rows, a task emits a few small rows for the driver: one per row schema seen
+(``schema``), one per truncate (``truncate``), one per bad event (``error``, with the raw record
+for the quarantine) and one with counters (``stats``). All share one Arrow schema,
+:data:`OUTPUT_DDL`, told apart by ``kind``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from cdc.apply.events import (
+    BadEvent,
+    Change,
+    Parser,
+    ParseSettings,
+    Skipped,
+    descriptor_id,
+)
+from cdc.apply.fold import Folded, fold, resolve
+from cdc.apply.policy import Descriptor, Policy, TablePlan, TableState, check_descriptor
+from cdc.apply.sparktypes import merge_inferred
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+OUTPUT_DDL = (
+    "kind string, topic string, partition int, offset bigint, tbl string, key_json string, "
+    "op string, pos array<bigint>, source_ts_ms bigint, ts_ms bigint, tx_id string, "
+    "snapshot boolean, position string, row_json string, unavailable array<string>, "
+    "fills map<string,array<bigint>>, descriptor string, info string, raw_key binary, "
+    "raw_value binary"
+)
+INPUT_COLUMNS = ("key", "value", "topic", "partition", "offset")
+FLUSH_ROWS = 4096
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    parse: ParseSettings
+    policy: Policy
+    tables: tuple[tuple[str, TableState], ...] = ()
+    #: descriptor id -> rejection reason or None (accepted), decided by the driver: a second
+    #: pass uses these instead of checking again
+    verdicts: tuple[tuple[str, str | None], ...] = ()
+    reserved: frozenset[str] = frozenset()
+
+
+_PARSERS: dict[ParseSettings, Parser] = {}
+
+
+def _parser(settings: ParseSettings) -> Parser:
+    """One parser per settings and Python worker process: its schema cache outlives tasks
+    (Spark reuses Python workers), so a table's schema is parsed once per process."""
+    parser = _PARSERS.get(settings)
+    if parser is None:
+        if len(_PARSERS) > 8:
+            _PARSERS.clear()
+        parser = _PARSERS[settings] = Parser(settings)
+    return parser
+
+
+@dataclass
+class _Columns:
+    """Column lists for the output batch, in OUTPUT_DDL order."""
+
+    data: dict[str, list[Any]] = field(
+        default_factory=lambda: {name.split()[0]: [] for name in OUTPUT_DDL.split(", ")}
+    )
+    rows: int = 0
+
+    def add(self, **values: Any) -> None:
+        for name, column in self.data.items():
+            column.append(values.get(name))
+        self.rows += 1
+
+
+class PartitionProcessor:
+    """Pure-Python core of :func:`process`; the unit tests drive it without Arrow or Spark."""
+
+    def __init__(self, settings: WorkerSettings) -> None:
+        self.settings = settings
+        self.parser = _parser(settings.parse)
+        self.known = dict(settings.tables)
+        self.verdicts: dict[str, str | None] = dict(settings.verdicts)
+        self.plans: dict[str, TablePlan] = {}
+        self.descriptors: dict[str, Descriptor] = {}
+        self.inferred: dict[str, dict[str, Any]] = {}
+        self.states: dict[tuple[str, str], Folded] = {}
+        self.truncates: list[Change] = []
+        self.out = _Columns()
+        self.stats: dict[str, int] = dict.fromkeys(
+            ("events", "tombstones", "skipped", "errors", "changes", "rows"), 0
+        )
+        self.max_source_ts_ms: int | None = None
+
+    # -- per record -----------------------------------------------------------------------------
+    def record(
+        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
+    ) -> None:
+        self.stats["events"] += 1
+        parsed = self.parser.parse(topic, partition, offset, key, value)
+        if isinstance(parsed, Skipped):
+            self.stats["tombstones" if parsed.reason == "tombstone" else "skipped"] += 1
+            return
+        if isinstance(parsed, BadEvent):
+            self._error(topic, partition, offset, parsed.error, key, value, None, None)
+            return
+        change = parsed
+        ts = change.source_ts_ms
+        if ts is not None and (self.max_source_ts_ms is None or self.max_source_ts_ms < ts):
+            self.max_source_ts_ms = ts
+        if change.op == "t":
+            self.truncates.append(change)
+            self.stats["changes"] += 1
+            return
+        did = descriptor_id(change.table, change.shape, change.key_fields)
+        change.descriptor = did
+        verdict = self._verdict(change, did)
+        if verdict is not None:
+            self._error(topic, partition, offset, verdict, key, value, change.table, did)
+            return
+        if change.shape.inferred:
+            merged = self.inferred[did]
+            for name, t in change.shape.types.items():
+                old = merged.get(name)
+                if t is not None and old != t:
+                    merged[name] = merge_inferred(old, t)
+        self.stats["changes"] += 1
+        k = (change.table, change.key_json)
+        self.states[k] = fold(self.states.get(k), change)
+
+    def _verdict(self, change: Change, did: str) -> str | None:
+        if did in self.descriptors:
+            return self.verdicts[did]
+        d = Descriptor(
+            did,
+            change.table,
+            tuple(change.shape.types.items()),
+            change.key_fields,
+            change.layout,
+            change.shape.inferred,
+            change.topic,
+            change.partition,
+            change.offset,
+        )
+        self.descriptors[did] = d
+        if change.shape.inferred:
+            self.inferred[did] = {n: t for n, t in d.columns if t is not None}
+        if did in self.verdicts:  # decided by the driver (second pass)
+            return self.verdicts[did]
+        plan = self.plans.get(change.table)
+        if plan is None:
+            plan = self.plans[change.table] = TablePlan(change.table, self.known.get(change.table))
+            plan.init_from_state()
+        # Schemaless types are only known once the whole partition was seen: the driver checks
+        # them; here only the key and the ordering layout are checked.
+        verdict = check_descriptor(
+            plan, d, self.settings.policy, self.settings.reserved, types=not d.inferred
+        )
+        self.verdicts[did] = verdict
+        return verdict
+
+    def _error(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        message: str,
+        key: bytes | None,
+        value: bytes | None,
+        table: str | None,
+        did: str | None,
+    ) -> None:
+        self.stats["errors"] += 1
+        self.out.add(
+            kind="error",
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            tbl=table,
+            descriptor=did,
+            info=message,
+            raw_key=key,
+            raw_value=value,
+        )
+
+    # -- end of partition -----------------------------------------------------------------------
+    def finish(self) -> None:
+        tables: dict[str, dict[str, Any]] = {}
+        resolved = []
+        for (table, kj), state in self.states.items():
+            res = resolve(state)
+            ch = res.change
+            per = tables.get(table)
+            if per is None:
+                per = tables[table] = {"sources": set(), "deletes": 0, "rows": 0}
+            per["sources"].add((ch.topic, ch.partition))
+            per["rows"] += 1
+            if ch.op == "d":
+                per["deletes"] += 1
+            resolved.append((table, kj, res, ch))
+        # Column-wise: one list per output column (this runs once per changed key).
+        cols = self.out.data
+        n = len(resolved)
+        dumps = orjson.dumps
+        cols["kind"].extend(["row"] * n)
+        cols["topic"].extend([ch.topic for _, _, _, ch in resolved])
+        cols["partition"].extend([ch.partition for _, _, _, ch in resolved])
+        cols["offset"].extend([ch.offset for _, _, _, ch in resolved])
+        cols["tbl"].extend([table for table, _, _, _ in resolved])
+        cols["key_json"].extend([kj for _, kj, _, _ in resolved])
+        cols["op"].extend([ch.op for _, _, _, ch in resolved])
+        cols["pos"].extend([list(ch.pos) for _, _, _, ch in resolved])
+        cols["source_ts_ms"].extend([ch.source_ts_ms for _, _, _, ch in resolved])
+        cols["ts_ms"].extend([ch.ts_ms for _, _, _, ch in resolved])
+        cols["tx_id"].extend([ch.tx_id for _, _, _, ch in resolved])
+        cols["snapshot"].extend([ch.snapshot for _, _, _, ch in resolved])
+        cols["position"].extend([ch.position for _, _, _, ch in resolved])
+        cols["row_json"].extend([dumps(res.row).decode() for _, _, res, _ in resolved])
+        cols["unavailable"].extend([list(res.unavailable) for _, _, res, _ in resolved])
+        cols["fills"].extend(
+            [
+                [(c, list(p)) for c, p in res.fill_positions.items()] or None
+                for _, _, res, _ in resolved
+            ]
+        )
+        cols["descriptor"].extend([ch.descriptor for _, _, _, ch in resolved])
+        for name in ("info", "raw_key", "raw_value"):
+            cols[name].extend([None] * n)
+        self.out.rows += n
+        self.stats["rows"] = len(self.states)
+        self.states = {}
+        for did, d in self.descriptors.items():
+            columns = [[n, t] for n, t in d.columns]
+            if d.inferred:
+                merged = self.inferred.get(did, {})
+                columns = [[n, merged.get(n)] for n, _ in d.columns]
+            self.out.add(
+                kind="schema",
+                topic=d.topic,
+                partition=d.partition,
+                offset=d.offset,
+                tbl=d.table,
+                descriptor=did,
+                info=orjson.dumps(
+                    {
+                        "columns": columns,
+                        "key": list(d.key),
+                        "layout": d.layout,
+                        "inferred": d.inferred,
+                        "verdict": self.verdicts.get(did),
+                    }
+                ).decode(),
+            )
+        for ch in self.truncates:
+            self.out.add(
+                kind="truncate",
+                topic=ch.topic,
+                partition=ch.partition,
+                offset=ch.offset,
+                tbl=ch.table,
+                op="t",
+                pos=list(ch.pos),
+                source_ts_ms=ch.source_ts_ms,
+                info=ch.layout,
+            )
+        stats: dict[str, Any] = {
+            "counts": self.stats,
+            "max_source_ts_ms": self.max_source_ts_ms,
+            "tables": {
+                t: {"sources": sorted(v["sources"]), "deletes": v["deletes"], "rows": v["rows"]}
+                for t, v in tables.items()
+            },
+        }
+        self.out.add(kind="stats", info=orjson.dumps(stats).decode())
+
+    def take(self) -> dict[str, list[Any]]:
+        data = self.out.data
+        self.out = _Columns()
+        return data
+
+
+def process(
+    settings: WorkerSettings, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """The ``mapInArrow`` function (bind ``settings`` with functools.partial)."""
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+    schema = arrow_schema()
+    proc = PartitionProcessor(settings)
+    for batch in batches:
+        cols = {name: batch.column(name).to_pylist() for name in INPUT_COLUMNS}
+        keys, values = cols["key"], cols["value"]
+        topics, partitions, offsets = cols["topic"], cols["partition"], cols["offset"]
+        for i in range(batch.num_rows):
+            proc.record(topics[i], partitions[i], offsets[i], keys[i], values[i])
+        if proc.out.rows >= FLUSH_ROWS:
+            yield pa.RecordBatch.from_pydict(proc.take(), schema=schema)
+    proc.finish()
+    data = proc.take()
+    total = len(data["kind"])
+    for start in range(0, total, 65536):
+        chunk = {k: v[start : start + 65536] for k, v in data.items()}
+        yield pa.RecordBatch.from_pydict(chunk, schema=schema)
+
+
+def arrow_schema() -> pa.Schema:
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+    return pa.schema(
+        [
+            ("kind", pa.string()),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("tbl", pa.string()),
+            ("key_json", pa.string()),
+            ("op", pa.string()),
+            ("pos", pa.list_(pa.int64())),
+            ("source_ts_ms", pa.int64()),
+            ("ts_ms", pa.int64()),
+            ("tx_id", pa.string()),
+            ("snapshot", pa.bool_()),
+            ("position", pa.string()),
+            ("row_json", pa.string()),
+            ("unavailable", pa.list_(pa.string())),
+            ("fills", pa.map_(pa.string(), pa.list_(pa.int64()))),
+            ("descriptor", pa.string()),
+            ("info", pa.string()),
+            ("raw_key", pa.binary()),
+            ("raw_value", pa.binary()),
+        ]
+    )

@@ -1,0 +1,30 @@
+"""A 1k-event smoke run of bench/apply_bench.py (the 1M-event run is done by hand)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.test_apply_acceptance import apply_spark
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+
+@pytest.fixture(scope="session")
+def spark(kafka: str) -> Any:
+    return apply_spark(kafka)
+
+
+def test_apply_bench_smoke(spark: Any, kafka: str, tmp_path: Path) -> None:
+    from bench.apply_bench import main
+
+    result = main(
+        ["--events", "1000", "--batch", "500", "--bootstrap", kafka, "--workdir", str(tmp_path)],
+        spark=spark,
+    )
+    assert result["final_rows"] == result["expected_rows"]
+    assert result["micro_batches"] >= 2
+    assert result["apply_rows_per_s"] > 0 and result["append_rows_per_s"] > 0
+    assert result["ratio_apply_to_append"] > 0
