@@ -67,7 +67,7 @@ PG_FIELDS = ConfigDef(
         ConfigField("database.tcpKeepAlive", Kind.BOOLEAN, True),
         ConfigField("database.connect.timeout.ms", Kind.LONG, 30000, validator=at_least(1000)),
         ConfigField("database.initial.statements", Kind.STRING, None),
-        ConfigField("hstore.handling.mode", Kind.STRING, "map", validator=one_of("map", "json")),
+        ConfigField("hstore.handling.mode", Kind.STRING, "json", validator=one_of("map", "json")),
         ConfigField(
             "interval.handling.mode", Kind.STRING, "numeric", validator=one_of("numeric", "string")
         ),

@@ -71,6 +71,20 @@ class PostgresSnapshot(SnapshotSource):
             repl = pgconn.connect_replication(cfg)
             try:
                 existing = pgconn.slot_info(meta, slot)
+                if existing is not None and not include_data:
+                    # Structure only (no_data / schema_only): the slot's backlog is the data
+                    # still to stream, so keep the slot and stream from where it is.
+                    for tid, oid in tables:
+                        ctx.register_table(schema.load(tid, oid))
+                    return {
+                        "lsn": 0,
+                        "lsn_commit": 0,
+                        "seq": 0,
+                        "complete": True,
+                        "flush_lsn": 0,
+                        "txId": None,
+                        "ts_usec": time.time_ns() // 1000,
+                    }
                 if existing is not None:
                     wait_for_inactive_slot(meta, cfg)
                     log.info(
@@ -145,7 +159,8 @@ class PostgresSnapshot(SnapshotSource):
 
     def _read_all(self, ctx: SourceContext, conn: Any, tables: list[Table], lsn: int) -> None:
         dbname = self.cfg["database.dbname"]
-        xid_row = conn.execute("SELECT txid_current_if_assigned()").fetchone()
+        # Debezium reports the snapshot transaction's id (txid_current, as its connector does).
+        xid_row = conn.execute("SELECT txid_current()").fetchone()
         xid = xid_row[0] if xid_row else None
         total_tables = len(tables)
         ctx.snapshot_started([t.id for t in tables])

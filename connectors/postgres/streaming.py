@@ -504,7 +504,7 @@ class _StreamState:
                 f"row for relation {msg.relation_oid} before its Relation message at "
                 f"{po.lsn_to_str(lsn)}"
             )
-        table, included, pk = entry
+        table, included, _pk = entry
         if not included:
             return
         offset = {
@@ -532,10 +532,6 @@ class _StreamState:
             self.emit(RowChange(Operation.CREATE, table.id, None, msg.new, source, offset, xid))
         elif isinstance(msg, po.Update):
             before = msg.old if msg.old is not None else msg.key
-            if before is None and pk:
-                # DEFAULT identity, key unchanged: the server sends no old image, but the old
-                # key equals the new one; ``before`` holds just the key (the seed's shape).
-                before = [v if i in pk else None for i, v in enumerate(msg.new)]
             new = msg.new
             partial = UNAVAILABLE in new
             if partial and msg.old is not None:

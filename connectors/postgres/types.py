@@ -99,7 +99,7 @@ class Modes:
     decimal: str = "precise"
     time_precision: str = "adaptive"
     binary: str = "bytes"
-    hstore: str = "map"
+    hstore: str = "json"
     interval: str = "numeric"
     include_unknown: bool = False
 

@@ -101,9 +101,9 @@ def test_arrays_enums_hstore_domains_unknown() -> None:
     assert fn('{"a b","c\\"d",NULL}') == ["a b", 'c"d', None]
     schema, _ = conv(9000, info=info)
     assert schema.name == logical.DBZ_ENUM and schema.parameters == {"allowed": "sad,happy"}
-    _, fn = conv(9001, info=info)
+    _, fn = conv(9001, modes=t.Modes(hstore="map"), info=info)
     assert fn('"a"=>"1", "b"=>NULL') == {"a": "1", "b": None}  # AC-23
-    _, fn = conv(9001, modes=t.Modes(hstore="json"), info=info)
+    _, fn = conv(9001, info=info)  # json by default, as Debezium (the seed contradicts itself)
     assert fn('"a"=>"1"') == '{"a":"1"}'
     schema, fn = conv(9002, info=info)
     assert schema.type.value == "int32" and fn("5") == 5
