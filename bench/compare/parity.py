@@ -1,0 +1,424 @@
+"""Parity first: the same change, read from both topics, compared field by field.
+
+Before any figure is trusted, messages at the same offsets of the tidemark and the Debezium
+topic (both read one slot each, in WAL order, one partition) are parsed and diffed: key and
+value, schema and payload, headers. Values that legitimately differ between two processes —
+timing, WAL position, versions, the topic prefix — are compared for presence and null-ness
+only. Every remaining difference must match an entry of :data:`KNOWN`, each of which is
+written up in docs/benchmarks.md; anything else is *suspicious* and fails the run.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from bench.compare.common import Kafka
+
+MISSING = "<absent>"
+
+
+def _same_instant(tm: Any, dbz: Any) -> bool:
+    """``2024-01-01T00:00:01Z`` and ``2024-01-01T00:00:01.000000Z`` are the same value."""
+    if not (isinstance(tm, str) and isinstance(dbz, str)):
+        return False
+
+    def norm(v: str) -> str:
+        return re.sub(
+            r"(\d{2}:\d{2}:\d{2})(\.\d*?)0*(?=Z|[+-]\d{2}:?\d{2}$)",
+            lambda m: m.group(1) + (m.group(2) if m.group(2) != "." else ""),
+            v,
+        )
+
+    return norm(tm) == norm(dbz)
+
+
+_SNAPSHOT_TRUE = {"true", "first", "first_in_data_collection", "last_in_data_collection", "last"}
+
+
+def _same_snapshot_flag(tm: Any, dbz: Any) -> bool:
+    """tidemark's boolean/"last" against Debezium 3.x's enum strings."""
+    if tm is False or tm == "false":
+        return bool(dbz == "false")
+    if tm is True or tm in ("true", "last"):
+        return dbz in _SNAPSHOT_TRUE
+    return tm is None and dbz is None
+
+
+def _json_of(tm: Any, dbz: Any) -> bool:
+    """A map in tidemark, the same map as a JSON string in Debezium."""
+    if tm is None or dbz is None:
+        return tm is None and dbz is None
+    try:
+        return isinstance(dbz, str) and orjson.loads(dbz) == tm
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _key_only_before(tm: Any, dbz: Any) -> bool:
+    """tidemark: ``before`` = the key columns, every other column null; Debezium: null."""
+    return dbz is None and isinstance(tm, dict) and any(v is None for v in tm.values())
+
+
+@dataclass(frozen=True)
+class Known:
+    """A documented difference. ``path`` is a regex over the diff path; ``accept``, when set,
+    must also hold for the pair of values (so e.g. only *equal instants* formatted
+    differently are accepted, not different timestamps). ``cls`` is ``version`` for Debezium
+    1.2 → 3.x contract changes (accepted), ``tidemark`` for tidemark deviations from the real
+    Debezium that are reported for fixing (accepted unless ``--strict``)."""
+
+    id: str
+    cls: str
+    path: str
+    kind: str  # "extra" (only Debezium has it), "missing" (only tidemark), "value", or "*"
+    why: str
+    accept: Callable[[Any, Any], bool] | None = None
+
+    def matches(self, d: Difference) -> bool:
+        if self.kind not in ("*", d.kind) or re.fullmatch(self.path, d.path) is None:
+            return False
+        return self.accept is None or self.accept(d.tidemark, d.debezium)
+
+
+_T2 = (
+    "hstore with the default hstore.handling.mode: Debezium writes a JSON string "
+    "(io.debezium.data.Json), tidemark a map<string,string>. The seed's property table says "
+    "the default is map, its data-type section says json; Debezium's code uses json."
+)
+_ROW = r"value\.(?:payload\.(?:before|after)|schema\.fields\.(?:before|after)\.fields)"
+
+# Debezium 3.x (here 3.6) against tidemark, which follows the Debezium 1.2 event contract.
+KNOWN: tuple[Known, ...] = (
+    Known(
+        "K1",
+        "version",
+        r"value\.payload\.(ts_us|ts_ns)|value\.schema\.fields\.(ts_us|ts_ns)",
+        "extra",
+        "Envelope ts_us/ts_ns (processing time in µs/ns), added in Debezium 2.6 (DBZ-7107).",
+    ),
+    Known(
+        "K2",
+        "version",
+        r"value\.payload\.source\.(ts_us|ts_ns|sequence)"
+        r"|value\.schema\.fields\.source\.fields\.(ts_us|ts_ns|sequence)",
+        "extra",
+        "source.ts_us/ts_ns (commit time in µs/ns, 2.6, DBZ-7107) and source.sequence "
+        "(the [last committed LSN, current LSN] pair as a string, 1.4+).",
+    ),
+    Known(
+        "K3",
+        "version",
+        r"value\.payload\.transaction|value\.schema\.fields\.transaction",
+        "extra",
+        "The optional transaction block (id/total_order/data_collection_order) is always "
+        "declared and written as null when provide.transaction.metadata is off.",
+    ),
+    Known(
+        "K4",
+        "version",
+        r"value\.payload\.source\.(origin|origin_lsn)"
+        r"|value\.schema\.fields\.source\.fields\.(origin|origin_lsn)",
+        "extra",
+        "source.origin/origin_lsn (the replication origin of the change), new in 3.x; null here.",
+    ),
+    Known(
+        "K5",
+        "version",
+        r"value\.schema\.fields\.source\.fields\.snapshot\.(type|name|version|parameters|default)",
+        "*",
+        "source.snapshot: tidemark declares an optional boolean (default false), as the seed "
+        "does; Debezium 3.x declares an io.debezium.data.Enum string (true, first, "
+        "first_in_data_collection, last_in_data_collection, last, false, incremental).",
+    ),
+    Known(
+        "K5",
+        "version",
+        r"value\.payload\.source\.snapshot",
+        "value",
+        'source.snapshot value: false ↔ "false"; true/"last" ↔ "true"/"first"/'
+        '"last"/"*_in_data_collection".',
+        _same_snapshot_flag,
+    ),
+    Known(
+        "K6",
+        "version",
+        r"value\.schema\.version|value\.schema\.fields\.source\.version",
+        "*",
+        "Schema versions: the envelope is version 2 since 2.6 (DBZ-7107) and the "
+        "io.debezium.connector.postgresql.Source struct carries version 1; the seed's schemas "
+        "have no version.",
+    ),
+    Known(
+        "K7",
+        "version",
+        _ROW + r"\.\w+",
+        "value",
+        "io.debezium.time.ZonedTimestamp pads the fraction to the column's precision since "
+        "2.2 (DBZ-5996): 2024-01-01T00:00:01.000000Z where 1.2 (and tidemark) write "
+        "2024-01-01T00:00:01Z. Accepted only when both denote the same instant.",
+        _same_instant,
+    ),
+    Known(
+        "T1",
+        "tidemark",
+        r"value\.payload\.before",
+        "value",
+        "UPDATE on a REPLICA IDENTITY DEFAULT table whose key did not change: pgoutput sends "
+        "no old tuple and Debezium writes before=null; tidemark writes a before struct with "
+        "the key columns set and every other column null (the seed's documentation text "
+        "describes that shape, the real connector does not produce it).",
+        _key_only_before,
+    ),
+    Known(
+        "T3",
+        "tidemark",
+        r"value\.payload\.source\.txId",
+        "value",
+        "Snapshot (op r) events: Debezium writes the id of the snapshot transaction in "
+        "source.txId (1.x did too); tidemark writes null.",
+        lambda tm, dbz: tm is None and isinstance(dbz, int),
+    ),
+    Known(
+        "T2",
+        "tidemark",
+        r"value\.schema\.fields\.(before|after)\.fields\.hs\.\w+",
+        "*",
+        _T2,
+    ),
+    Known("T2", "tidemark", r"value\.payload\.(before|after)\.hs", "value", _T2, _json_of),
+)
+
+# Compared for presence and null-ness only: these differ between any two processes.
+IGNORED_VALUES = (
+    r"value\.payload\.ts_ms",
+    r"value\.payload\.source\.(version|name|ts_ms|lsn|txId|xmin)",
+)
+# The topic prefix appears in schema names ("<prefix>.public.t.Value") and source.name.
+PREFIX_TOKEN = "<prefix>"
+
+
+@dataclass
+class Difference:
+    """One kind of difference at one path; ``examples`` keeps the first few occurrences."""
+
+    path: str
+    kind: str  # extra | missing | value | order
+    tidemark: Any
+    debezium: Any
+    count: int = 0
+    examples: list[tuple[str, int, Any, Any]] = field(default_factory=list)
+    known: str | None = None
+    cls: str | None = None
+
+    def describe(self) -> str:
+        tag = f"{self.known} {self.cls}" if self.known else "SUSPICIOUS"
+        ex = "; ".join(
+            f"{t}@{o}: tidemark={_short(a)} debezium={_short(b)}"
+            for t, o, a, b in (self.examples[:3] if self.known else self.examples[-3:])
+        )
+        return f"[{tag}] {self.kind} at {self.path} (x{self.count}): {ex}"
+
+
+def _short(v: Any, n: int = 160) -> str:
+    s = v if isinstance(v, str) else orjson.dumps(v).decode() if v is not MISSING else v
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _normalise(raw: bytes | None, prefix: str) -> Any:
+    if raw is None:
+        return None
+    text = raw.decode()
+    # Only the prefix as a whole name component: "<prefix>.public..." and "<prefix>" alone.
+    text = text.replace(f'"{prefix}.', f'"{PREFIX_TOKEN}.').replace(
+        f'"{prefix}"', f'"{PREFIX_TOKEN}"'
+    )
+    return orjson.loads(text)
+
+
+def _is_field_list(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, dict) and "field" in x for x in v)
+
+
+def diff(tm: Any, dbz: Any, path: str, out: list[Difference]) -> None:
+    """Structural diff; schema ``fields`` arrays are matched by field name (and their order
+    compared separately), so one extra field does not shift every later one."""
+    if any(re.fullmatch(p, path) for p in IGNORED_VALUES):
+        if (tm is None) != (dbz is None):
+            out.append(Difference(path, "value", tm, dbz))
+        return
+    if isinstance(tm, dict) and isinstance(dbz, dict):
+        for k in tm.keys() | dbz.keys():
+            sub = f"{path}.{k}" if path else str(k)
+            if k not in dbz:
+                out.append(Difference(sub, "missing", tm[k], MISSING))
+            elif k not in tm:
+                out.append(Difference(sub, "extra", MISSING, dbz[k]))
+            else:
+                diff(tm[k], dbz[k], sub, out)
+        return
+    if _is_field_list(tm) and _is_field_list(dbz):
+        tm_by = {x["field"]: x for x in tm}
+        dbz_by = {x["field"]: x for x in dbz}
+        for name in tm_by.keys() | dbz_by.keys():
+            sub = f"{path}.{name}"
+            if name not in dbz_by:
+                out.append(Difference(sub, "missing", tm_by[name], MISSING))
+            elif name not in tm_by:
+                out.append(Difference(sub, "extra", MISSING, dbz_by[name]))
+            else:
+                diff(tm_by[name], dbz_by[name], sub, out)
+        common = [x["field"] for x in tm if x["field"] in dbz_by]
+        common_dbz = [x["field"] for x in dbz if x["field"] in tm_by]
+        if common != common_dbz:
+            out.append(Difference(f"{path}[order]", "order", common, common_dbz))
+        return
+    if isinstance(tm, list) and isinstance(dbz, list) and len(tm) == len(dbz):
+        for i, (a, b) in enumerate(zip(tm, dbz, strict=True)):
+            diff(a, b, f"{path}[{i}]", out)
+        return
+    if tm != dbz or type(tm) is not type(dbz):
+        out.append(Difference(path, "value", tm, dbz))
+
+
+def compare_message(tm_msg: Any, dbz_msg: Any, tm_prefix: str, dbz_prefix: str) -> list[Difference]:
+    out: list[Difference] = []
+    tm_doc = {
+        "key": _normalise(tm_msg.key(), tm_prefix),
+        "value": _normalise(tm_msg.value(), tm_prefix),
+        "headers": sorted(k for k, _ in (tm_msg.headers() or [])),
+    }
+    dbz_doc = {
+        "key": _normalise(dbz_msg.key(), dbz_prefix),
+        "value": _normalise(dbz_msg.value(), dbz_prefix),
+        "headers": sorted(k for k, _ in (dbz_msg.headers() or [])),
+    }
+    diff(tm_doc, dbz_doc, "", out)
+    return out
+
+
+@dataclass
+class ParityReport:
+    compared: int = 0
+    tables: dict[str, int] = field(default_factory=dict)
+    differences: dict[tuple[str, str], Difference] = field(default_factory=dict)
+    avg_value_bytes: dict[str, float] = field(default_factory=dict)
+    strict: bool = False
+
+    def failing(self) -> list[Difference]:
+        """Suspicious differences; with ``strict`` the reported tidemark deviations too."""
+        return [
+            d
+            for d in self.differences.values()
+            if d.known is None or (self.strict and d.cls == "tidemark")
+        ]
+
+    @property
+    def ok(self) -> bool:
+        return self.compared > 0 and not self.failing()
+
+    def merge(self, found: Iterable[Difference], table: str, offset: int) -> None:
+        """Fold one message pair's differences in. A (path, kind) is known only if *every*
+        occurrence matches the same documented entry."""
+        for d in found:
+            known = next((k for k in KNOWN if k.matches(d)), None)
+            key = (d.path, d.kind)
+            entry = self.differences.get(key)
+            if entry is None:
+                entry = self.differences[key] = Difference(d.path, d.kind, d.tidemark, d.debezium)
+                entry.known, entry.cls = (known.id, known.cls) if known else (None, None)
+            elif entry.known is not None and (known is None or known.id != entry.known):
+                entry.known = entry.cls = None
+            entry.count += 1
+            if len(entry.examples) < 3 or (known is None and len(entry.examples) < 10):
+                entry.examples.append((table, offset, d.tidemark, d.debezium))
+
+    def summary(self) -> str:
+        diffs = sorted(self.differences.values(), key=lambda d: (d.known or "~", d.path))
+        n_failing = len(self.failing())
+        lines = [
+            f"parity: {self.compared} message pairs compared "
+            f"({', '.join(f'{t}: {n}' for t, n in self.tables.items())}); "
+            f"{len(diffs)} difference kinds, {n_failing} failing"
+        ]
+        lines += [f"  {d.describe()}" for d in diffs]
+        if self.avg_value_bytes:
+            lines.append(
+                "  average bench_rows value size: "
+                + ", ".join(f"{k} {v:.0f} B" for k, v in self.avg_value_bytes.items())
+            )
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "compared": self.compared,
+            "tables": self.tables,
+            "ok": self.ok,
+            "avg_value_bytes": self.avg_value_bytes,
+            "differences": [
+                {
+                    "path": d.path,
+                    "kind": d.kind,
+                    "known": d.known,
+                    "class": d.cls,
+                    "count": d.count,
+                    "examples": [
+                        {
+                            "table": t,
+                            "offset": o,
+                            "tidemark": None if a is MISSING else a,
+                            "debezium": None if b is MISSING else b,
+                        }
+                        for t, o, a, b in d.examples
+                    ],
+                }
+                for d in self.differences.values()
+            ],
+        }
+
+
+def sample_offsets(n: int, sample: int, seed: int = 8) -> list[int]:
+    """The first and last messages plus an even random spread in between."""
+    if n <= sample:
+        return list(range(n))
+    edge = min(20, sample // 4)
+    rng = random.Random(seed)
+    middle = rng.sample(range(edge, n - edge), sample - 2 * edge)
+    return sorted({*range(edge), *range(n - edge, n), *middle})
+
+
+def check(
+    kafka: Kafka,
+    tables: dict[str, int],
+    tm_prefix: str,
+    dbz_prefix: str,
+    sample: int = 200,
+    strict: bool = False,
+) -> ParityReport:
+    """Diff ``sample`` messages per table (all of them for small topics)."""
+    rep = ParityReport(strict=strict)
+    for table, count in tables.items():
+        tm_topic = f"{tm_prefix}.public.{table}"
+        dbz_topic = f"{dbz_prefix}.public.{table}"
+        offsets = sample_offsets(count, sample)
+        if len(offsets) == count:
+            tm_msgs = kafka.read(tm_topic, 0, count)
+            dbz_msgs = kafka.read(dbz_topic, 0, count)
+        else:
+            tm_msgs = [kafka.read(tm_topic, o, 1)[0] for o in offsets]
+            dbz_msgs = [kafka.read(dbz_topic, o, 1)[0] for o in offsets]
+        for off, a, b in zip(offsets, tm_msgs, dbz_msgs, strict=True):
+            rep.merge(compare_message(a, b, tm_prefix, dbz_prefix), table, off)
+        rep.compared += len(offsets)
+        rep.tables[table] = rep.tables.get(table, 0) + len(offsets)
+        if table == "bench_rows":
+            for name, msgs in (("tidemark", tm_msgs), ("debezium", dbz_msgs)):
+                sizes = [len(m.value()) for m in msgs if m.value() is not None]
+                if sizes:
+                    rep.avg_value_bytes[name] = sum(sizes) / len(sizes)
+    return rep
