@@ -480,6 +480,65 @@ def show_mariadb_events(demo: Demo) -> None:
     read_events(demo, demo.mariadb_topic, demo.mariadb_start, demo.mariadb_id)
 
 
+def apply_to_delta(demo: Demo) -> None:
+    """The downstream half: the Spark apply job drains the PostgreSQL topic into a Delta
+    table (available-now trigger), which must then equal the source table."""
+    import psycopg
+
+    from cdc.apply.cli import main as apply_main
+    from cdc.apply.jars import JarsMissing, resolved_jars
+
+    try:
+        resolved_jars()
+    except JarsMissing as exc:
+        raise DemoError(str(exc)) from None
+    lake = demo.work / "lake"
+    shutil.rmtree(lake, ignore_errors=True)
+    config = {
+        "kafka": {
+            "bootstrap.servers": demo.env["TIDEMARK_KAFKA_BOOTSTRAP"],
+            "topic.pattern": demo.topic.replace(".", r"\."),
+            "starting.offsets": "earliest",
+        },
+        "target": {"path": str(lake / "tables"), "table.name": "customers"},
+        "checkpoint.location": str(lake / "_checkpoints"),
+        "spark": {"master": "local[2]", "conf": {"spark.driver.memory": "1g"}},
+    }
+    path = demo.work / "apply.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    say(f"$ tidemark apply {path.relative_to(ROOT)} --trigger available-now")
+    t0 = time.monotonic()
+    code = apply_main([str(path), "--trigger", "available-now", "--log-level", "WARNING"])
+    if code != 0:
+        raise DemoError(f"the apply job exited with code {code}")
+    say(f"applied {demo.topic} to Delta in {time.monotonic() - t0:.0f} s")
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    assert spark is not None
+    try:
+        delta = spark.read.format("delta").load(str(lake / "tables" / "customers"))
+        rows = sorted(
+            (r["id"], r["first_name"], r["last_name"], r["email"])
+            for r in delta.select("id", "first_name", "last_name", "email").collect()
+        )
+    finally:
+        spark.stop()
+    say("Delta table customers:")
+    for row in rows:
+        say(f"  id={row[0]:<4} {row[1]:<8} {row[2]:<10} {row[3]}")
+    with psycopg.connect(demo.pg_dsn("inventory")) as conn:
+        source = sorted(
+            tuple(r)
+            for r in conn.execute(
+                "SELECT id, first_name, last_name, email FROM inventory.customers"
+            ).fetchall()
+        )
+    if rows != source:
+        raise DemoError(f"the Delta table differs from PostgreSQL: {rows} != {source}")
+    say(f"equal to PostgreSQL's inventory.customers, row for row ({len(rows)} rows)")
+
+
 def show_status(demo: Demo) -> None:
     from worker.rest.status_view import render_status
 
@@ -531,6 +590,7 @@ STEPS: list[Step] = [
     ("reading the MariaDB change events from Kafka", show_mariadb_events),
     ("the worker's status", show_status),
     ("stopping the worker with SIGTERM", stop_worker),
+    ("applying the PostgreSQL change events to a Delta Lake table (Spark)", apply_to_delta),
 ]
 
 
