@@ -12,7 +12,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,22 +22,10 @@ from cdc.offsets.memory import MemoryOffsetStore
 from cdc.offsets.store import OffsetStore
 from connectors.mysql import MySqlConnector
 from tests.integration.conftest import MySqlInfo
+from tests.integration.engine_runner import RunningConnector, running, start_engine, wait_streaming
 from tests.integration.pg_harness import Event, read_topic
 
 __all__ = ["Event", "MySqlHarness", "RunningConnector", "read_topic"]
-
-
-@dataclass
-class RunningConnector:
-    engine: Engine
-    connector: MySqlConnector
-    thread: threading.Thread
-    errors: list[BaseException] = field(default_factory=list)
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self.engine.stop()
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "engine did not stop"
 
 
 class MySqlHarness:
@@ -117,39 +104,17 @@ class MySqlHarness:
                 shutdown_timeout_ms=15000,
             ),
         )
-        run = RunningConnector(engine, connector, threading.Thread(target=lambda: None))
-
-        def main() -> None:
-            try:
-                engine.run()
-            except BaseException as exc:
-                run.errors.append(exc)
-
-        run.thread = threading.Thread(target=main, daemon=True)
-        run.thread.start()
-        return run
+        return start_engine(engine, connector)
 
     @contextmanager
     def running(
         self, cfg: dict[str, Any], store: OffsetStore | None = None
     ) -> Iterator[RunningConnector]:
-        run = self.start(cfg, store)
-        try:
+        with running(lambda: self.start(cfg, store)) as run:
             yield run
-        finally:
-            run.stop()
-            if run.errors:
-                raise run.errors[0]
 
     def wait_streaming(self, run: RunningConnector, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if run.errors:
-                raise run.errors[0]
-            if run.engine.metrics.streaming.connected:
-                return
-            time.sleep(0.05)
-        raise AssertionError("connector did not start streaming")
+        wait_streaming(run, timeout)
 
     def wait_for(
         self, predicate: Any, timeout: float = 30.0, run: RunningConnector | None = None

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -18,20 +15,9 @@ from cdc.offsets.store import OffsetStore
 from cdc.testing.kafka_reader import Event, read_topic
 from connectors.postgres import PostgresConnector
 from tests.integration.conftest import PgInfo
+from tests.integration.engine_runner import RunningConnector, running, start_engine, wait_streaming
 
 __all__ = ["Event", "PgHarness", "RunningConnector", "read_topic"]
-
-
-@dataclass
-class RunningConnector:
-    engine: Engine
-    thread: threading.Thread
-    errors: list[BaseException] = field(default_factory=list)
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self.engine.stop()
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "engine did not stop"
 
 
 class PgHarness:
@@ -83,39 +69,17 @@ class PgHarness:
                 producer={"bootstrap.servers": self.kafka}, offset_flush_interval_ms=200
             ),
         )
-        run = RunningConnector(engine, threading.Thread(target=lambda: None))
-
-        def main() -> None:
-            try:
-                engine.run()
-            except BaseException as exc:
-                run.errors.append(exc)
-
-        run.thread = threading.Thread(target=main, daemon=True)
-        run.thread.start()
-        return run
+        return start_engine(engine, connector)
 
     @contextmanager
     def running(
         self, cfg: dict[str, Any], store: OffsetStore | None = None
     ) -> Iterator[RunningConnector]:
-        run = self.start(cfg, store)
-        try:
+        with running(lambda: self.start(cfg, store)) as run:
             yield run
-        finally:
-            run.stop()
-            if run.errors:
-                raise run.errors[0]
 
     def wait_streaming(self, run: RunningConnector, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if run.errors:
-                raise run.errors[0]
-            if run.engine.metrics.streaming.connected:
-                return
-            time.sleep(0.05)
-        raise AssertionError("connector did not start streaming")
+        wait_streaming(run, timeout)
 
     def topic(self, cfg: dict[str, Any], table: str, schema: str = "public") -> str:
         return f"{cfg['database.server.name']}.{schema}.{table}"
