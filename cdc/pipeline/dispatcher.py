@@ -212,31 +212,19 @@ class EventDispatcher:
         after = None if ev.after is None else value_fn(ev.after)
         key = ts.key_from_row(ev.after if ev.after is not None else ev.before)  # type: ignore[arg-type]
         topic = ts.topic
-        if self.tx_metadata:
-            tx = self._tx_block(ev, ts)
+        tx = self._tx_block(ev, ts) if self.tx_metadata else None
 
-            def envelope(o: str, b: Any, a: Any) -> dict[str, Any]:
-                return {
-                    "before": b,
-                    "after": a,
-                    "source": source,
-                    "op": o,
-                    "ts_ms": now,
-                    "transaction": tx,
-                }
-        else:
-
-            def envelope(o: str, b: Any, a: Any) -> dict[str, Any]:
-                return {"before": b, "after": a, "source": source, "op": o, "ts_ms": now}
+        def envelope(o: str, b: Any, a: Any) -> dict[str, Any]:
+            value = {"before": b, "after": a, "source": source, "op": o, "ts_ms": now}
+            if self.tx_metadata:
+                value["transaction"] = tx
+            return value
 
         if op == "u" and ev.before is not None and ts.key_schema is not None:
             old_key = ts.key_from_row(ev.before)
             if old_key is not None and old_key != key:
                 return self._key_change(ts, topic, old_key, key, before, after, envelope, ev.offset)
-        if self.tx_metadata:
-            value: dict[str, Any] = envelope(op, before, after)
-        else:
-            value = {"before": before, "after": after, "source": source, "op": op, "ts_ms": now}
+        value = envelope(op, before, after)
         record = SourceRecord(
             topic, ts.key_schema, key, ts.envelope_schema, value, self.partition, ev.offset
         )
