@@ -21,6 +21,7 @@ from cdc.apply.ordering import MysqlOrder, OrderingRules, SnapshotOrder
 Policy = Literal["evolve", "fail", "ignore"]
 OnError = Literal["fail", "quarantine"]
 SchemasMode = Literal["auto", "true", "false"]
+InputFormat = Literal["auto", "json", "avro"]
 
 DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
 DEFAULT_TOPIC_EXCLUDE = r"(^__debezium-heartbeat\..*)|(.*\.transaction$)|(^__.*)"
@@ -48,6 +49,9 @@ class ApplyConfig:
     tables: Mapping[str, str] = field(default_factory=dict)
     trigger: str = "10 seconds"
     schemas: SchemasMode = "auto"
+    input_format: InputFormat = "auto"
+    registry_url: str | None = None
+    registry_basic_auth: str | None = None
     schema_evolution: Policy = "evolve"
     on_error: OnError = "fail"
     quarantine_path: str | None = None
@@ -131,6 +135,13 @@ def from_mapping(doc: Mapping[str, Any], overrides: Mapping[str, Any] | None = N
     _check_regex("kafka.topic.pattern", cfg.topic_pattern)
     _check_regex("kafka.topics.exclude", cfg.topic_exclude)
     _check_trigger(cfg.trigger)
+    if cfg.input_format == "avro" and not cfg.registry_url:
+        raise ConfigError(
+            "input.format is avro but schema.registry.url is not set: the writer schemas of "
+            "Avro records are fetched from the registry"
+        )
+    if cfg.registry_basic_auth is not None and ":" not in cfg.registry_basic_auth:
+        raise ConfigError("schema.registry.basic.auth.user.info must be user:password")
     if "{" in cfg.table_name:
         try:
             cfg.table_name.format(topic="t", server="s", db="d", schema="s", table="t")
@@ -256,6 +267,9 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("checkpoint.location", "checkpoint", "str", required=True),
     _Spec("trigger", "trigger", "str"),
     _Spec("schemas", "schemas", "bool_text", choices=("auto", "true", "false")),
+    _Spec("input.format", "input_format", "str", choices=("auto", "json", "avro")),
+    _Spec("schema.registry.url", "registry_url", "opt_str"),
+    _Spec("schema.registry.basic.auth.user.info", "registry_basic_auth", "opt_str"),
     _Spec("schema.evolution", "schema_evolution", "str", choices=("evolve", "fail", "ignore")),
     _Spec("on.error", "on_error", "str", choices=("fail", "quarantine")),
     _Spec("quarantine.path", "quarantine_path", "opt_str"),

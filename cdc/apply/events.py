@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from cdc.apply import avro_input
 from cdc.apply import sparktypes as st
 from cdc.apply.ordering import (
     OrderingError,
@@ -57,6 +58,8 @@ class ParseSettings:
     placeholders: tuple[str, ...] = ("__debezium_unavailable_value",)
     ordering: OrderingRules = field(default_factory=OrderingRules)
     schemas: str = "auto"  # auto | true | false
+    input_format: str = "auto"  # auto | json | avro
+    registry: avro_input.RegistrySettings = field(default_factory=avro_input.RegistrySettings)
     table_name: str = "{topic}"
     tables: tuple[tuple[str, str], ...] = ()
 
@@ -150,6 +153,17 @@ class Parser:
     ) -> Parsed:
         if value is None:
             return Skipped("tombstone")
+        fmt = self.settings.input_format
+        if fmt != "json":
+            if avro_input.is_avro(value):
+                value = self._from_avro(topic, value, is_key=False)
+                if key is not None and avro_input.is_avro(key):
+                    key = self._from_avro(topic, key, is_key=True)
+            elif fmt == "avro":
+                raise BadInput(
+                    "value is not in the Confluent Avro wire format (its first byte is not 0) "
+                    "but input.format is avro"
+                )
         payload, shapes = self._value(value)
         if not isinstance(payload, dict):
             raise BadInput("value is not a JSON object (not a Debezium envelope)")
@@ -257,6 +271,14 @@ class Parser:
             shape,
             layout,
         )
+
+    def _from_avro(self, topic: str, raw: bytes, *, is_key: bool) -> bytes:
+        if not self.settings.registry.url:
+            raise BadInput(avro_input.describe_missing_registry(raw, is_key=is_key))
+        try:
+            return avro_input.decoder(self.settings.registry).to_json(topic, raw, is_key=is_key)
+        except avro_input.AvroInputError as exc:
+            raise BadInput(str(exc)) from None
 
     def _value(self, raw: bytes) -> tuple[Any, tuple[RowShape | None, RowShape | None] | None]:
         mode = self.settings.schemas

@@ -29,6 +29,7 @@ from typing import Any
 import orjson
 
 from cdc.apply import policy as pol
+from cdc.apply.avro_input import RegistrySettings
 from cdc.apply.config import ApplyConfig
 from cdc.apply.events import ParseSettings
 from cdc.apply.merge import (
@@ -114,6 +115,8 @@ class ApplyJob:
             placeholders=cfg.placeholders,
             ordering=cfg.ordering,
             schemas=cfg.schemas,
+            input_format=cfg.input_format,
+            registry=RegistrySettings(cfg.registry_url, cfg.registry_basic_auth),
             table_name=cfg.table_name,
             tables=tuple(sorted(cfg.tables.items())),
         )

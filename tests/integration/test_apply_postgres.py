@@ -4,6 +4,7 @@ row and column for column (including unchanged TOASTed values sent as placeholde
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import random
 import threading
@@ -19,7 +20,9 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from cdc.apply.avro_input import RegistrySettings, decoder
 from cdc.apply.job import ApplyJob
+from cdc.converters.registry_server import RegistryServer
 from tests.integration.conftest import PgInfo
 from tests.integration.pg_harness import PgHarness
 from tests.integration.test_apply_acceptance import apply_spark, job_config
@@ -54,9 +57,10 @@ COLUMNS = (
 class Writer(threading.Thread):
     """Random inserts, updates (mostly leaving the TOASTed ``big`` untouched) and deletes."""
 
-    def __init__(self, h: PgHarness, first_new_id: int) -> None:
+    def __init__(self, h: PgHarness, table: str, first_new_id: int) -> None:
         super().__init__(daemon=True)
         self.h = h
+        self.table = table
         self.next_id = first_new_id
         self.stop_event = threading.Event()
         self.ops = 0
@@ -75,13 +79,16 @@ class Writer(threading.Thread):
 
     def step(self, c: Any) -> None:
         r = self.rng.random()
-        ids = [row[0] for row in c.execute("SELECT id FROM acct TABLESAMPLE SYSTEM (20) LIMIT 5")]
+        ids = [
+            row[0]
+            for row in c.execute(f"SELECT id FROM {self.table} TABLESAMPLE SYSTEM (20) LIMIT 5")
+        ]
         target = self.rng.choice(ids) if ids else None
         if r < 0.3 or target is None:
             self.next_id += 1
             c.execute(
-                "INSERT INTO acct VALUES (%s, %s, %s, now()::timestamp, now(), current_date, "
-                "true, %s, %s, %s, %s)",
+                f"INSERT INTO {self.table} VALUES (%s, %s, %s, now()::timestamp, now(), "
+                "current_date, true, %s, %s, %s, %s)",
                 (
                     self.next_id,
                     f"new{self.next_id}",
@@ -94,17 +101,21 @@ class Writer(threading.Thread):
             )
         elif r < 0.8:
             c.execute(
-                "UPDATE acct SET name = name || '+', balance = balance + 1, active = NOT active, "
-                "updated = now()::timestamp WHERE id = %s",
+                f"UPDATE {self.table} SET name = name || '+', balance = balance + 1, "
+                "active = NOT active, updated = now()::timestamp WHERE id = %s",
                 (target,),
             )
         elif r < 0.88:
-            c.execute("UPDATE acct SET big = %s WHERE id = %s", (uuid.uuid4().hex * 200, target))
+            c.execute(
+                f"UPDATE {self.table} SET big = %s WHERE id = %s", (uuid.uuid4().hex * 200, target)
+            )
         else:
-            c.execute("DELETE FROM acct WHERE id = %s", (target,))
+            c.execute(f"DELETE FROM {self.table} WHERE id = %s", (target,))
 
 
-def wait_for_key(kafka: str, topic: str, key: dict[str, Any], timeout: float = 60) -> None:
+def wait_for_key(
+    kafka: str, topic: str, key: dict[str, Any], timeout: float = 60, registry: str | None = None
+) -> None:
     consumer = Consumer(
         {"bootstrap.servers": kafka, "group.id": uuid.uuid4().hex, "enable.auto.commit": False}
     )
@@ -115,7 +126,10 @@ def wait_for_key(kafka: str, topic: str, key: dict[str, Any], timeout: float = 6
             msg = consumer.poll(0.5)
             if msg is None or msg.error() is not None or msg.key() is None:
                 continue
-            doc = orjson.loads(msg.key() or b"null")
+            raw = msg.key() or b"null"
+            if registry is not None:
+                raw = decoder(RegistrySettings(registry)).to_json(topic, raw, is_key=True)
+            doc = orjson.loads(raw)
             if doc.get("payload", doc) == key:
                 return
         raise AssertionError(f"{key} did not reach {topic}")
@@ -123,9 +137,9 @@ def wait_for_key(kafka: str, topic: str, key: dict[str, Any], timeout: float = 6
         consumer.close()
 
 
-def pg_rows(h: PgHarness) -> list[dict[str, Any]]:
+def pg_rows(h: PgHarness, table: str) -> list[dict[str, Any]]:
     with psycopg.connect(h.pg.dsn(h.dbname)) as c:
-        cur = c.execute("SELECT * FROM acct ORDER BY id")
+        cur = c.execute(f"SELECT * FROM {table} ORDER BY id")  # type: ignore[arg-type]
         names = [d.name for d in cur.description or []]
         out = []
         for row in cur.fetchall():
@@ -147,42 +161,57 @@ def delta_rows(spark: Any, path: str) -> list[dict[str, Any]]:
     return out
 
 
+@pytest.mark.parametrize("fmt", ["json", "avro"])
 def test_postgres_snapshot_and_streaming_under_writes_end_equal(
-    h: PgHarness, spark: Any, tmp_path: Path
+    h: PgHarness, spark: Any, tmp_path: Path, fmt: str
 ) -> None:
+    """``avro``: the connector writes Avro through the schema registry stand-in (Confluent
+    wire format) and the job reads it back through the same registry."""
+    table = f"acct_{fmt}"
     h.sql(
-        f"CREATE TABLE acct ({COLUMNS})",
-        "ALTER TABLE acct ALTER COLUMN big SET STORAGE EXTERNAL",  # always TOASTed, uncompressed
-        "INSERT INTO acct SELECT g, 'n' || g, g * 1.5, '2020-01-01'::timestamp + g * interval "
-        "'1 hour', '2021-06-01 12:00:00+02'::timestamptz + g * interval '1 minute', "
+        f"CREATE TABLE {table} ({COLUMNS})",
+        f"ALTER TABLE {table} ALTER COLUMN big SET STORAGE EXTERNAL",  # always TOASTed
+        f"INSERT INTO {table} SELECT g, 'n' || g, g * 1.5, '2020-01-01'::timestamp + g * "
+        "interval '1 hour', '2021-06-01 12:00:00+02'::timestamptz + g * interval '1 minute', "
         "'2000-01-01'::date + g, g % 2 = 0, decode(md5(g::text), 'hex'), "
         "jsonb_build_object('g', g), ARRAY[g, g + 1], repeat(md5(g::text), 100) "
         "FROM generate_series(1, 300) g",
     )
-    cfg = h.config(table_include_list="public.acct")
-    topic = h.topic(cfg, "acct")
-    job_cfg = job_config(h.kafka, tmp_path, [topic], kafka_max_offsets_per_trigger=1000)
-    job = ApplyJob(spark, job_cfg)
-    writer = Writer(h, first_new_id=10_000)
-    writer.start()  # writes run through the snapshot and the switch to streaming
-    try:
-        with h.running(cfg) as run:
-            h.wait_streaming(run, timeout=60)
-            time.sleep(1.5)
-            job.run(timeout=240)  # catches up with whatever is there, while writes go on
-            time.sleep(1.5)
+    cfg = h.config(table_include_list=f"public.{table}")
+    job_extra: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        if fmt == "avro":
+            registry = stack.enter_context(RegistryServer())
+            for side in ("key", "value"):
+                cfg[f"{side}.converter"] = "io.confluent.connect.avro.AvroConverter"
+                cfg[f"{side}.converter.schema.registry.url"] = registry.url
+            job_extra = {"input.format": "avro", "schema.registry.url": registry.url}
+        topic = h.topic(cfg, table)
+        job_cfg = job_config(
+            h.kafka, tmp_path, [topic], kafka_max_offsets_per_trigger=1000, **job_extra
+        )
+        job = ApplyJob(spark, job_cfg)
+        writer = Writer(h, table, first_new_id=10_000)
+        writer.start()  # writes run through the snapshot and the switch to streaming
+        try:
+            with h.running(cfg) as run:
+                h.wait_streaming(run, timeout=60)
+                time.sleep(1.5)
+                job.run(timeout=240)  # catches up with whatever is there, while writes go on
+                time.sleep(1.5)
+                writer.stop_event.set()
+                writer.join(30)
+                assert writer.error is None, writer.error
+                h.sql(f"INSERT INTO {table} (id, name) VALUES (0, 'sentinel')")
+                wait_for_key(h.kafka, topic, {"id": 0}, registry=job_cfg.registry_url)
+        finally:
             writer.stop_event.set()
-            writer.join(30)
-            assert writer.error is None, writer.error
-            h.sql("INSERT INTO acct (id, name) VALUES (0, 'sentinel')")
-            wait_for_key(h.kafka, topic, {"id": 0})
-    finally:
-        writer.stop_event.set()
-    job.run(timeout=240)
+        job.run(timeout=240)
     print("\n".join(r.line() for r in job.reports), f"\nwriter ops: {writer.ops}")
     assert writer.ops > 50
     assert len(job.reports) >= 2
-    expected = pg_rows(h)
+    assert sum(r.errors for r in job.reports) == 0
+    expected = pg_rows(h, table)
     got = delta_rows(spark, job_cfg.table_location(topic.replace(".", "_")))
     assert len(got) == len(expected)
     for e, g in zip(expected, got, strict=True):
