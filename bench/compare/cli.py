@@ -8,17 +8,50 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.compare import debezium, report
+from bench.compare import debezium, mariadb, mariadb_runs, report
 from bench.compare.common import RESULTS, ROOT, BenchError, Kafka, loadavg, stack_env
 from bench.compare.contenders import PRODUCER, PROFILES, Options
 from bench.compare.parity import KNOWN
 from bench.compare.runs import WORKLOADS, Ctx, ParityFailure
 
-DEFAULT_WORKLOADS = "W7,W1,W1b,W2,W5,W4"
+DATABASES = ("postgres", "mariadb")
+
+
+def plan(workloads: list[str], databases: list[str]) -> list[tuple[str, Callable[[Ctx], None]]]:
+    """(label, function) per workload and database, PostgreSQL first. A workload without a
+    MariaDB variant is skipped there with a note, unless nothing at all would run."""
+    unknown = [w for w in workloads if w not in WORKLOADS] + [
+        d for d in databases if d not in DATABASES
+    ]
+    if unknown:
+        raise SystemExit(
+            f"unknown workload(s)/database(s) {unknown}; choose from {sorted(WORKLOADS)} "
+            f"and {list(DATABASES)}"
+        )
+    steps: list[tuple[str, Callable[[Ctx], None]]] = []
+    if "postgres" in databases:
+        steps += [(w, WORKLOADS[w]) for w in workloads]
+    if "mariadb" in databases:
+        missing = [w for w in workloads if w not in mariadb_runs.WORKLOADS]
+        if missing:
+            print(f"note: {', '.join(missing)} have no MariaDB variant (W1, W1b, W4, W5 do)")
+        steps += [
+            (mariadb_runs.label(w), mariadb_runs.WORKLOADS[w])
+            for w in workloads
+            if w in mariadb_runs.WORKLOADS
+        ]
+    if not steps:
+        raise SystemExit("nothing to run for these workloads and databases")
+    return steps
+
+
+DEFAULT_WORKLOADS = "W7,W1,W1b,W2,W3,W5,W4"
+DEFAULT_DATABASES = "postgres,mariadb"
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -27,7 +60,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         description="tidemark vs Debezium Server vs the physical limit, on the local stack.",
     )
     p.add_argument("--workloads", default=DEFAULT_WORKLOADS, help=f"default {DEFAULT_WORKLOADS}")
+    p.add_argument(
+        "--db",
+        default=DEFAULT_DATABASES,
+        help="postgres, mariadb or both (comma-separated); MariaDB runs W1, W1b, W4 and W5 "
+        f"(default {DEFAULT_DATABASES})",
+    )
     p.add_argument("--rows", type=int, default=None, help="events for W1/W1b/W2 (1,000,000)")
+    p.add_argument(
+        "--w3-rows", type=int, default=None, help="rows of W3's one transaction (1,000,000)"
+    )
     p.add_argument("--snapshot-rows", type=int, default=None, help="W4 table rows (5,000,000)")
     p.add_argument("--runs", type=int, default=None, help="measured runs per contender (3)")
     p.add_argument("--no-warmup", action="store_true", help="skip the discarded warm-up run")
@@ -66,6 +108,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     q = args.quick
     args.rows = args.rows or (20_000 if q else 1_000_000)
     args.snapshot_rows = args.snapshot_rows or (100_000 if q else 5_000_000)
+    args.w3_rows = args.w3_rows or (20_000 if q else 1_000_000)
     args.runs = args.runs or (1 if q else 3)
     args.no_warmup = args.no_warmup or q
     args.w5_rate = args.w5_rate or (1000 if q else 5000)
@@ -93,11 +136,14 @@ def _plots(
 ) -> list[Path]:
     workloads = list(meta["workloads"])
     parts = []
-    if {"W1", "W1b", "W2"} & set(workloads):
+    base = {w.removesuffix(mariadb_runs.SUFFIX) for w in workloads}
+    if {"W1", "W1b", "W2"} & base:
         parts.append(f"N={meta['rows']:,}")
-    if "W4" in workloads:
+    if "W3" in base:
+        parts.append(f"W3 N={meta['w3_rows']:,} in one txn")
+    if "W4" in base:
         parts.append(f"W4 M={meta['snapshot_rows']:,}")
-    if "W5" in workloads and "w5" in meta:
+    if "W5" in base and "w5" in meta:
         w5 = meta["w5"]
         parts.append(f"W5 {w5['rate']:,} rows/s x {w5['seconds']:g} s, {w5['batch']}/txn")
     sizes = ", ".join(parts) or "-"
@@ -130,15 +176,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         pngs = replot(Path(args.replot), args.docs)
         print("\n".join(str(p) for p in pngs))
         return {"plots": pngs}
-    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
-    unknown = [w for w in workloads if w not in WORKLOADS]
-    if unknown:
-        raise SystemExit(f"unknown workload(s) {unknown}; choose from {sorted(WORKLOADS)}")
+    databases = [d.strip() for d in args.db.split(",") if d.strip()]
+    steps = plan([w.strip() for w in args.workloads.split(",") if w.strip()], databases)
+    workloads = [name for name, _ in steps]
     contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     outdir = Path(args.results) if args.results else RESULTS / f"compare-{stamp}"
     outdir.mkdir(parents=True, exist_ok=True)
-    env = stack_env()
+    if "mariadb" in databases and "limit" in contenders:
+        mariadb.require_tools()
+    env = stack_env(databases)
     kafka = Kafka(env["TIDEMARK_KAFKA_BOOTSTRAP"])
     opts = Options(
         env=env,
@@ -167,6 +214,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         w5_connections=args.w5_connections,
         idle_seconds=args.idle_seconds,
         outdir=outdir,
+        w3_rows=args.w3_rows,
     )
     meta: dict[str, Any] = {
         "date": stamp,
@@ -175,7 +223,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "contenders": contenders,
         "runs": args.runs,
         "warmup": not args.no_warmup,
+        "databases": databases,
         "rows": args.rows,
+        "w3_rows": args.w3_rows,
         "snapshot_rows": args.snapshot_rows,
         "w5": {
             "rate": args.w5_rate,
@@ -201,8 +251,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     failure: BaseException | None = None
     t0 = time.monotonic()
     try:
-        for w in workloads:
-            WORKLOADS[w](ctx)
+        for _name, run_workload in steps:
+            run_workload(ctx)
     except (BenchError, KeyboardInterrupt) as exc:
         failure = exc
     finally:
@@ -245,5 +295,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "ratios": rat,
         "outdir": outdir,
         "databases": ctx.databases,
+        "mariadb_databases": ctx.maria_databases,
         "plots": pngs,
     }

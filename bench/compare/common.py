@@ -35,13 +35,13 @@ class BenchError(RuntimeError):
 
 
 # -- the local stack -------------------------------------------------------------------------
-def stack_env() -> dict[str, str]:
-    """Addresses of the shared local stack; it is started if it is not running (never
-    stopped: other engineers' tests use it too)."""
+def stack_env(databases: Sequence[str] = ("postgres",)) -> dict[str, str]:
+    """Addresses of the shared local stack (``databases`` plus Kafka); a service is started
+    if it is not running (never stopped: other engineers' tests use it too)."""
     from worker.dev import Stack
 
     stack = Stack()
-    names = ["postgres", "kafka"]
+    names = [*databases, "kafka"]
     for name in names:
         stack[name].start()
     return stack.env(names)
@@ -232,6 +232,17 @@ class Kafka:
         for fut in self.admin.delete_topics(names, operation_timeout=30).values():
             with contextlib.suppress(KafkaException):
                 fut.result()
+
+    def wait_gone(self, topics: Iterable[str], timeout: float = 60.0) -> None:
+        """Wait until deleted topics have left the cluster metadata: a topic re-created under
+        the same name before that would silently keep the old records (the MariaDB drains
+        reuse one topic prefix per contender, because it is part of the stored offset)."""
+        names = set(topics)
+        deadline = time.monotonic() + timeout
+        while names & set(self.admin.list_topics(timeout=10).topics):
+            if time.monotonic() > deadline:
+                raise BenchError(f"topics still present {timeout:.0f} s after deletion: {names}")
+            time.sleep(0.2)
 
     def end_offset(self, topic: str) -> int:
         try:

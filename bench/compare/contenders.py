@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bench.compare import debezium
 from bench.compare.common import (
@@ -77,6 +77,7 @@ class Running:
     topic_prefix: str
     slot: str
     handle: Any = None
+    namespace: str = "public"  # PostgreSQL schema, or MariaDB database: the topic's middle
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -86,7 +87,7 @@ class Running:
         return "\n".join(text[-lines:])
 
     def topic(self, table: str) -> str:
-        return f"{self.topic_prefix}.public.{table}"
+        return f"{self.topic_prefix}.{self.namespace}.{table}"
 
 
 def start_capture(
@@ -127,24 +128,7 @@ def start_capture(
             "producer": {"bootstrap.servers": opts.env["TIDEMARK_KAFKA_BOOTSTRAP"], **PRODUCER},
             "offset_flush_interval_ms": opts.offset_flush_ms,
         }
-        (run_dir / "tidemark-config.json").write_text(
-            json.dumps({"connector": cfg, "engine": settings}, indent=2)
-        )
-        log_path = run_dir / "tidemark.log"
-        with open(log_path, "wb") as log:
-            started = time.time()
-            proc = spawn(
-                [
-                    sys.executable,
-                    "-m",
-                    "bench.compare.tidemark_child",
-                    json.dumps(cfg),
-                    json.dumps(settings),
-                ],
-                cwd=ROOT,
-                log=log,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
+        proc, started, log_path = spawn_tidemark(cfg, settings, run_dir)
         return Running(name, proc, started, log_path, topic_prefix, slot)
     if name == "debezium":
         assert opts.java is not None and opts.debezium_home is not None
@@ -165,6 +149,32 @@ def start_capture(
         handle = debezium.start(opts.debezium_home, opts.java, run_dir, props, opts.jvm_opts)
         return Running(name, handle.proc, started, handle.log_path, topic_prefix, slot, handle)
     raise BenchError(f"unknown contender {name}")
+
+
+def spawn_tidemark(
+    cfg: dict[str, Any], settings: dict[str, Any], run_dir: Path
+) -> tuple[subprocess.Popen[bytes], float, Path]:
+    """Start ``bench.compare.tidemark_child`` with its config saved next to its log; returns
+    the process, the instant it was spawned and the log path."""
+    (run_dir / "tidemark-config.json").write_text(
+        json.dumps({"connector": cfg, "engine": settings}, indent=2)
+    )
+    log_path = run_dir / "tidemark.log"
+    with open(log_path, "wb") as log:
+        started = time.time()
+        proc = spawn(
+            [
+                sys.executable,
+                "-m",
+                "bench.compare.tidemark_child",
+                json.dumps(cfg),
+                json.dumps(settings),
+            ],
+            cwd=ROOT,
+            log=log,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    return proc, started, log_path
 
 
 def stop_capture(run: Running) -> None:
@@ -237,10 +247,17 @@ def wait_for_count(
         time.sleep(poll)
 
 
+class Source(Protocol):
+    """The database side of a drain: PostgreSQL's walsender is a process whose CPU is
+    recorded; a MariaDB binlog dump is a server thread (None)."""
+
+    def walsender_pid(self, slot: str) -> int | None: ...
+
+
 def measure_drain(
     opts: Options,
     run: Running,
-    db: Database,
+    db: Source,
     expected: dict[str, int],
     timeout: float,
 ) -> dict[str, Any]:
@@ -348,7 +365,7 @@ def run_pg_recvlogical(
         f"--endpos={lsn_to_str(end_lsn)}",
     ]
     r = wait4_child(cmd, env={**os.environ, "PGPASSWORD": opts.env["TIDEMARK_PG_PASSWORD"]})
-    return _limit_row(r, events)
+    return limit_row(r, events)
 
 
 def run_copy(opts: Options, db: Database, events: int) -> dict[str, Any]:
@@ -365,10 +382,10 @@ def run_copy(opts: Options, db: Database, events: int) -> dict[str, Any]:
         r = wait4_child(
             cmd, env={**os.environ, "PGPASSWORD": opts.env["TIDEMARK_PG_PASSWORD"]}, stdout=null
         )
-    return _limit_row(r, events)
+    return limit_row(r, events)
 
 
-def _limit_row(r: dict[str, Any], events: int) -> dict[str, Any]:
+def limit_row(r: dict[str, Any], events: int) -> dict[str, Any]:
     return {
         "events": events,
         "wall_s": r["wall_s"],

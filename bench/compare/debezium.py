@@ -154,12 +154,9 @@ class DebeziumRun:
         return "\n".join(text[-lines:])
 
 
-def properties(
+def _common_properties(
     *,
     env: dict[str, str],
-    db: str,
-    slot: str,
-    publication: str,
     topic_prefix: str,
     snapshot_mode: str,
     queue: dict[str, int],
@@ -167,9 +164,8 @@ def properties(
     offsets_file: Path,
     offset_flush_ms: int,
     http_port: int,
-    table_include: str | None = None,
 ) -> dict[str, str]:
-    """``application.properties`` for the PostgreSQL connector with the Kafka sink.
+    """Sink, converters, queue, producer and offset store: the same for every source.
 
     ``extended.headers.enabled=false``: Debezium 3.x adds four ``__debezium.context.*``
     headers (~300 bytes) to every record by default; tidemark writes none, so they are
@@ -191,30 +187,118 @@ def properties(
         "debezium.format.value": "json",
         "debezium.format.key.schemas.enable": "true",
         "debezium.format.value.schemas.enable": "true",
-        "debezium.source.connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-        "debezium.source.plugin.name": "pgoutput",
-        "debezium.source.database.hostname": env["TIDEMARK_PG_HOST"],
-        "debezium.source.database.port": env["TIDEMARK_PG_PORT"],
-        "debezium.source.database.user": env["TIDEMARK_PG_USER"],
-        "debezium.source.database.password": env["TIDEMARK_PG_PASSWORD"],
-        "debezium.source.database.dbname": db,
         "debezium.source.topic.prefix": topic_prefix,
-        "debezium.source.slot.name": slot,
-        "debezium.source.publication.name": publication,
-        "debezium.source.publication.autocreate.mode": "disabled",
         "debezium.source.snapshot.mode": snapshot_mode,
         "debezium.source.extended.headers.enabled": "false",
         "debezium.source.offset.storage.file.filename": str(offsets_file),
         "debezium.source.offset.flush.interval.ms": str(offset_flush_ms),
     }
-    if table_include:
-        props["debezium.source.table.include.list"] = table_include
     for key, value in queue.items():
         props[f"debezium.source.{key}"] = str(value)
     for key, value in producer.items():
         props[f"debezium.sink.kafka.producer.{key}"] = (
             str(value).lower() if isinstance(value, bool) else str(value)
         )
+    return props
+
+
+def properties(
+    *,
+    env: dict[str, str],
+    db: str,
+    slot: str,
+    publication: str,
+    topic_prefix: str,
+    snapshot_mode: str,
+    queue: dict[str, int],
+    producer: dict[str, Any],
+    offsets_file: Path,
+    offset_flush_ms: int,
+    http_port: int,
+    table_include: str | None = None,
+) -> dict[str, str]:
+    """``application.properties`` for the PostgreSQL connector with the Kafka sink."""
+    props = _common_properties(
+        env=env,
+        topic_prefix=topic_prefix,
+        snapshot_mode=snapshot_mode,
+        queue=queue,
+        producer=producer,
+        offsets_file=offsets_file,
+        offset_flush_ms=offset_flush_ms,
+        http_port=http_port,
+    )
+    props.update(
+        {
+            "debezium.source.connector.class": (
+                "io.debezium.connector.postgresql.PostgresConnector"
+            ),
+            "debezium.source.plugin.name": "pgoutput",
+            "debezium.source.database.hostname": env["TIDEMARK_PG_HOST"],
+            "debezium.source.database.port": env["TIDEMARK_PG_PORT"],
+            "debezium.source.database.user": env["TIDEMARK_PG_USER"],
+            "debezium.source.database.password": env["TIDEMARK_PG_PASSWORD"],
+            "debezium.source.database.dbname": db,
+            "debezium.source.slot.name": slot,
+            "debezium.source.publication.name": publication,
+            "debezium.source.publication.autocreate.mode": "disabled",
+        }
+    )
+    if table_include:
+        props["debezium.source.table.include.list"] = table_include
+    return props
+
+
+MARIADB_CONNECTOR = "io.debezium.connector.mariadb.MariaDbConnector"
+
+
+def mariadb_properties(
+    *,
+    env: dict[str, str],
+    db: str,
+    server_id: int,
+    history_file: Path,
+    topic_prefix: str,
+    snapshot_mode: str,
+    queue: dict[str, int],
+    producer: dict[str, Any],
+    offsets_file: Path,
+    offset_flush_ms: int,
+    http_port: int,
+) -> dict[str, str]:
+    """``application.properties`` for Debezium's own MariaDB connector (3.x, GTID aware).
+
+    The schema history is a file next to the offsets, so a primed state is two files the
+    harness can copy. Schema change events are off (tidemark's too): the workloads contain
+    no DDL after the start, and the extra topic would only add noise. TLS is off because
+    the local server has none (the MariaDB driver would otherwise try to negotiate it)."""
+    props = _common_properties(
+        env=env,
+        topic_prefix=topic_prefix,
+        snapshot_mode=snapshot_mode,
+        queue=queue,
+        producer=producer,
+        offsets_file=offsets_file,
+        offset_flush_ms=offset_flush_ms,
+        http_port=http_port,
+    )
+    src = "debezium.source."
+    props.update(
+        {
+            f"{src}connector.class": MARIADB_CONNECTOR,
+            f"{src}database.hostname": env["TIDEMARK_MYSQL_HOST"],
+            f"{src}database.port": env["TIDEMARK_MYSQL_PORT"],
+            f"{src}database.user": env["TIDEMARK_MYSQL_USER"],
+            f"{src}database.password": env["TIDEMARK_MYSQL_PASSWORD"],
+            f"{src}database.server.id": str(server_id),
+            f"{src}database.include.list": db,
+            f"{src}database.ssl.mode": "disable",
+            f"{src}include.schema.changes": "false",
+            f"{src}schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
+            f"{src}schema.history.internal.file.filename": str(history_file),
+            f"{src}schema.history.internal.store.only.captured.databases.ddl": "true",
+        }
+    )
     return props
 
 

@@ -50,21 +50,6 @@ def _same_snapshot_flag(tm: Any, dbz: Any) -> bool:
     return tm is None and dbz is None
 
 
-def _json_of(tm: Any, dbz: Any) -> bool:
-    """A map in tidemark, the same map as a JSON string in Debezium."""
-    if tm is None or dbz is None:
-        return tm is None and dbz is None
-    try:
-        return isinstance(dbz, str) and orjson.loads(dbz) == tm
-    except orjson.JSONDecodeError:
-        return False
-
-
-def _key_only_before(tm: Any, dbz: Any) -> bool:
-    """tidemark: ``before`` = the key columns, every other column null; Debezium: null."""
-    return dbz is None and isinstance(tm, dict) and any(v is None for v in tm.values())
-
-
 @dataclass(frozen=True)
 class Known:
     """A documented difference. ``path`` is a regex over the diff path; ``accept``, when set,
@@ -86,12 +71,15 @@ class Known:
         return self.accept is None or self.accept(d.tidemark, d.debezium)
 
 
-_T2 = (
-    "hstore with the default hstore.handling.mode: Debezium writes a JSON string "
-    "(io.debezium.data.Json), tidemark a map<string,string>. The seed's property table says "
-    "the default is map, its data-type section says json; Debezium's code uses json."
-)
 _ROW = r"value\.(?:payload\.(?:before|after)|schema\.fields\.(?:before|after)\.fields)"
+
+
+_MARIA_JSON = (
+    "MariaDB JSON columns (LONGTEXT with CHECK (json_valid(col))): tidemark's DDL parser "
+    "recognises the check and names the field io.debezium.data.Json (version 1), as for a "
+    "MySQL JSON column; Debezium's MariaDB connector treats the column as LONGTEXT and "
+    "writes a plain string schema. The string values are identical."
+)
 
 # Debezium 3.x (here 3.6) against tidemark, which follows the Debezium 1.2 event contract.
 KNOWN: tuple[Known, ...] = (
@@ -164,34 +152,46 @@ KNOWN: tuple[Known, ...] = (
         "2024-01-01T00:00:01Z. Accepted only when both denote the same instant.",
         _same_instant,
     ),
+    # -- MariaDB (tidemark's MySQL connector against Debezium's MariaDbConnector) --------------
     Known(
-        "T1",
-        "tidemark",
-        r"value\.payload\.before",
+        "K8",
+        "version",
+        r"value\.payload\.source\.connector",
         "value",
-        "UPDATE on a REPLICA IDENTITY DEFAULT table whose key did not change: pgoutput sends "
-        "no old tuple and Debezium writes before=null; tidemark writes a before struct with "
-        "the key columns set and every other column null (the seed's documentation text "
-        "describes that shape, the real connector does not produce it).",
-        _key_only_before,
+        "MariaDB: Debezium 3.x captures MariaDB with its own connector (io.debezium.connector."
+        'mariadb, split from the MySQL connector in 2.x) and writes source.connector="mariadb";'
+        ' in 1.2 the MySQL connector covered MariaDB and wrote "mysql", as tidemark does.',
+        lambda tm, dbz: tm == "mysql" and dbz == "mariadb",
     ),
     Known(
-        "T3",
-        "tidemark",
-        r"value\.payload\.source\.txId",
+        "K8",
+        "version",
+        r"value\.schema\.fields\.source\.name",
         "value",
-        "Snapshot (op r) events: Debezium writes the id of the snapshot transaction in "
-        "source.txId (1.x did too); tidemark writes null.",
-        lambda tm, dbz: tm is None and isinstance(dbz, int),
+        "MariaDB: the source struct is io.debezium.connector.mariadb.Source in 3.x, "
+        "io.debezium.connector.mysql.Source in 1.2 (and tidemark).",
+        lambda tm, dbz: (
+            (tm, dbz)
+            == ("io.debezium.connector.mysql.Source", "io.debezium.connector.mariadb.Source")
+        ),
     ),
     Known(
-        "T2",
-        "tidemark",
-        r"value\.schema\.fields\.(before|after)\.fields\.hs\.\w+",
-        "*",
-        _T2,
+        "K9",
+        "version",
+        r"value\.schema\.fields\.(before|after)\.fields\.\w+\.type",
+        "value",
+        "MySQL/MariaDB FLOAT: float64 in 1.x (the documented 1.x mapping, and tidemark's), "
+        "float32 since Debezium 2.0 (DBZ-3865).",
+        lambda tm, dbz: tm == "double" and dbz == "float",
     ),
-    Known("T2", "tidemark", r"value\.payload\.(before|after)\.hs", "value", _T2, _json_of),
+    Known(
+        "T4",
+        "tidemark",
+        r"value\.schema\.fields\.(before|after)\.fields\.\w+\.(name|version)",
+        "missing",
+        _MARIA_JSON,
+        lambda tm, _dbz: tm in ("io.debezium.data.Json", 1),
+    ),
 )
 
 # Compared for presence and null-ness only: these differ between any two processes.
@@ -199,6 +199,11 @@ IGNORED_VALUES = (
     r"value\.payload\.ts_ms",
     r"value\.payload\.source\.(version|name|ts_ms|lsn|txId|xmin)",
 )
+# MariaDB snapshots: each contender records the binlog position at *its* snapshot, and the
+# contenders snapshot one after the other while other sessions may write to the shared
+# server. (Streaming events carry the position of the very same binlog event on both sides,
+# so there file and pos are compared exactly.)
+SNAPSHOT_POSITION = (r"value\.payload\.source\.(file|pos)",)
 # The topic prefix appears in schema names ("<prefix>.public.t.Value") and source.name.
 PREFIX_TOKEN = "<prefix>"
 
@@ -245,10 +250,16 @@ def _is_field_list(v: Any) -> bool:
     return isinstance(v, list) and bool(v) and all(isinstance(x, dict) and "field" in x for x in v)
 
 
-def diff(tm: Any, dbz: Any, path: str, out: list[Difference]) -> None:
+def diff(
+    tm: Any,
+    dbz: Any,
+    path: str,
+    out: list[Difference],
+    ignored: tuple[str, ...] = IGNORED_VALUES,
+) -> None:
     """Structural diff; schema ``fields`` arrays are matched by field name (and their order
     compared separately), so one extra field does not shift every later one."""
-    if any(re.fullmatch(p, path) for p in IGNORED_VALUES):
+    if any(re.fullmatch(p, path) for p in ignored):
         if (tm is None) != (dbz is None):
             out.append(Difference(path, "value", tm, dbz))
         return
@@ -260,7 +271,7 @@ def diff(tm: Any, dbz: Any, path: str, out: list[Difference]) -> None:
             elif k not in tm:
                 out.append(Difference(sub, "extra", MISSING, dbz[k]))
             else:
-                diff(tm[k], dbz[k], sub, out)
+                diff(tm[k], dbz[k], sub, out, ignored)
         return
     if _is_field_list(tm) and _is_field_list(dbz):
         tm_by = {x["field"]: x for x in tm}
@@ -272,7 +283,7 @@ def diff(tm: Any, dbz: Any, path: str, out: list[Difference]) -> None:
             elif name not in tm_by:
                 out.append(Difference(sub, "extra", MISSING, dbz_by[name]))
             else:
-                diff(tm_by[name], dbz_by[name], sub, out)
+                diff(tm_by[name], dbz_by[name], sub, out, ignored)
         common = [x["field"] for x in tm if x["field"] in dbz_by]
         common_dbz = [x["field"] for x in dbz if x["field"] in tm_by]
         if common != common_dbz:
@@ -280,13 +291,19 @@ def diff(tm: Any, dbz: Any, path: str, out: list[Difference]) -> None:
         return
     if isinstance(tm, list) and isinstance(dbz, list) and len(tm) == len(dbz):
         for i, (a, b) in enumerate(zip(tm, dbz, strict=True)):
-            diff(a, b, f"{path}[{i}]", out)
+            diff(a, b, f"{path}[{i}]", out, ignored)
         return
     if tm != dbz or type(tm) is not type(dbz):
         out.append(Difference(path, "value", tm, dbz))
 
 
-def compare_message(tm_msg: Any, dbz_msg: Any, tm_prefix: str, dbz_prefix: str) -> list[Difference]:
+def compare_message(
+    tm_msg: Any,
+    dbz_msg: Any,
+    tm_prefix: str,
+    dbz_prefix: str,
+    ignored: tuple[str, ...] = IGNORED_VALUES,
+) -> list[Difference]:
     out: list[Difference] = []
     tm_doc = {
         "key": _normalise(tm_msg.key(), tm_prefix),
@@ -298,7 +315,7 @@ def compare_message(tm_msg: Any, dbz_msg: Any, tm_prefix: str, dbz_prefix: str) 
         "value": _normalise(dbz_msg.value(), dbz_prefix),
         "headers": sorted(k for k, _ in (dbz_msg.headers() or [])),
     }
-    diff(tm_doc, dbz_doc, "", out)
+    diff(tm_doc, dbz_doc, "", out, ignored)
     return out
 
 
@@ -399,12 +416,17 @@ def check(
     dbz_prefix: str,
     sample: int = 200,
     strict: bool = False,
+    namespace: str = "public",
+    also_ignored: tuple[str, ...] = (),
 ) -> ParityReport:
-    """Diff ``sample`` messages per table (all of them for small topics)."""
+    """Diff ``sample`` messages per table (all of them for small topics). ``namespace`` is
+    the topic's middle part: the PostgreSQL schema, or the MariaDB database.
+    ``also_ignored`` adds paths compared for presence only (e.g. :data:`SNAPSHOT_POSITION`)."""
+    ignored = IGNORED_VALUES + also_ignored
     rep = ParityReport(strict=strict)
     for table, count in tables.items():
-        tm_topic = f"{tm_prefix}.public.{table}"
-        dbz_topic = f"{dbz_prefix}.public.{table}"
+        tm_topic = f"{tm_prefix}.{namespace}.{table}"
+        dbz_topic = f"{dbz_prefix}.{namespace}.{table}"
         offsets = sample_offsets(count, sample)
         if len(offsets) == count:
             tm_msgs = kafka.read(tm_topic, 0, count)
@@ -413,7 +435,7 @@ def check(
             tm_msgs = [kafka.read(tm_topic, o, 1)[0] for o in offsets]
             dbz_msgs = [kafka.read(dbz_topic, o, 1)[0] for o in offsets]
         for off, a, b in zip(offsets, tm_msgs, dbz_msgs, strict=True):
-            rep.merge(compare_message(a, b, tm_prefix, dbz_prefix), table, off)
+            rep.merge(compare_message(a, b, tm_prefix, dbz_prefix, ignored), table, off)
         rep.compared += len(offsets)
         rep.tables[table] = rep.tables.get(table, 0) + len(offsets)
         if table == "bench_rows":

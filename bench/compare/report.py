@@ -22,7 +22,7 @@ METRICS = (
     ("p999_ms", "p99.9 ms", "{:.1f}"),
     ("achieved_rate", "achieved rows/s", "{:,.0f}"),
 )
-LIMITS = ("pg_recvlogical", "COPY")
+LIMITS = ("pg_recvlogical", "COPY", "mysqlbinlog", "SELECT")
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
@@ -160,8 +160,9 @@ def plots(
     order: list[str],
     caption: str = "",
 ) -> list[Path]:
-    """PNG bar charts (median, min-max whiskers) of throughput and CPU per event, and the
-    latency distribution of W5. Needs matplotlib (the ``bench`` extra); skipped without it."""
+    """PNG bar charts (median, min-max whiskers) of throughput, CPU per event and peak RSS
+    (every workload, PostgreSQL and ``-mariadb`` alike), and the latency distribution of W5.
+    Needs matplotlib (the ``bench`` extra); skipped without it."""
     try:
         import matplotlib
 
@@ -175,10 +176,14 @@ def plots(
         "debezium": "#d62728",
         "pg_recvlogical": "#7f7f7f",
         "COPY": "#7f7f7f",
+        "mysqlbinlog": "#7f7f7f",
+        "SELECT": "#7f7f7f",
     }
     for key, title, fname in (
         ("events_per_s", "Throughput (events/s, higher is better)", "compare-throughput.png"),
         ("cpu_s_per_1m", "CPU-seconds per 1M events (lower is better)", "compare-cpu.png"),
+        # W3's headline (one huge transaction), and the memory side of every other workload.
+        ("peak_rss_mb", "Peak RSS of the capture process (MB, lower is better)", "compare-rss.png"),
     ):
         ws = [w for w in order if w in agg and any(key in m for m in agg[w].values())]
         if not ws:

@@ -13,13 +13,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import psycopg
 
 from bench.compare import parity
-from bench.compare.common import BenchError, Kafka, loadavg, pg_connect, proc_sample
+from bench.compare.common import BenchError, Kafka, loadavg, pg_connect, pg_dsn, proc_sample
 from bench.compare.contenders import (
     CAPTURE,
     Options,
@@ -72,6 +72,8 @@ class Ctx:
     parity: dict[str, dict[str, Any]] = field(default_factory=dict)
     latencies: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     databases: list[str] = field(default_factory=list)
+    maria_databases: list[str] = field(default_factory=list)
+    w3_rows: int = 0
     log: Callable[[str], None] = print
 
     @property
@@ -131,7 +133,9 @@ def _order(contenders: list[str], run: int) -> list[str]:
 
 # -- drains: W1, W1b, W2 ---------------------------------------------------------------------------
 def drain_workload(ctx: Ctx, workload: str, kind: str) -> None:
-    """A backlog committed while every contender's slot waits at the same LSN."""
+    """A backlog committed while every contender's slot waits at the same LSN. ``kind``:
+    ``single`` (W1), ``batched`` (W1b, 100 rows per transaction), ``mixed`` (W2) or
+    ``one_txn`` (W3: all ``w3_rows`` rows in one transaction, the memory test)."""
     db = Database(ctx.opts.env)
     ctx.databases.append(db.name)
     created_topics: list[str] = []
@@ -139,7 +143,7 @@ def drain_workload(ctx: Ctx, workload: str, kind: str) -> None:
     try:
         db.create(["tm", "dbz", "recv"])
         install_loaders(db)
-        n = ctx.rows
+        n = ctx.w3_rows if kind == "one_txn" else ctx.rows
         if kind == "mixed":
             groups, _ = mixed_events(n)
             preload(db, groups)
@@ -153,7 +157,7 @@ def drain_workload(ctx: Ctx, workload: str, kind: str) -> None:
             secs = load_mixed(db, groups, groups, 10)
             ctx.log(f"   loaded {groups * 5} mixed operations (K=10) in {secs:.1f} s")
         else:
-            k = 1 if kind == "single" else 100
+            k = {"single": 1, "batched": 100, "one_txn": n}[kind]
             secs = load_inserts(db, 1, n, k)
             events = n
             ctx.log(f"   loaded {n} inserts, {k} per transaction, in {secs:.1f} s")
@@ -196,7 +200,14 @@ def drain_workload(ctx: Ctx, workload: str, kind: str) -> None:
         db.drop()
 
 
-def _parity(ctx: Ctx, workload: str, expected: dict[str, int], prefixes: dict[str, str]) -> None:
+def _parity(
+    ctx: Ctx,
+    workload: str,
+    expected: dict[str, int],
+    prefixes: dict[str, str],
+    namespace: str = "public",
+    also_ignored: tuple[str, ...] = (),
+) -> None:
     if "tidemark" not in prefixes or "debezium" not in prefixes:
         return
     rep = parity.check(
@@ -206,6 +217,8 @@ def _parity(ctx: Ctx, workload: str, expected: dict[str, int], prefixes: dict[st
         prefixes["debezium"],
         ctx.parity_sample,
         strict=ctx.strict,
+        namespace=namespace,
+        also_ignored=also_ignored,
     )
     ctx.parity[workload] = rep.as_dict()
     ctx.log("   " + rep.summary().replace("\n", "\n   "))
@@ -273,15 +286,36 @@ def snapshot_workload(ctx: Ctx, workload: str = "W4") -> None:
 
 
 # -- W5: commit -> Kafka latency at a fixed rate ---------------------------------------------------
-def _wait_streaming(ctx: Ctx, db: Database, running: Running, ping_id: int, timeout: float) -> None:
-    """Commit one row and wait until it is in Kafka: the contender is then streaming."""
-    db.execute("INSERT INTO bench_rows SELECT (bench_row(%s)).*", (ping_id,))
-    wait_for_count(ctx.kafka, running, running.topic("bench_rows"), 1, timeout, poll=0.2)
+class RowSession(Protocol):
+    """One generator session: commits rows ``lo..hi`` (``bench_row`` ids) as one
+    transaction and returns when the COMMIT has returned."""
+
+    def commit_rows(self, lo: int, hi: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class PgRows:
+    """A PostgreSQL generator session (autocommit, synchronous_commit on, prepared)."""
+
+    SQL = (
+        "INSERT INTO bench_rows SELECT (bench_row(i)).* "
+        "FROM generate_series(%s::bigint, %s::bigint) i"
+    )
+
+    def __init__(self, env: dict[str, str], db: str) -> None:
+        self.conn = psycopg.connect(pg_dsn(env, db), autocommit=True)
+        self.cur = self.conn.cursor()
+
+    def commit_rows(self, lo: int, hi: int) -> None:
+        self.cur.execute(self.SQL, (lo, hi), prepare=True)
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def generate(
-    env: dict[str, str],
-    db: str,
+    open_session: Callable[[], RowSession],
     first_id: int,
     rate: int,
     seconds: float,
@@ -289,9 +323,9 @@ def generate(
     connections: int = 4,
 ) -> tuple[list[float], float]:
     """Open-loop load: transactions of ``batch`` rows scheduled at ``rate`` rows/s, spread
-    round-robin over ``connections`` sessions, synchronous_commit on.
+    round-robin over ``connections`` sessions, every commit durable.
 
-    Several sessions are needed because with synchronous commit every COMMIT waits for a WAL
+    Several sessions are needed because with a durable commit every COMMIT waits for a log
     flush: one session cannot commit faster than the disk flushes (about 500/s here), while
     concurrent sessions share flushes (group commit). Returns the wall-clock time at which
     the COMMIT of each row's transaction returned (index = id - first_id) and the achieved
@@ -300,27 +334,18 @@ def generate(
     total = txns * batch
     commits = [0.0] * total
     txn_rate = rate / batch
-    dsn = (
-        f"host={env['TIDEMARK_PG_HOST']} port={env['TIDEMARK_PG_PORT']} "
-        f"user={env['TIDEMARK_PG_USER']} password={env['TIDEMARK_PG_PASSWORD']} dbname={db}"
-    )
-    conns = [psycopg.connect(dsn, autocommit=True) for _ in range(connections)]
+    sessions = [open_session() for _ in range(connections)]
     errors: list[BaseException] = []
-    sql = (
-        "INSERT INTO bench_rows SELECT (bench_row(i)).* "
-        "FROM generate_series(%s::bigint, %s::bigint) i"
-    )
     t0 = time.perf_counter() + 0.2
 
     def session(j: int) -> None:
-        cur = conns[j].cursor()
         try:
             for t in range(j, txns, connections):
                 delay = t0 + t / txn_rate - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)
                 lo = first_id + t * batch
-                cur.execute(sql, (lo, lo + batch - 1), prepare=True)
+                sessions[j].commit_rows(lo, lo + batch - 1)
                 done = time.time()
                 for k in range(t * batch, (t + 1) * batch):
                     commits[k] = done
@@ -334,8 +359,8 @@ def generate(
         for th in threads:
             th.join()
     finally:
-        for c in conns:
-            c.close()
+        for sess in sessions:
+            sess.close()
     if errors:
         raise BenchError(f"load generator failed: {errors[0]!r}")
     elapsed = time.perf_counter() - t0
@@ -349,12 +374,98 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[idx]
 
 
+@dataclass
+class LiveTarget:
+    """What W5 needs from a database: a way to wait until a started contender streams, and
+    generator sessions. ``wait_streaming(running, next_id)`` returns how many ``bench_rows``
+    ids (and records) it used: PostgreSQL pings with one row, which the slot is sure to
+    keep; MariaDB pings through ``bench_marker`` (a row committed before the contender read
+    its start position would never arrive)."""
+
+    wait_streaming: Callable[[Running, int], int]
+    open_session: Callable[[], RowSession]
+
+
+def pg_wait_streaming(ctx: Ctx, db: Database) -> Callable[[Running, int], int]:
+    """Commit one row and wait until it is in Kafka: the contender is then streaming."""
+
+    def wait(running: Running, ping_id: int) -> int:
+        db.execute("INSERT INTO bench_rows SELECT (bench_row(%s)).*", (ping_id,))
+        wait_for_count(ctx.kafka, running, running.topic("bench_rows"), 1, 180, poll=0.2)
+        return 1
+
+    return wait
+
+
+def measure_latency(
+    ctx: Ctx, workload: str, running: Running, run: int, next_id: int, target: LiveTarget
+) -> int:
+    """Commit -> Kafka latency of a started contender at the W5 rate; stops the contender,
+    records the row and returns the next free row id."""
+    rate, secs, warm = ctx.w5_rate, ctx.w5_seconds, ctx.w5_warmup_seconds
+    try:
+        used = target.wait_streaming(running, next_id)
+        first = next_id + used
+        with Sampler(running.proc.pid) as sampler:
+            before = proc_sample(running.proc.pid)
+            commits, achieved = generate(
+                target.open_session,
+                first,
+                rate,
+                warm + secs,
+                ctx.w5_batch,
+                ctx.w5_connections,
+            )
+            total = len(commits)
+            wait_for_count(
+                ctx.kafka,
+                running,
+                running.topic("bench_rows"),
+                total + used,
+                total / 200 + 300,
+                poll=0.2,
+            )
+            after = proc_sample(running.proc.pid)
+    finally:
+        stop_capture(running)
+    lat: list[float] = []
+    warm_n = int(rate * warm)
+    for m in ctx.kafka.scan(running.topic("bench_rows"), used, total):
+        key = orjson.loads(m.key())
+        i = int(key["payload"]["id"]) - first
+        if i >= warm_n:
+            lat.append(m.timestamp()[1] - commits[i] * 1000.0)
+    lat.sort()
+    assert before is not None and after is not None
+    peak = max([after.hwm_mb, *(s.hwm_mb for s in sampler.samples)])
+    res = {
+        "events": total,
+        "target_rate": rate,
+        "achieved_rate": achieved,
+        "p50_ms": percentile(lat, 50),
+        "p95_ms": percentile(lat, 95),
+        "p99_ms": percentile(lat, 99),
+        "p999_ms": percentile(lat, 99.9),
+        "max_ms": lat[-1] if lat else float("nan"),
+        "mean_ms": statistics.fmean(lat) if lat else float("nan"),
+        "cpu_s_per_1m": (after.cpu_s - before.cpu_s) / total * 1e6,
+        "cpu_pct": 100 * (after.cpu_s - before.cpu_s) / (warm + secs),
+        "peak_rss_mb": peak,
+        "rss_end_mb": after.rss_mb,
+    }
+    if achieved < 0.95 * rate:
+        ctx.log(f"   note: the generator reached only {achieved:,.0f} of {rate:,} rows/s")
+    ctx.latencies.setdefault(workload, {})[f"{running.name}#{run}"] = lat
+    ctx.record(workload, running.name, run, res)
+    return first + total
+
+
 def latency_workload(ctx: Ctx, workload: str = "W5") -> None:
     db = Database(ctx.opts.env)
     ctx.databases.append(db.name)
     created_topics: list[str] = []
-    rate, secs, warm = ctx.w5_rate, ctx.w5_seconds, ctx.w5_warmup_seconds
     ctx.log(f"\n== {workload}: {describe(workload, ctx)} (database {db.name})")
+    target = LiveTarget(pg_wait_streaming(ctx, db), lambda: PgRows(ctx.opts.env, db.name))
     try:
         db.create(["tm", "dbz", "recv"])
         next_id = 1
@@ -374,66 +485,9 @@ def latency_workload(ctx: Ctx, workload: str = "W5") -> None:
                     snapshot_mode="no_data",
                     tag=f"{workload}-run{run}",
                 )
-                try:
-                    _wait_streaming(ctx, db, running, next_id, 180)
-                    first = next_id + 1
-                    with Sampler(running.proc.pid) as sampler:
-                        before = proc_sample(running.proc.pid)
-                        commits, achieved = generate(
-                            ctx.opts.env,
-                            db.name,
-                            first,
-                            rate,
-                            warm + secs,
-                            ctx.w5_batch,
-                            ctx.w5_connections,
-                        )
-                        total = len(commits)
-                        wait_for_count(
-                            ctx.kafka,
-                            running,
-                            running.topic("bench_rows"),
-                            total + 1,
-                            total / 200 + 300,
-                            poll=0.2,
-                        )
-                        after = proc_sample(running.proc.pid)
-                    next_id = first + total
-                finally:
-                    stop_capture(running)
-                lat: list[float] = []
-                warm_n = int(rate * warm)
-                for m in ctx.kafka.scan(running.topic("bench_rows"), 1, total):
-                    key = orjson.loads(m.key())
-                    i = int(key["payload"]["id"]) - first
-                    if i >= warm_n:
-                        lat.append(m.timestamp()[1] - commits[i] * 1000.0)
+                next_id = measure_latency(ctx, workload, running, run, next_id, target)
                 ctx.kafka.delete_topics(created_topics)
                 created_topics.clear()
-                lat.sort()
-                assert before is not None and after is not None
-                peak = max([after.hwm_mb, *(s.hwm_mb for s in sampler.samples)])
-                res = {
-                    "events": total,
-                    "target_rate": rate,
-                    "achieved_rate": achieved,
-                    "p50_ms": percentile(lat, 50),
-                    "p95_ms": percentile(lat, 95),
-                    "p99_ms": percentile(lat, 99),
-                    "p999_ms": percentile(lat, 99.9),
-                    "max_ms": lat[-1] if lat else float("nan"),
-                    "mean_ms": statistics.fmean(lat) if lat else float("nan"),
-                    "cpu_s_per_1m": (after.cpu_s - before.cpu_s) / total * 1e6,
-                    "cpu_pct": 100 * (after.cpu_s - before.cpu_s) / (warm + secs),
-                    "peak_rss_mb": peak,
-                    "rss_end_mb": after.rss_mb,
-                }
-                if achieved < 0.95 * rate:
-                    ctx.log(
-                        f"   note: the generator reached only {achieved:,.0f} of {rate:,} rows/s"
-                    )
-                ctx.latencies.setdefault(workload, {})[f"{c}#{run}"] = lat
-                ctx.record(workload, c, run, res)
     finally:
         ctx.kafka.delete_topics(created_topics)
         db.drop()
@@ -498,6 +552,7 @@ def startup_workload(ctx: Ctx, workload: str = "W7") -> None:
 def describe(workload: str, ctx: Ctx) -> str:
     n = f"{ctx.rows:,}"
     return {
+        "W3": f"backlog drain, one transaction of {ctx.w3_rows:,} INSERTs (peak memory)",
         "W1": f"backlog drain, {n} single-row INSERT transactions",
         "W1b": f"backlog drain, {n} INSERTs in 100-row transactions",
         "W2": f"backlog drain, {n} mixed operations 40/40/20 insert/update/delete, 10 per "
@@ -515,6 +570,7 @@ WORKLOADS: dict[str, Callable[[Ctx], None]] = {
     "W1": lambda ctx: drain_workload(ctx, "W1", "single"),
     "W1b": lambda ctx: drain_workload(ctx, "W1b", "batched"),
     "W2": lambda ctx: drain_workload(ctx, "W2", "mixed"),
+    "W3": lambda ctx: drain_workload(ctx, "W3", "one_txn"),
     "W5": latency_workload,
     "W4": snapshot_workload,
 }

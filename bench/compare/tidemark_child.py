@@ -1,6 +1,10 @@
-"""The tidemark contender: the PostgreSQL connector in the Engine, as its own OS process.
+"""The tidemark contender: a connector in the Engine, as its own OS process.
 
     python -m bench.compare.tidemark_child CONFIG_JSON SETTINGS_JSON
+
+SETTINGS_JSON names the connector (``postgres``, the default, or ``mysql``) and, optionally,
+an ``offsets_file``: the MariaDB drains prime a contender, stop it and resume it from its
+stored offset, which needs a file store (PostgreSQL resumes from its slot, memory suffices).
 
 Runs until SIGTERM/SIGINT, then stops the engine gracefully (drain, flush, store offsets),
 exactly like Debezium Server does on SIGTERM. It reports nothing itself: the harness reads
@@ -16,9 +20,26 @@ import sys
 import threading
 from typing import Any
 
+from cdc.config import Config
 from cdc.engine import Engine, EngineSettings
+from cdc.offsets.file import FileOffsetStore
 from cdc.offsets.memory import MemoryOffsetStore
-from connectors.postgres import PostgresConnector
+from cdc.offsets.store import OffsetStore
+from cdc.spi import Connector
+
+
+def _connector(kind: str, cfg: dict[str, Any]) -> tuple[Connector, Config]:
+    """Imported on demand: each child loads only the connector it runs, as a deployment
+    would, so its RSS does not include the other one."""
+    if kind == "mysql":
+        from connectors.mysql import MySqlConnector
+
+        mysql = MySqlConnector(cfg)
+        return mysql, mysql.config
+    from connectors.postgres import PostgresConnector
+
+    pg = PostgresConnector(cfg)
+    return pg, pg.config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,11 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     cfg: dict[str, Any] = json.loads(args[0])
     settings: dict[str, Any] = json.loads(args[1])
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
-    connector = PostgresConnector(cfg)
+    connector, config = _connector(str(settings.get("connector", "postgres")), cfg)
+    offsets_file = settings.get("offsets_file")
+    store: OffsetStore = FileOffsetStore(offsets_file) if offsets_file else MemoryOffsetStore()
     engine = Engine(
         connector,
-        connector.config,
-        MemoryOffsetStore(),
+        config,
+        store,
         EngineSettings(
             producer=settings["producer"],
             offset_flush_interval_ms=int(settings["offset_flush_interval_ms"]),

@@ -33,6 +33,8 @@ def test_side_by_side_benchmark_runs_with_parity(
     t0 = time.monotonic()
     report = cli.main(
         [
+            "--db",
+            "postgres",
             "--workloads",
             "W1",
             "--rows",
