@@ -13,6 +13,7 @@ seed's "rewind": the outcome is the same as re-reading the overflow, without a s
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable
@@ -545,6 +546,8 @@ class BinlogProcessor:
             for i, v in enumerate(out):
                 if isinstance(v, ev.JsonDiff):
                     out[i] = self._json_diff(before[i] if before is not None else None, v)
+                elif type(v) is dt.timedelta and v.days < 0 and v.microseconds:
+                    out[i] = negative_time2(v)
             return out
 
         return fix
@@ -590,6 +593,20 @@ class BinlogProcessor:
         self.metrics.skipped_events += 1
         if self.decode_mode == "warn":
             log.warning("skipping: %s", message)
+
+
+def negative_time2(decoded: dt.timedelta) -> dt.timedelta:
+    """Undo python-mysql-replication's misreading of a negative TIME with a fraction.
+
+    TIME2 stores ``-(S + f)`` as one packed signed number whose integer part is the floor,
+    ``-(S + 1)``, and whose fraction bytes hold ``1 - f``; the library reads the integer part's
+    magnitude ``S + 1`` and the fraction bytes as a signed ``-f`` and returns
+    ``-((S + 1) - f)``. Debezium (and the snapshot, which reads text) give ``-(S + f)``.
+    Only negative values with a fraction are affected."""
+    micros = (decoded.days * 86_400 + decoded.seconds) * 1_000_000 + decoded.microseconds
+    whole_plus_one = -(micros // 1_000_000)  # ceil(-micros / 1e6) = S + 1
+    fraction = whole_plus_one * 1_000_000 + micros  # f, in microseconds
+    return -dt.timedelta(seconds=whole_plus_one - 1, microseconds=fraction)
 
 
 def _savepoint_name(sql: str) -> str:

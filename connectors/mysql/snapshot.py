@@ -355,7 +355,7 @@ class SnapshotRun:
             "ts_ms": 0,
             "snapshot": True,
             "table": None,
-            "server_id": position.server_id,
+            "server_id": 0,  # Debezium: no binlog event read yet (the seed shows 0)
             "gtid": None,
             "file": position.file,
             "pos": position.pos,
@@ -408,7 +408,7 @@ class SnapshotRun:
                 "snapshot": True,
                 "db": tid.catalog,
                 "table": tid.table,
-                "server_id": position.server_id,
+                "server_id": 0,  # Debezium: no binlog event read yet (the seed shows 0)
                 "gtid": None,
                 "file": position.file,
                 "pos": position.pos,

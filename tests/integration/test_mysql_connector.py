@@ -59,6 +59,7 @@ def test_snapshot_then_stream_create_update_delete(h: MySqlHarness) -> None:
     assert snap.key == {"id": 1}
     assert snap.after == {"id": 1, "first_name": "name1", "email": "e1@x.org"}
     assert snap.value["source"]["snapshot"] is True and snap.value["source"]["query"] is None
+    assert snap.value["source"]["server_id"] == 0  # as Debezium: no binlog event read yet
     create = events[2]
     assert create.before is None
     assert create.after == {"id": 3, "first_name": "Anne", "email": "annek@noanswer.org"}
@@ -327,6 +328,29 @@ def test_boolean_streamed_vs_snapshotted(h: MySqlHarness) -> None:
     with h.running(cfg):
         [conv] = h.read(cfg, "flags", min_count=1, settle=0.5)
     assert conv.after["ok"] is True
+
+
+def test_negative_fractional_time_is_the_same_streamed_and_snapshotted(h: MySqlHarness) -> None:
+    """The binlog's TIME2 packs a negative value with a fraction as (floor, 1 - fraction);
+    the streamed value must equal the snapshotted one (read as text) and Debezium's."""
+    values = ["-13:45:59.123", "-00:00:00.5", "-838:59:58.999999", "-01:00:00", "12:00:00.25"]
+    h.sql("CREATE TABLE tneg (id int PRIMARY KEY, t3 TIME(3), t6 TIME(6), t1 TIME(1))")
+    cfg = h.config(table_include_list=rf"{h.dbname}\.tneg", snapshot_mode="schema_only")
+    with h.running(cfg) as run:
+        h.wait_streaming(run)
+        for i, v in enumerate(values):
+            h.sql(f"INSERT INTO tneg VALUES ({i}, '{v}', '{v}', '{v}')")
+        streamed = h.read(cfg, "tneg", min_count=len(values), settle=0.5)
+    cfg = h.config(table_include_list=rf"{h.dbname}\.tneg", snapshot_mode="initial_only")
+    with h.running(cfg):
+        snapped = h.read(cfg, "tneg", min_count=len(values), settle=0.5)
+    by_id = {e.after["id"]: e.after for e in snapped}
+    assert [e.after for e in streamed] == [by_id[i] for i in range(len(values))]
+    first = by_id[0]
+    assert first["t3"] == -(13 * 3600 + 45 * 60 + 59) * 1_000_000 - 123_000
+    assert first["t6"] == first["t3"]
+    assert first["t1"] == -(13 * 3600 + 45 * 60 + 59) * 1_000_000 - 100_000  # rounded to .1
+    assert by_id[1]["t6"] == -500_000 and by_id[3]["t3"] == -3_600_000_000
 
 
 def test_schema_change_topic_and_ddl_decoding(h: MySqlHarness) -> None:
