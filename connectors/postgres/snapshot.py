@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg import sql
@@ -26,6 +27,7 @@ from connectors.postgres import connection as pgconn
 from connectors.postgres.pgoutput import str_to_lsn
 from connectors.postgres.schema import PgSchema
 from connectors.postgres.setup import ensure_publication, wait_for_inactive_slot
+from connectors.postgres.snapshot_chunks import ParallelReader, split_table
 from connectors.postgres.types import Modes, TypeRegistry
 
 log = logging.getLogger("tidemark.postgres.snapshot")
@@ -104,24 +106,25 @@ class PostgresSnapshot(SnapshotSource):
                 log.info(
                     "created slot %s at %s, snapshot %s", slot, consistent_point, snapshot_name
                 )
-                reader = pgconn.connect(cfg, autocommit=False)
+                threads = int(cfg["snapshot.max.threads"]) if include_data else 1
+                readers: list[Any] = []
                 try:
-                    reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    reader.execute(
-                        sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_name))
-                    )
-                    # The exported snapshot stays valid for this transaction; the replication
+                    for _ in range(threads):
+                        readers.append(pgconn.connect(cfg, autocommit=False))
+                        _import_snapshot(readers[-1], snapshot_name)
+                    # The exported snapshot stays valid for these transactions; the replication
                     # connection may now be closed.
                     repl.close()
                     loaded = [schema.load(tid, oid) for tid, oid in tables]
                     for table in loaded:
                         ctx.register_table(table)
                     if include_data:
-                        self._lock(reader, loaded)
-                        self._read_all(ctx, reader, loaded, lsn)
-                    reader.rollback()
+                        self._lock(readers[0], loaded)
+                        self._read_all(ctx, readers, loaded, lsn)
+                    readers[0].rollback()
                 finally:
-                    reader.close()
+                    for conn in readers:
+                        conn.close()
             finally:
                 if not repl.closed:
                     repl.close()
@@ -157,55 +160,88 @@ class PostgresSnapshot(SnapshotSource):
                 )
             )
 
-    def _read_all(self, ctx: SourceContext, conn: Any, tables: list[Table], lsn: int) -> None:
-        dbname = self.cfg["database.dbname"]
+    def _read_all(
+        self, ctx: SourceContext, readers: list[Any], tables: list[Table], lsn: int
+    ) -> None:
+        conn = readers[0]
         # Debezium reports the snapshot transaction's id (txid_current, as its connector does).
         xid_row = conn.execute("SELECT txid_current()").fetchone()
         xid = xid_row[0] if xid_row else None
-        total_tables = len(tables)
+        plans = [self._plan(conn, table, lsn, xid) for table in tables]
         ctx.snapshot_started([t.id for t in tables])
-        for n, table in enumerate(tables, 1):
-            if ctx.stop_event.is_set():
-                raise InterruptedError("snapshot interrupted by stop")
-            tid = table.id
-            estimate_row = conn.execute(
-                "SELECT reltuples::bigint FROM pg_class WHERE oid = %s", (table.extra["oid"],)
-            ).fetchone()
-            estimate = max(int(estimate_row[0]), 0) if estimate_row else None
-            override = select_override(self.cfg, tid)
-            query: sql.Composable = (
-                sql.SQL(override)
-                if override
-                else sql.SQL("SELECT * FROM {}").format(
-                    sql.Identifier(tid.schema or "public", tid.table)
+        if len(readers) == 1:
+            for n, plan in enumerate(plans, 1):
+                if ctx.stop_event.is_set():
+                    raise InterruptedError("snapshot interrupted by stop")
+                log.info(
+                    "snapshot table %d/%d %s (about %s rows)", n, len(plans), plan.id, plan.estimate
                 )
+                for row in pgconn.copy_rows(conn, plan.query, plan.ncols):
+                    plan.emit_row(ctx, row)
+                plan.completed(ctx)
+            return
+        chunks = [
+            c
+            for i, plan in enumerate(plans)
+            for c in split_table(
+                i, plan.query, plan.ncols, plan.pages, len(readers), table=plan.splittable
             )
-            log.info("snapshot table %d/%d %s (about %s rows)", n, total_tables, tid, estimate)
-            t0 = time.monotonic()
-            ts_ms = time.time_ns() // 1_000_000
-            offset = {"lsn": lsn, "snapshot": True, "txId": xid, "ts_usec": ts_ms * 1000}
-            source = {
-                "ts_ms": ts_ms,
-                "snapshot": True,
-                "db": dbname,
-                "schema": tid.schema,
-                "table": tid.table,
-                "txId": xid,
-                "lsn": lsn,
-                "xmin": None,
-            }
-            emit = ctx.emit
-            rows = 0
-            for row in pgconn.copy_rows(conn, query, len(table.columns)):
-                emit(RowChange(Operation.READ, tid, None, row, source, offset))
-                rows += 1
-                if rows % PROGRESS_EVERY_ROWS == 0:
-                    ctx.snapshot_progress(tid, rows, estimate)
-                    if ctx.stop_event.is_set():
-                        raise InterruptedError("snapshot interrupted by stop")
-                    self._log_progress(tid, rows, estimate, t0)
-            ctx.snapshot_table_completed(tid, rows)
-            log.info("snapshot of %s done: %d rows in %.1f s", tid, rows, time.monotonic() - t0)
+        ]
+        remaining = [0] * len(plans)
+        for c in chunks:
+            remaining[c.table_index] += 1
+        log.info(
+            "snapshot of %d table(s) in %d chunk(s) with %d readers",
+            len(plans),
+            len(chunks),
+            len(readers),
+        )
+        reader = ParallelReader(readers, chunks)
+        for index, rows in reader.batches(ctx.stop_event.is_set):
+            plan = plans[index]
+            if rows is None:
+                remaining[index] -= 1
+                if remaining[index] == 0:
+                    plan.completed(ctx)
+                continue
+            for row in rows:
+                plan.emit_row(ctx, row)
+
+    def _plan(self, conn: Any, table: Table, lsn: int, xid: Any) -> _TablePlan:
+        tid = table.id
+        info = conn.execute(
+            "SELECT reltuples::bigint, pg_relation_size(oid) / current_setting('block_size')::int,"
+            " relkind FROM pg_class WHERE oid = %s",
+            (table.extra["oid"],),
+        ).fetchone()
+        estimate = max(int(info[0]), 0) if info else None
+        override = select_override(self.cfg, tid)
+        ident = sql.Identifier(tid.schema or "public", tid.table)
+        query: sql.Composable = (
+            sql.SQL(override) if override else sql.SQL("SELECT * FROM {}").format(ident)
+        )
+        ts_ms = time.time_ns() // 1_000_000
+        offset = {"lsn": lsn, "snapshot": True, "txId": xid, "ts_usec": ts_ms * 1000}
+        source = {
+            "ts_ms": ts_ms,
+            "snapshot": True,
+            "db": self.cfg["database.dbname"],
+            "schema": tid.schema,
+            "table": tid.table,
+            "txId": xid,
+            "lsn": lsn,
+            "xmin": None,
+        }
+        return _TablePlan(
+            id=tid,
+            query=query,
+            ncols=len(table.columns),
+            estimate=estimate,
+            pages=int(info[1]) if info else 0,
+            splittable=ident if not override and info and info[2] == "r" else None,
+            source=source,
+            offset=offset,
+        )
 
     @staticmethod
     def _log_progress(tid: TableId, rows: int, estimate: int | None, t0: float) -> None:
@@ -224,3 +260,39 @@ class PostgresSnapshot(SnapshotSource):
             )
         else:
             log.info("snapshot %s: %d rows, %.0f rows/s", tid, rows, rate)
+
+
+@dataclass
+class _TablePlan:
+    """One table's snapshot: its query, the source block its events carry, and progress."""
+
+    id: TableId
+    query: sql.Composable
+    ncols: int
+    estimate: int | None
+    pages: int
+    splittable: sql.Identifier | None
+    source: dict[str, Any]
+    offset: dict[str, Any]
+    rows: int = 0
+    t0: float = field(default_factory=time.monotonic)
+
+    def emit_row(self, ctx: SourceContext, row: tuple[Any, ...]) -> None:
+        ctx.emit(RowChange(Operation.READ, self.id, None, row, self.source, self.offset))
+        self.rows += 1
+        if self.rows % PROGRESS_EVERY_ROWS == 0:
+            ctx.snapshot_progress(self.id, self.rows, self.estimate)
+            if ctx.stop_event.is_set():
+                raise InterruptedError("snapshot interrupted by stop")
+            PostgresSnapshot._log_progress(self.id, self.rows, self.estimate, self.t0)
+
+    def completed(self, ctx: SourceContext) -> None:
+        ctx.snapshot_table_completed(self.id, self.rows)
+        log.info(
+            "snapshot of %s done: %d rows in %.1f s", self.id, self.rows, time.monotonic() - self.t0
+        )
+
+
+def _import_snapshot(conn: Any, snapshot_name: str) -> None:
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_name)))
