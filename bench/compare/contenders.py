@@ -50,6 +50,8 @@ PROFILES: dict[str, dict[str, int]] = {
 }
 
 CAPTURE = ("tidemark", "debezium")
+#: tidemark with snapshot.max.threads=2 (W4 only: two readers of one exported snapshot)
+TIDEMARK_2R = "tidemark-2r"
 
 
 @dataclass
@@ -105,8 +107,8 @@ def start_capture(
     queue = PROFILES[opts.profile]
     run_dir = opts.workdir / tag / name
     run_dir.mkdir(parents=True, exist_ok=True)
-    publication = db.publication("tm" if name == "tidemark" else "dbz")
-    if name == "tidemark":
+    publication = db.publication("tm" if name in ("tidemark", TIDEMARK_2R) else "dbz")
+    if name in ("tidemark", TIDEMARK_2R):
         cfg = {
             "name": f"bench-{topic_prefix}",
             "topic.prefix": topic_prefix,
@@ -119,9 +121,10 @@ def start_capture(
             "slot.name": slot,
             "publication.name": publication,
             "publication.autocreate.mode": "disabled",
-            # Streaming from the prepared slot: Debezium 3.x spells it no_data; tidemark's
-            # no_data drops and re-creates an existing slot (losing the backlog), so "never".
+            # Streaming from the prepared slot: "never" reads no rows and streams the slot
+            # from where it is, which is what Debezium 3.x's no_data does.
             "snapshot.mode": "never" if snapshot_mode == "no_data" else snapshot_mode,
+            "snapshot.max.threads": "2" if name == TIDEMARK_2R else "1",
             **{k: v for k, v in queue.items()},
         }
         settings = {

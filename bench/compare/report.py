@@ -23,6 +23,7 @@ METRICS = (
     ("achieved_rate", "achieved rows/s", "{:,.0f}"),
 )
 LIMITS = ("pg_recvlogical", "COPY", "mysqlbinlog", "SELECT")
+CONTENDERS = ("tidemark", "tidemark-2r", "debezium", *LIMITS)
 
 
 def write_csv(rows: list[dict[str, Any]], path: Path) -> None:
@@ -69,15 +70,18 @@ def ratios(agg: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
         tm = by.get("tidemark")
         if not tm:
             continue
-        others = {"tidemark/debezium": by.get("debezium")}
         limit = next((by[c] for c in LIMITS if c in by), None)
-        others["tidemark/limit"] = limit
-        for name, other in others.items():
-            if not other:
+        pairs = [
+            ("tidemark/debezium", tm, by.get("debezium")),
+            ("tidemark/limit", tm, limit),
+            ("tidemark-2r/limit", by.get("tidemark-2r"), limit),
+        ]
+        for name, mine, other in pairs:
+            if not mine or not other:
                 continue
-            for key in tm:
+            for key in mine:
                 if key in other and other[key][0]:
-                    out.setdefault(w, {}).setdefault(name, {})[key] = tm[key][0] / other[key][0]
+                    out.setdefault(w, {}).setdefault(name, {})[key] = mine[key][0] / other[key][0]
     return out
 
 
@@ -100,7 +104,7 @@ def markdown(agg: dict[str, Any], rat: dict[str, Any], order: list[str]) -> str:
         lines.append(f"\n**{w}**\n")
         lines.append("| contender | " + " | ".join(lab for _, lab, _ in keys) + " |")
         lines.append("|---|" + "---|" * len(keys))
-        for c in ("tidemark", "debezium", *LIMITS):
+        for c in CONTENDERS:
             if c in by:
                 cells = [_cell(by[c].get(k), f) for k, _, f in keys]
                 lines.append(f"| {c} | " + " | ".join(cells) + " |")
@@ -173,6 +177,7 @@ def plots(
     written: list[Path] = []
     colours = {
         "tidemark": "#1f77b4",
+        "tidemark-2r": "#6baed6",
         "debezium": "#d62728",
         "pg_recvlogical": "#7f7f7f",
         "COPY": "#7f7f7f",
@@ -188,7 +193,7 @@ def plots(
         ws = [w for w in order if w in agg and any(key in m for m in agg[w].values())]
         if not ws:
             continue
-        contenders = [c for c in ("tidemark", "debezium", *LIMITS) if any(c in agg[w] for w in ws)]
+        contenders = [c for c in CONTENDERS if any(c in agg[w] for w in ws)]
         fig, ax = plt.subplots(figsize=(7, 4))
         width = 0.8 / max(len(contenders), 1)
         for i, c in enumerate(contenders):

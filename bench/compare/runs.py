@@ -22,6 +22,7 @@ from bench.compare import parity
 from bench.compare.common import BenchError, Kafka, loadavg, pg_connect, pg_dsn, proc_sample
 from bench.compare.contenders import (
     CAPTURE,
+    TIDEMARK_2R,
     Options,
     Running,
     Sampler,
@@ -44,7 +45,7 @@ from bench.compare.workloads import (
     preload,
 )
 
-SHORT = {"tidemark": "tm", "debezium": "dbz", "limit": "recv"}
+SHORT = {"tidemark": "tm", TIDEMARK_2R: "tm2", "debezium": "dbz", "limit": "recv"}
 
 
 class ParityFailure(BenchError):
@@ -125,7 +126,7 @@ def _prefix(contender: str, db: Database, run: int) -> str:
 
 def _order(contenders: list[str], run: int) -> list[str]:
     """Alternate the order of tidemark and Debezium between runs (page cache, broker state)."""
-    cap = [c for c in contenders if c in CAPTURE]
+    cap = [c for c in contenders if c in CAPTURE or c == TIDEMARK_2R]
     if run % 2 == 0:
         cap.reverse()
     return ([c for c in contenders if c == "limit"]) + cap
@@ -250,9 +251,11 @@ def snapshot_workload(ctx: Ctx, workload: str = "W4") -> None:
         expected = {t: int(db.scalar(f"SELECT count(*) FROM {t}")) for t in TABLES}
         timeout = m / 200 + 300
         runs = ctx.run_numbers()
+        # tidemark once with one reader and once with two (snapshot.max.threads=2)
+        contenders = ctx.contenders + ([TIDEMARK_2R] if "tidemark" in ctx.contenders else [])
         for run in runs:
             prefixes: dict[str, str] = {}
-            for c in _order(ctx.contenders, run):
+            for c in _order(contenders, run):
                 if c == "limit":
                     ctx.record(workload, "COPY", run, run_copy(ctx.opts, db, m))
                     continue
