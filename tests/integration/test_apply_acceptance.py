@@ -503,3 +503,60 @@ def test_command_line_runs_the_job_from_a_yaml_file(
         time.sleep(0.2)
     else:
         raise AssertionError("no progress line from the query listener")
+
+
+def test_spark_submit_runs_the_job_as_documented(spark: Any, kafka: str, tmp_path: Path) -> None:
+    """The docs' spark-submit command, run as a separate JVM: the job script, the jars from
+    ``--print-jars``, the master from spark-submit."""
+    import os
+    import subprocess
+    import sys
+
+    t = items("submitted")
+    producer = Producer({"bootstrap.servers": kafka})
+    for i in (1, 2, 3):
+        key, value = t.record("c", {"id": i, "name": f"n{i}", "qty": i}, pg(i))
+        producer.produce(t.topic, key=key, value=value)
+    key, value = t.record("d", {"id": 2, "name": "n2", "qty": 2}, pg(9))
+    producer.produce(t.topic, key=key, value=value)
+    producer.flush(30)
+    config = tmp_path / "job.yaml"
+    config.write_text(
+        f"kafka:\n  bootstrap.servers: {kafka}\n  topics: [{t.topic}]\n"
+        f"target.path: {tmp_path / 'lake'}\ncheckpoint.location: {tmp_path / 'ckpt'}\n"
+        "trigger: available-now\nspark.conf:\n  spark.ui.enabled: 'false'\n"
+    )
+    bin_dir = Path(sys.executable).parent
+    root = Path(__file__).resolve().parents[2]
+    jars = subprocess.run(
+        [sys.executable, "-m", "cdc.apply", "--print-jars"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
+    ).stdout.strip()
+    assert jars.count(".jar") >= 3, jars
+    proc = subprocess.run(
+        [
+            str(bin_dir / "spark-submit"),
+            "--master",
+            "local[1]",
+            "--driver-memory",
+            "768m",
+            "--jars",
+            jars,
+            str(root / "cdc" / "apply" / "__main__.py"),
+            str(config),
+            "--set",
+            "spark.jars=none",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(root)},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    df = spark.read.format("delta").load(str(tmp_path / "lake" / t.topic.replace(".", "_")))
+    assert sorted((r["id"], r["name"]) for r in df.collect()) == [(1, "n1"), (3, "n3")]
