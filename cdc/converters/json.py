@@ -81,15 +81,102 @@ class _JsonRewriter(SchemaRewriter):
 
                 return numeric
 
+            factor = 10**scale
+            exact = decimal.Decimal
+
             def b64(value: Any) -> Any:
                 if value is None:
                     return None
+                # Fast path for the usual value, a finite Decimal already representable at the
+                # schema's scale (connectors quantize): the exact ratio gives the unscaled int
+                # without decimal arithmetic. Anything else takes the rounding path.
+                if type(value) is exact and value.is_finite():
+                    num, den = value.as_integer_ratio()
+                    if not factor % den:
+                        u = num * (factor // den)
+                        raw = u.to_bytes((u + (u < 0)).bit_length() // 8 + 1, "big", signed=True)
+                        return _b64(raw, newline=False).decode("ascii")
                 return _b64(decimal_to_unscaled(value, scale), newline=False).decode("ascii")
 
             return b64
         if schema.type is Type.FLOAT32 or schema.type is Type.FLOAT64:
             return _float_fix
         return temporal_fix(schema)
+
+    def compile(self, schema: Schema) -> Fix | None:
+        fix = super().compile(schema)
+        if (
+            fix is not None
+            and schema.type not in _CONTAINERS
+            and schema.default is not None
+            and self.replace_null_with_default
+            and self.leaf(schema) is None
+        ):
+            # Only the null-to-default fill: a marked fix the struct code inlines.
+            return _Fill(fix, schema.default)
+        return fix
+
+    def _struct(self, schema: Schema) -> Fix | None:
+        """The base class's struct walk, as generated straight-line code: one ``get`` and one
+        call per field that needs rewriting, no loop, and a copy only when something changed
+        (the envelope's struct is rewritten for every event, so the loop overhead showed)."""
+        fixes = [(f.name, self.compile(f.schema)) for f in schema.fields]
+        active = [(name, fx) for name, fx in fixes if fx is not None]
+        if not active:
+            return None
+        return _generated_struct_fix(active)
+
+
+_CONTAINERS = (Type.STRUCT, Type.ARRAY, Type.MAP)
+
+
+class _Fill:
+    """A fix that only replaces null with a default (``source.snapshot``, say): still
+    callable, but recognised by the generated struct code, which inlines it."""
+
+    __slots__ = ("default", "fix")
+
+    def __init__(self, fix: Fix, default: Any) -> None:
+        self.fix = fix
+        self.default = default
+
+    def __call__(self, value: Any) -> Any:
+        return self.fix(value)
+
+
+def _keeps_null(fx: Fix) -> bool:
+    """Whether a (pure) fix maps a null to a null, asked once at compile time."""
+    try:
+        return fx(None) is None
+    except Exception:
+        return False
+
+
+def _generated_struct_fix(active: list[tuple[str, Fix]]) -> Fix:
+    """``fix(value)`` rewriting the named fields, with the base class's semantics: missing
+    fields are fixed from ``None``; the input comes back as is when no field changed,
+    otherwise a copy with the changed fields replaced (in place, so the key order stays)."""
+    ns: dict[str, Any] = {}
+    lines = ["def fix_struct(value):", "    if value is None:", "        return None"]
+    lines.append("    get = value.get")
+    for i, (name, fx) in enumerate(active):
+        ns[f"f{i}"] = fx
+        if isinstance(fx, _Fill):
+            ns[f"d{i}"] = fx.default
+            lines.append(f"    n{i} = d{i} if (o{i} := get({name!r})) is None else o{i}")
+        elif _keeps_null(fx):  # a null that stays null needs no call
+            lines.append(f"    n{i} = None if (o{i} := get({name!r})) is None else f{i}(o{i})")
+        else:
+            lines.append(f"    n{i} = f{i}(o{i} := get({name!r}))")
+    same = " and ".join(f"n{i} is o{i}" for i in range(len(active)))
+    lines += [f"    if {same}:", "        return value", "    out = dict(value)"]
+    for i, (name, _) in enumerate(active):
+        lines.append(f"    if n{i} is not o{i}:")
+        lines.append(f"        out[{name!r}] = n{i}")
+    lines.append("    return out")
+    exec(compile("\n".join(lines) + "\n", "<tidemark:json-struct-fix>", "exec"), ns)
+    fn: Fix = ns["fix_struct"]
+    return fn
 
 
 # -- schema <-> JSON ---------------------------------------------------------------------------

@@ -36,7 +36,10 @@ class ChangeEventQueue(Generic[T]):
         self.poll_interval = poll_interval_ms / 1000.0
         self.max_bytes = max_bytes
         self.size_of = size_of if max_bytes > 0 else None
-        self._items: deque[tuple[T, int]] = deque()
+        self._items: deque[T] = deque()
+        # Item sizes, kept only with a byte bound (a parallel deque, so the count-bounded
+        # queue, the usual one, stores the items alone).
+        self._sizes: deque[int] | None = deque() if self.size_of is not None else None
         self._bytes = 0
         self._lock = threading.Lock()
         self._not_empty = threading.Condition(self._lock)
@@ -47,21 +50,70 @@ class ChangeEventQueue(Generic[T]):
 
     # -- producer side ----------------------------------------------------------------------
     def put(self, item: T) -> None:
-        size = self.size_of(item) if self.size_of is not None else 0
+        if self._sizes is not None:
+            self._put_sized(item)
+            return
+        items = self._items
+        with self._lock:
+            if len(items) >= self.max_size:
+                t0 = time.monotonic()
+                while not self._closed and len(items) >= self.max_size:
+                    self._not_full.wait(0.5)
+                self.blocked_seconds += time.monotonic() - t0
+            if self._closed:
+                raise QueueClosed("the change event queue is closed")
+            items.append(item)
+            if len(items) == 1 or len(items) >= self.max_batch_size:
+                self._not_empty.notify()
+
+    def put_many(self, batch: list[T]) -> None:
+        """``put`` of each item in order, taking the lock once per run of items that fit (a
+        source hands over what it decoded in one go, instead of paying a lock round trip and
+        a notify check per record). Blocks the same way, so the count bound holds exactly."""
+        if self._sizes is not None:
+            for item in batch:
+                self._put_sized(item)
+            return
+        items = self._items
+        done, total = 0, len(batch)
+        with self._lock:
+            while done < total:
+                if len(items) >= self.max_size:
+                    t0 = time.monotonic()
+                    while not self._closed and len(items) >= self.max_size:
+                        self._not_full.wait(0.5)
+                    self.blocked_seconds += time.monotonic() - t0
+                if self._closed:
+                    raise QueueClosed("the change event queue is closed")
+                was_empty = not items
+                room = self.max_size - len(items)
+                if done == 0 and room >= total:
+                    items.extend(batch)
+                    done = total
+                else:
+                    items.extend(batch[done : done + room])
+                    done += min(room, total - done)
+                if was_empty or len(items) >= self.max_batch_size:
+                    self._not_empty.notify()
+
+    def _put_sized(self, item: T) -> None:
+        assert self.size_of is not None and self._sizes is not None
+        size = self.size_of(item)
         with self._lock:
             if len(self._items) >= self.max_size or (
-                self.max_bytes and self._bytes + size > self.max_bytes and self._items
+                self._bytes + size > self.max_bytes and self._items
             ):
                 t0 = time.monotonic()
                 while not self._closed and (
                     len(self._items) >= self.max_size
-                    or (self.max_bytes and self._bytes + size > self.max_bytes and self._items)
+                    or (self._bytes + size > self.max_bytes and self._items)
                 ):
                     self._not_full.wait(0.5)
                 self.blocked_seconds += time.monotonic() - t0
             if self._closed:
                 raise QueueClosed("the change event queue is closed")
-            self._items.append((item, size))
+            self._items.append(item)
+            self._sizes.append(size)
             self._bytes += size
             if len(self._items) == 1 or len(self._items) >= self.max_batch_size:
                 self._not_empty.notify()
@@ -77,21 +129,24 @@ class ChangeEventQueue(Generic[T]):
         """Up to ``max.batch.size`` items, waiting at most ``poll.interval.ms`` for the first.
         Returns as soon as something is there: latency matters more than batch fullness."""
         wait = self.poll_interval if timeout is None else timeout
+        items = self._items
         with self._lock:
-            if not self._items and self._error is None and not self._closed:
+            if not items and self._error is None and not self._closed:
                 self._not_empty.wait(wait)
-            if self._error is not None and not self._items:
+            if self._error is not None and not items:
                 err, self._error = self._error, None
                 raise err
-            n = min(len(self._items), self.max_batch_size)
-            batch = []
-            popleft = self._items.popleft
-            freed = 0
-            for _ in range(n):
-                item, size = popleft()
-                freed += size
-                batch.append(item)
-            self._bytes -= freed
+            n = min(len(items), self.max_batch_size)
+            if n == len(items):
+                batch = list(items)
+                items.clear()
+            else:
+                popleft = items.popleft
+                batch = [popleft() for _ in range(n)]
+            sizes = self._sizes
+            if sizes is not None:
+                pop = sizes.popleft
+                self._bytes -= sum(pop() for _ in range(n))
             if n:
                 self._not_full.notify_all()
             return batch

@@ -186,46 +186,61 @@ PgOutputMessage = (
 
 
 # -- decoding ------------------------------------------------------------------------------------
+# Every decoder takes the buffer and the offset of the message's tag byte, so a message is
+# decoded where it lies inside its CopyData payload (no copy of the tail per message); byte
+# positions in error messages stay relative to the message.
 def _cstring(buf: bytes, pos: int) -> tuple[str, int]:
     end = buf.index(b"\x00", pos)
     return buf[pos:end].decode(), end + 1
 
 
-def _tuple(buf: bytes, pos: int) -> tuple[list[Any], int]:
-    (n,) = _I16.unpack_from(buf, pos)
+_i16 = _I16.unpack_from
+_i32 = _I32.unpack_from
+
+
+def _tuple(buf: bytes, pos: int, start: int = 0) -> tuple[list[Any], int]:
+    (n,) = _i16(buf, pos)
     pos += 2
     values: list[Any] = []
     append = values.append
+    i32 = _i32
     for _ in range(n):
         kind = buf[pos]
-        pos += 1
         if kind == 0x74:  # 't' text
-            (length,) = _I32.unpack_from(buf, pos)
-            pos += 4
+            (length,) = i32(buf, pos + 1)
+            pos += 5
             append(buf[pos : pos + length].decode())
             pos += length
         elif kind == 0x6E:  # 'n' null
             append(None)
+            pos += 1
         elif kind == 0x75:  # 'u' unchanged toast
             append(UNCHANGED_TOAST)
+            pos += 1
         elif kind == 0x62:  # 'b' binary
-            (length,) = _I32.unpack_from(buf, pos)
-            pos += 4
+            (length,) = i32(buf, pos + 1)
+            pos += 5
             append(bytes(buf[pos : pos + length]))
             pos += length
         else:
-            raise PgOutputError(f"unknown tuple data kind {chr(kind)!r} at byte {pos - 1}")
+            raise PgOutputError(f"unknown tuple data kind {chr(kind)!r} at byte {pos - start}")
     return values, pos
 
 
 def decode(buf: bytes, *, streaming: bool = False) -> PgOutputMessage:
     """Decode one pgoutput message. ``streaming`` is True between Stream Start and Stream
     Stop, when data messages carry the (sub)transaction id."""
-    if not buf:
+    return decode_at(buf, 0, streaming)
+
+
+def decode_at(buf: bytes, start: int, streaming: bool = False) -> PgOutputMessage:
+    """``decode(buf[start:])`` without copying: the message that begins at ``start`` and runs
+    to the end of ``buf`` (an XLogData payload is one message after its 25-byte header)."""
+    if len(buf) <= start:
         raise PgOutputError("empty pgoutput message")
-    tag = buf[0]
+    tag = buf[start]
     try:
-        msg: PgOutputMessage = _DECODERS[tag](buf, streaming)
+        msg: PgOutputMessage = _DECODERS[tag](buf, start, streaming)
         return msg
     except KeyError:
         raise PgOutputError(f"unknown pgoutput message type {chr(tag)!r}") from None
@@ -235,30 +250,46 @@ def decode(buf: bytes, *, streaming: bool = False) -> PgOutputMessage:
         raise PgOutputError(f"truncated or malformed {chr(tag)!r} message: {exc}") from exc
 
 
+def insert_at(buf: bytes, start: int) -> tuple[int, list[Any]]:
+    """The relation OID and new tuple of the (non-streaming) Insert at ``start``: what
+    ``decode_at`` gives, without building the message object (one per captured insert).
+    Malformed input goes through ``decode_at``, so it fails exactly as there."""
+    try:
+        (oid,) = _U32.unpack_from(buf, start + 1)
+        if buf[start + 5] == 0x4E:  # 'N'
+            return oid, _tuple(buf, start + 6, start)[0]
+    except Exception:
+        pass
+    msg = decode_at(buf, start)
+    if not isinstance(msg, Insert):
+        raise PgOutputError(f"not an insert message: {type(msg).__name__}")
+    return msg.relation_oid, msg.new
+
+
 def _xid(buf: bytes, pos: int, streaming: bool) -> tuple[int | None, int]:
     if streaming:
         return _U32.unpack_from(buf, pos)[0], pos + 4
     return None, pos
 
 
-def _begin(buf: bytes, streaming: bool) -> Begin:
-    final_lsn, ts, xid = _BEGIN.unpack_from(buf, 1)
-    return Begin(final_lsn, pg_ts_to_unix_us(ts), xid)
+def _begin(buf: bytes, start: int, streaming: bool) -> Begin:
+    final_lsn, ts, xid = _BEGIN.unpack_from(buf, start + 1)
+    return Begin(final_lsn, ts + PG_EPOCH_OFFSET_US, xid)
 
 
-def _commit(buf: bytes, streaming: bool) -> Commit:
-    flags, commit_lsn, end_lsn, ts = _COMMIT.unpack_from(buf, 1)
-    return Commit(flags, commit_lsn, end_lsn, pg_ts_to_unix_us(ts))
+def _commit(buf: bytes, start: int, streaming: bool) -> Commit:
+    flags, commit_lsn, end_lsn, ts = _COMMIT.unpack_from(buf, start + 1)
+    return Commit(flags, commit_lsn, end_lsn, ts + PG_EPOCH_OFFSET_US)
 
 
-def _origin(buf: bytes, streaming: bool) -> Origin:
-    (lsn,) = _U64.unpack_from(buf, 1)
-    name, _ = _cstring(buf, 9)
+def _origin(buf: bytes, start: int, streaming: bool) -> Origin:
+    (lsn,) = _U64.unpack_from(buf, start + 1)
+    name, _ = _cstring(buf, start + 9)
     return Origin(lsn, name)
 
 
-def _relation(buf: bytes, streaming: bool) -> Relation:
-    xid, pos = _xid(buf, 1, streaming)
+def _relation(buf: bytes, start: int, streaming: bool) -> Relation:
+    xid, pos = _xid(buf, start + 1, streaming)
     (oid,) = _U32.unpack_from(buf, pos)
     namespace, pos = _cstring(buf, pos + 4)
     name, pos = _cstring(buf, pos)
@@ -275,45 +306,45 @@ def _relation(buf: bytes, streaming: bool) -> Relation:
     return Relation(xid, oid, namespace or "pg_catalog", name, identity, cols)
 
 
-def _type(buf: bytes, streaming: bool) -> TypeMsg:
-    xid, pos = _xid(buf, 1, streaming)
+def _type(buf: bytes, start: int, streaming: bool) -> TypeMsg:
+    xid, pos = _xid(buf, start + 1, streaming)
     (oid,) = _U32.unpack_from(buf, pos)
     namespace, pos = _cstring(buf, pos + 4)
     name, _ = _cstring(buf, pos)
     return TypeMsg(xid, oid, namespace, name)
 
 
-def _insert(buf: bytes, streaming: bool) -> Insert:
-    xid, pos = _xid(buf, 1, streaming)
+def _insert(buf: bytes, start: int, streaming: bool) -> Insert:
+    xid, pos = _xid(buf, start + 1, streaming)
     (oid,) = _U32.unpack_from(buf, pos)
     if buf[pos + 4] != 0x4E:  # 'N'
         raise PgOutputError("insert message without a new tuple")
-    new, _ = _tuple(buf, pos + 5)
+    new, _ = _tuple(buf, pos + 5, start)
     return Insert(xid, oid, new)
 
 
-def _update(buf: bytes, streaming: bool) -> Update:
-    xid, pos = _xid(buf, 1, streaming)
+def _update(buf: bytes, start: int, streaming: bool) -> Update:
+    xid, pos = _xid(buf, start + 1, streaming)
     (oid,) = _U32.unpack_from(buf, pos)
     pos += 4
     old = key = None
     kind = buf[pos]
     if kind == 0x4F:  # 'O'
-        old, pos = _tuple(buf, pos + 1)
+        old, pos = _tuple(buf, pos + 1, start)
     elif kind == 0x4B:  # 'K'
-        key, pos = _tuple(buf, pos + 1)
+        key, pos = _tuple(buf, pos + 1, start)
     if buf[pos] != 0x4E:
         raise PgOutputError("update message without a new tuple")
-    new, _ = _tuple(buf, pos + 1)
+    new, _ = _tuple(buf, pos + 1, start)
     return Update(xid, oid, old, key, new)
 
 
-def _delete(buf: bytes, streaming: bool) -> Delete:
-    xid, pos = _xid(buf, 1, streaming)
+def _delete(buf: bytes, start: int, streaming: bool) -> Delete:
+    xid, pos = _xid(buf, start + 1, streaming)
     (oid,) = _U32.unpack_from(buf, pos)
     pos += 4
     kind = buf[pos]
-    values, _ = _tuple(buf, pos + 1)
+    values, _ = _tuple(buf, pos + 1, start)
     if kind == 0x4F:
         return Delete(xid, oid, values, None)
     if kind == 0x4B:
@@ -321,16 +352,16 @@ def _delete(buf: bytes, streaming: bool) -> Delete:
     raise PgOutputError(f"delete message with tuple kind {chr(kind)!r}")
 
 
-def _truncate(buf: bytes, streaming: bool) -> Truncate:
-    xid, pos = _xid(buf, 1, streaming)
+def _truncate(buf: bytes, start: int, streaming: bool) -> Truncate:
+    xid, pos = _xid(buf, start + 1, streaming)
     (n,) = _U32.unpack_from(buf, pos)
     options = buf[pos + 4]
     oids = list(struct.unpack_from(f"!{n}I", buf, pos + 5))
     return Truncate(xid, options, oids)
 
 
-def _message(buf: bytes, streaming: bool) -> Message:
-    xid, pos = _xid(buf, 1, streaming)
+def _message(buf: bytes, start: int, streaming: bool) -> Message:
+    xid, pos = _xid(buf, start + 1, streaming)
     flags = buf[pos]
     (lsn,) = _U64.unpack_from(buf, pos + 1)
     prefix, pos = _cstring(buf, pos + 9)
@@ -339,23 +370,23 @@ def _message(buf: bytes, streaming: bool) -> Message:
     return Message(xid, bool(flags & 1), lsn, prefix, content)
 
 
-def _stream_start(buf: bytes, streaming: bool) -> StreamStart:
-    (xid,) = _U32.unpack_from(buf, 1)
-    return StreamStart(xid, buf[5] == 1)
+def _stream_start(buf: bytes, start: int, streaming: bool) -> StreamStart:
+    (xid,) = _U32.unpack_from(buf, start + 1)
+    return StreamStart(xid, buf[start + 5] == 1)
 
 
-def _stream_stop(buf: bytes, streaming: bool) -> StreamStop:
+def _stream_stop(buf: bytes, start: int, streaming: bool) -> StreamStop:
     return StreamStop()
 
 
-def _stream_commit(buf: bytes, streaming: bool) -> StreamCommit:
-    (xid,) = _U32.unpack_from(buf, 1)
-    flags, commit_lsn, end_lsn, ts = _COMMIT.unpack_from(buf, 5)
+def _stream_commit(buf: bytes, start: int, streaming: bool) -> StreamCommit:
+    (xid,) = _U32.unpack_from(buf, start + 1)
+    flags, commit_lsn, end_lsn, ts = _COMMIT.unpack_from(buf, start + 5)
     return StreamCommit(xid, flags, commit_lsn, end_lsn, pg_ts_to_unix_us(ts))
 
 
-def _stream_abort(buf: bytes, streaming: bool) -> StreamAbort:
-    xid, sub = struct.unpack_from("!II", buf, 1)
+def _stream_abort(buf: bytes, start: int, streaming: bool) -> StreamAbort:
+    xid, sub = struct.unpack_from("!II", buf, start + 1)
     return StreamAbort(xid, sub)
 
 

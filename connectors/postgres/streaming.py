@@ -17,7 +17,7 @@ import select
 import struct
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import psycopg
@@ -49,6 +49,10 @@ log = logging.getLogger("tidemark.postgres.streaming")
 
 HEARTBEAT_PREFIX = "tidemark-heartbeat"
 _XLOG_HEAD = struct.Struct("!QQ")
+#: an XLogData header (tag, data start, WAL end, clock) followed by a Begin / a Commit message
+_W_BEGIN = struct.Struct("!xQQ8xxQqI")
+_W_COMMIT = struct.Struct("!xQQ8xxBQQq")
+_CREATE, _UPDATE, _DELETE = Operation.CREATE, Operation.UPDATE, Operation.DELETE
 #: pg_replication_slots.wal_status as a number, for the metric
 _WAL_STATUS = {"reserved": 0, "extended": 1, "unreserved": 2, "lost": 3}
 
@@ -223,48 +227,66 @@ class PostgresStreaming(StreamingSource):
             self.metrics.streaming.connected = True
         state = _StreamState(self, ctx, schema, resume)
         status_every = int(self.cfg["status.update.interval.ms"]) / 1000
-        next_status = 0.0
-        sock = pgc.socket
-        stop = ctx.stop_event
-        handle = state.handle
+        # Records go to the queue a run at a time: everything decoded from what libpq has
+        # buffered, handed over before the loop waits on the socket (or every 512 records).
+        batched = getattr(ctx, "batched", None)
+        hold = batched(512) if batched is not None else contextlib.nullcontext(_no_flush)
         try:
-            while not stop.is_set():
-                n, buf = pgc.get_copy_data(1)
-                if n > 0:
-                    handle(bytes(buf))
-                    now = time.monotonic()
-                    if now >= next_status:
-                        self._send_status(pgc, state.received)
-                        next_status = now + status_every
-                    continue
-                if n == -1:
-                    raise _ConnectionLost("the server ended the replication stream")
-                if n == -2:
-                    raise _ConnectionLost(pgc.error_message.decode(errors="replace"))
-                now = time.monotonic()
-                if now >= next_status or state.reply_requested:
-                    self._send_status(pgc, state.received)
-                    state.reply_requested = False
-                    next_status = now + status_every
-                if self._flush_lsn > self._sent_flush and now >= self._next_flush_status:
-                    # A newly acknowledged position: tell the server soon, so it can recycle
-                    # WAL, but not more than once a second.
-                    self._send_status(pgc, state.received)
-                    self._next_flush_status = now + 1.0
-                state.idle(meta)
-                if now >= self._next_slot_check:
-                    self._check_slot(meta)
-                    self._next_slot_check = now + 10.0
-                r, _, _ = select.select([sock], [], [], min(status_every, 0.5))
-                if r:
-                    try:
-                        pgc.consume_input()
-                    except Exception as exc:
-                        raise _ConnectionLost(str(exc)) from exc
+            with hold as flush:
+                self._stream_loop(pgc, state, meta, ctx.stop_event, flush, status_every)
         finally:
             with contextlib.suppress(Exception):
                 self._send_status(pgc, state.received)
             repl.close()
+
+    def _stream_loop(
+        self,
+        pgc: Any,
+        state: _StreamState,
+        meta: Any,
+        stop: threading.Event,
+        flush: Callable[[], None],
+        status_every: float,
+    ) -> None:
+        next_status = 0.0
+        sock = pgc.socket
+        handle = state.handle
+        get_copy_data = pgc.get_copy_data
+        monotonic = time.monotonic
+        while not stop.is_set():
+            n, buf = get_copy_data(1)
+            if n > 0:
+                handle(bytes(buf))
+                now = monotonic()
+                if now >= next_status:
+                    self._send_status(pgc, state.received)
+                    next_status = now + status_every
+                continue
+            flush()  # nothing complete buffered: hand over what was decoded before waiting
+            if n == -1:
+                raise _ConnectionLost("the server ended the replication stream")
+            if n == -2:
+                raise _ConnectionLost(pgc.error_message.decode(errors="replace"))
+            now = monotonic()
+            if now >= next_status or state.reply_requested:
+                self._send_status(pgc, state.received)
+                state.reply_requested = False
+                next_status = now + status_every
+            if self._flush_lsn > self._sent_flush and now >= self._next_flush_status:
+                # A newly acknowledged position: tell the server soon, so it can recycle
+                # WAL, but not more than once a second.
+                self._send_status(pgc, state.received)
+                self._next_flush_status = now + 1.0
+            state.idle(meta)
+            if now >= self._next_slot_check:
+                self._check_slot(meta)
+                self._next_slot_check = now + 10.0
+            r, _, _ = select.select([sock], [], [], min(status_every, 0.5))
+            if r:
+                try:
+                    pgc.consume_input()
+                except Exception as exc:
+                    raise _ConnectionLost(str(exc)) from exc
 
     def _check_slot(self, meta: Any) -> None:
         """Slot lag and WAL status as metrics; an invalidated slot stops streaming loudly
@@ -304,6 +326,10 @@ class _ConnectionLost(Exception):
     pass
 
 
+def _no_flush() -> None:
+    """The flush of a context that hands records over one by one anyway."""
+
+
 class _StreamState:
     """Per-connection decoding state: relations, the open transaction, resume skipping."""
 
@@ -313,6 +339,8 @@ class _StreamState:
         self.src = src
         self.ctx = ctx
         self.emit = ctx.emit
+        #: the dispatcher's direct row entry (``emit`` of a RowChange without building one)
+        self.emit_row: Callable[..., None] = getattr(ctx, "emit_row", None) or self._emit_row_event
         self.schema = schema
         self.resume = resume
         self.dbname = src.dbname
@@ -322,8 +350,10 @@ class _StreamState:
         self.in_tx = False
         self.skip_tx = False
         self.xid = 0
+        self.xid_text = "0"  # str(xid), once per transaction rather than per event
         self.commit_lsn = 0
         self.commit_ts_us = 0
+        self.commit_ts_ms = 0
         self.seq = 0
         self.flush_lsn = src._flush_lsn
         self.last_position_lsn = 0
@@ -349,10 +379,29 @@ class _StreamState:
     def handle(self, buf: bytes) -> None:
         tag = buf[0]
         if tag == 0x77:  # 'w': XLogData header is data start, WAL end, clock (3 x 8 bytes)
+            kind = buf[25] if len(buf) > 25 else 0
+            if kind == 0x42 and len(buf) >= _W_BEGIN.size:
+                # Begin and Commit come with every transaction: header and message in one
+                # unpack, no generic dispatch (the general path decodes them identically).
+                _, wal_end, final_lsn, ts, xid = _W_BEGIN.unpack_from(buf)
+                if wal_end > self.received:
+                    self.received = wal_end
+                self.begin_tx(final_lsn, ts + po.PG_EPOCH_OFFSET_US, xid)
+                return
+            if kind == 0x43 and len(buf) >= _W_COMMIT.size:
+                _, wal_end, _flags, commit_lsn, end_lsn, _ts = _W_COMMIT.unpack_from(buf)
+                if wal_end > self.received:
+                    self.received = wal_end
+                self.commit_tx(commit_lsn, end_lsn)
+                return
             data_start, wal_end = _XLOG_HEAD.unpack_from(buf, 1)
             if wal_end > self.received:
                 self.received = wal_end
-            msg = po.decode(buf[25:])
+            if kind == 0x49:  # Insert: the tuple without a message object
+                oid, new = po.insert_at(buf, 25)
+                self.insert(oid, new, data_start)
+                return
+            msg = po.decode_at(buf, 25)  # in place, after the 25-byte XLogData header
             handler = self.handlers.get(type(msg))
             if handler is not None:
                 handler(msg, data_start)
@@ -421,15 +470,18 @@ class _StreamState:
             handler(msg, lsn)
 
     def begin(self, msg: po.Begin, lsn: int = 0) -> None:
+        self.begin_tx(msg.final_lsn, msg.commit_ts_us, msg.xid)
+
+    def begin_tx(self, final_lsn: int, commit_ts_us: int, xid: int) -> None:
         self.in_tx = True
-        self.xid = msg.xid
-        self.commit_lsn = msg.final_lsn
-        self.commit_ts_us = msg.commit_ts_us
+        self.xid = xid
+        self.xid_text = str(xid)
+        self.commit_lsn = final_lsn
+        self.commit_ts_us = commit_ts_us
+        self.commit_ts_ms = commit_ts_us // 1000
         self.seq = 0
         r = self.resume
-        self.skip_tx = msg.final_lsn < r.lsn_commit or (
-            msg.final_lsn == r.lsn_commit and r.complete
-        )
+        self.skip_tx = final_lsn < r.lsn_commit or (final_lsn == r.lsn_commit and r.complete)
         if self.skip_tx:
             return
         metrics = self.src.metrics
@@ -437,13 +489,13 @@ class _StreamState:
             now_ms = time.time_ns() // 1_000_000
             streaming = metrics.streaming
             streaming.last_event_ms = now_ms
-            streaming.ms_behind_source = max(now_ms - msg.commit_ts_us // 1000, 0)
-        if self.tx_events and msg.final_lsn != r.lsn_commit:
+            streaming.ms_behind_source = max(now_ms - commit_ts_us // 1000, 0)
+        if self.tx_events and final_lsn != r.lsn_commit:
             self.emit(
                 TransactionBegin(
-                    str(msg.xid),
-                    self._tx_source(msg.final_lsn),
-                    self._offset(msg.final_lsn, msg.final_lsn, 0, False, self.flush_lsn),
+                    self.xid_text,
+                    self._tx_source(final_lsn),
+                    self._offset(final_lsn, final_lsn, 0, False, self.flush_lsn),
                 )
             )
 
@@ -460,14 +512,17 @@ class _StreamState:
         }
 
     def commit(self, msg: po.Commit, lsn: int = 0) -> None:
+        self.commit_tx(msg.commit_lsn, msg.end_lsn)
+
+    def commit_tx(self, commit_lsn: int, end_lsn: int) -> None:
         self.in_tx = False
         skipped = self.skip_tx
         self.skip_tx = False
-        self.flush_lsn = msg.end_lsn
+        self.flush_lsn = end_lsn
         if skipped:
             return
         resume = self.resume
-        resume.lsn_commit, resume.seq, resume.complete = msg.commit_lsn, self.seq, True
+        resume.lsn_commit, resume.seq, resume.complete = commit_lsn, self.seq, True
         if not self.tx_events:
             # Without transaction metadata an END only moves the position: send one at most
             # every 100 ms (the next event's offset carries the position anyway).
@@ -480,9 +535,9 @@ class _StreamState:
             self.next_end_event = now + 0.1
         self.emit(
             TransactionEnd(
-                str(self.xid),
-                self._tx_source(msg.commit_lsn),
-                self._offset(msg.commit_lsn, msg.commit_lsn, self.seq, True, msg.end_lsn),
+                self.xid_text,
+                self._tx_source(commit_lsn),
+                self._offset(commit_lsn, commit_lsn, self.seq, True, end_lsn),
             )
         )
 
@@ -492,45 +547,63 @@ class _StreamState:
         self.relations[msg.oid] = (table, self.ctx.is_included(table.id), pk)
         self.ctx.register_table(table)
 
-    def row(self, msg: po.Insert | po.Update | po.Delete, lsn: int) -> None:
-        self.seq += 1
-        if self.skip_tx or (
-            self.commit_lsn == self.resume.lsn_commit and self.seq <= self.resume.seq
-        ):
-            return
-        entry = self.relations.get(msg.relation_oid)
+    def _row_position(
+        self, relation_oid: int, lsn: int
+    ) -> tuple[TableId, dict[str, Any], dict[str, Any]] | None:
+        """Counts the row and gives its table, ``source`` and offset, or None when the row is
+        skipped (already emitted before a restart, or its table is not captured)."""
+        seq = self.seq = self.seq + 1
+        if self.skip_tx or (self.commit_lsn == self.resume.lsn_commit and seq <= self.resume.seq):
+            return None
+        entry = self.relations.get(relation_oid)
         if entry is None:
             raise po.PgOutputError(
-                f"row for relation {msg.relation_oid} before its Relation message at "
+                f"row for relation {relation_oid} before its Relation message at "
                 f"{po.lsn_to_str(lsn)}"
             )
         table, included, _pk = entry
         if not included:
-            return
-        offset = {
-            "lsn": lsn,
-            "txId": self.xid,
-            "ts_usec": self.commit_ts_us,
-            "lsn_commit": self.commit_lsn,
-            "seq": self.seq,
-            "complete": False,
-            "flush_lsn": self.flush_lsn,
-        }
+            return None
+        xid = self.xid
         tid = table.id
-        source = {
-            "ts_ms": self.commit_ts_us // 1000,
-            "snapshot": False,
-            "db": self.dbname,
-            "schema": tid.schema,
-            "table": tid.table,
-            "txId": self.xid,
-            "lsn": lsn,
-            "xmin": None,
-        }
-        xid = str(self.xid)
+        return (
+            tid,
+            {
+                "ts_ms": self.commit_ts_ms,
+                "snapshot": False,
+                "db": self.dbname,
+                "schema": tid.schema,
+                "table": tid.table,
+                "txId": xid,
+                "lsn": lsn,
+                "xmin": None,
+            },
+            {
+                "lsn": lsn,
+                "txId": xid,
+                "ts_usec": self.commit_ts_us,
+                "lsn_commit": self.commit_lsn,
+                "seq": seq,
+                "complete": False,
+                "flush_lsn": self.flush_lsn,
+            },
+        )
+
+    def insert(self, relation_oid: int, new: list[Any], lsn: int) -> None:
+        position = self._row_position(relation_oid, lsn)
+        if position is not None:
+            tid, source, offset = position
+            self.emit_row(_CREATE, tid, None, new, source, offset, self.xid_text)
+
+    def row(self, msg: po.Insert | po.Update | po.Delete, lsn: int) -> None:
         if isinstance(msg, po.Insert):
-            self.emit(RowChange(Operation.CREATE, table.id, None, msg.new, source, offset, xid))
-        elif isinstance(msg, po.Update):
+            self.insert(msg.relation_oid, msg.new, lsn)
+            return
+        position = self._row_position(msg.relation_oid, lsn)
+        if position is None:
+            return
+        tid, source, offset = position
+        if isinstance(msg, po.Update):
             before = msg.old if msg.old is not None else msg.key
             new = msg.new
             partial = UNAVAILABLE in new
@@ -539,15 +612,25 @@ class _StreamState:
                 # old row in full: take them from there.
                 new = [o if n is UNAVAILABLE else n for n, o in zip(new, msg.old, strict=True)]
                 partial = UNAVAILABLE in new
-            self.emit(
-                RowChange(Operation.UPDATE, table.id, before, new, source, offset, xid, partial)
-            )
+            self.emit_row(_UPDATE, tid, before, new, source, offset, self.xid_text, partial)
         else:
             before = msg.old if msg.old is not None else msg.key
             partial = before is not None and UNAVAILABLE in before
-            self.emit(
-                RowChange(Operation.DELETE, table.id, before, None, source, offset, xid, partial)
-            )
+            self.emit_row(_DELETE, tid, before, None, source, offset, self.xid_text, partial)
+
+    def _emit_row_event(
+        self,
+        op: Operation,
+        table_id: TableId,
+        before: list[Any] | None,
+        after: list[Any] | None,
+        source: dict[str, Any],
+        offset: dict[str, Any],
+        transaction_id: str | None = None,
+        partial: bool = False,
+    ) -> None:
+        """``emit_row`` for a context without one: the same row as a RowChange event."""
+        self.emit(RowChange(op, table_id, before, after, source, offset, transaction_id, partial))
 
     def truncate(self, msg: po.Truncate, lsn: int) -> None:
         self.seq += 1

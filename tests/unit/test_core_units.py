@@ -43,6 +43,36 @@ def test_queue_blocks_producer_when_full_and_batches_for_consumer() -> None:
     assert got == list(range(10)) and q.blocked_seconds > 0
 
 
+def test_queue_put_many_keeps_order_and_the_exact_count_bound() -> None:
+    q: ChangeEventQueue[int] = ChangeEventQueue(max_size=5, max_batch_size=3, poll_interval_ms=50)
+    q.put(0)
+    done = threading.Event()
+
+    def produce() -> None:
+        q.put_many([1, 2])
+        q.put_many(list(range(3, 12)))  # more than fits: fills the room, then waits
+        done.set()
+
+    t = threading.Thread(target=produce)
+    t.start()
+    time.sleep(0.2)
+    assert not done.is_set() and q.size == 5 and q.remaining_capacity == 0
+    got: list[int] = []
+    while len(got) < 12:
+        batch = q.poll()
+        assert len(batch) <= 3
+        got.extend(batch)
+    t.join(5)
+    assert done.is_set() and got == list(range(12)) and q.blocked_seconds > 0
+    sized: ChangeEventQueue[bytes] = ChangeEventQueue(100, 10, 50, max_bytes=10, size_of=len)
+    sized.put_many([b"12", b"345"])
+    assert sized.current_bytes == 5 and sized.poll() == [b"12", b"345"]
+    assert sized.current_bytes == 0
+    q.close()
+    with pytest.raises(QueueClosed):
+        q.put_many([1])
+
+
 def test_queue_byte_bound_and_empty_poll_waits_at_most_the_interval() -> None:
     q: ChangeEventQueue[bytes] = ChangeEventQueue(100, 10, 50, max_bytes=10, size_of=len)
     q.put(b"12345678")

@@ -669,6 +669,62 @@ def test_decimal_beyond_28_digits_is_exact(conv: JsonConverter) -> None:
     assert conv.to_connect("t", data, is_key=False)[1] == {"p": value}
 
 
+def test_decimal_fast_path_matches_the_rounding_path() -> None:
+    """The exact-ratio shortcut for Decimals already at the schema scale gives the same bytes
+    as the general rescaling path, and values it cannot take fall back to that path."""
+    from cdc.converters.base import decimal_to_unscaled
+
+    conv = JsonConverter({"schemas.enable": False})
+    values = [
+        "0",
+        "-0.00",
+        "0.01",
+        "-0.01",
+        "12.3",
+        "12.345",
+        "-12.355",
+        "1E+3",
+        "-128",
+        "127.99",
+        "32767.99",
+        "-32768",
+        "99999999.99",
+        "1234567890123456789012345678901234.5678",
+        "5E-7",
+    ]
+    for scale in (0, 2, 4):
+        schema = struct([("p", L.connect_decimal(scale).as_optional())])
+        for text in values:
+            data = conv.from_connect("t", schema, {"p": D(text)}, is_key=False)
+            expected = base64.b64encode(decimal_to_unscaled(D(text), scale)).decode()
+            assert data == b'{"p":"' + expected.encode() + b'"}', (scale, text)
+        for raw in (5, "1.5"):  # not a Decimal: the general path converts it
+            data = conv.from_connect("t", schema, {"p": raw}, is_key=False)
+            expected = base64.b64encode(decimal_to_unscaled(D(raw), scale)).decode()
+            assert data == b'{"p":"' + expected.encode() + b'"}'
+        with pytest.raises(ConversionError):
+            conv.from_connect("t", schema, {"p": D("NaN")}, is_key=False)
+
+
+def test_struct_rewrite_keeps_field_order_and_adds_missing_defaults() -> None:
+    conv = JsonConverter({"schemas.enable": False})
+    schema = struct(
+        [
+            ("a", L.connect_decimal(1)),
+            ("b", STRING),
+            ("c", INT32.with_(default=7)),
+            ("d", FLOAT64.as_optional()),
+        ]
+    )
+    value = {"b": "x", "a": D("1.5"), "d": math.inf}
+    assert conv.from_connect("t", schema, value, is_key=False) == (
+        b'{"b":"x","a":"Dw==","d":"Infinity","c":7}'
+    )
+    untouched = {"a": None, "b": "y", "c": 3, "d": 1.0}
+    data = conv.from_connect("t", struct([("b", STRING), ("d", FLOAT64)]), untouched)
+    assert data == b'{"a":null,"b":"y","c":3,"d":1.0}'
+
+
 def test_numeric_decimal_format() -> None:
     conv = JsonConverter({"decimal.format": "numeric"})
     schema = struct([("p", L.connect_decimal(2)), ("q", L.connect_decimal(2).as_optional())])

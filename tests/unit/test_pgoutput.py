@@ -119,3 +119,40 @@ def test_lsn_text_round_trip() -> None:
     assert po.str_to_lsn(po.lsn_to_str(123456789012)) == 123456789012
     with pytest.raises(ValueError):
         po.str_to_lsn("nonsense")
+
+
+def test_decoding_in_place_inside_a_copydata_payload_matches_decode() -> None:
+    """The streaming loop decodes each message where it lies after the 25-byte XLogData
+    header; the result, and the errors with their byte positions, are those of ``decode``."""
+    header = b"w" + struct.pack("!QQq", 1, 2, 3)
+    for frame in frames():
+        assert po.decode_at(header + frame, 25) == po.decode(frame)
+    insert = frames()[2]
+    bad = bytearray(insert)
+    bad[insert.index(b"t", 7)] = ord("z")  # first column's kind byte
+    with pytest.raises(po.PgOutputError) as direct:
+        po.decode(bytes(bad))
+    with pytest.raises(po.PgOutputError) as in_place:
+        po.decode_at(header + bytes(bad), 25)
+    assert "unknown tuple data kind 'z'" in str(direct.value)
+    assert str(in_place.value) == str(direct.value)
+    with pytest.raises(po.PgOutputError, match="truncated or malformed 'I'"):
+        po.decode_at(header + insert[:20], 25)
+    with pytest.raises(po.PgOutputError, match="empty"):
+        po.decode_at(header, 25)
+
+
+def test_insert_at_matches_the_decoded_insert_and_its_errors() -> None:
+    header = b"w" + struct.pack("!QQq", 1, 2, 3)
+    inserts = [f for f in frames() if f[:1] == b"I"]
+    assert inserts
+    for frame in inserts:
+        msg = po.decode(frame)
+        assert isinstance(msg, po.Insert)
+        assert po.insert_at(header + frame, 25) == (msg.relation_oid, msg.new)
+    with pytest.raises(po.PgOutputError, match="truncated or malformed 'I'"):
+        po.insert_at(header + inserts[0][:20], 25)
+    no_tuple = bytearray(inserts[0])
+    no_tuple[5] = ord("X")
+    with pytest.raises(po.PgOutputError, match="without a new tuple"):
+        po.insert_at(header + bytes(no_tuple), 25)
