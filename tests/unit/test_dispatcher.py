@@ -23,6 +23,7 @@ from cdc.schema.table_schema import TableSchemaBuilder
 from cdc.spi import (
     UNAVAILABLE,
     Operation,
+    PositionReached,
     RowChange,
     Table,
     TableId,
@@ -310,3 +311,60 @@ def test_schema_change_record_uses_the_connector_namespace() -> None:
     assert rec.value_schema.field_names() == ["databaseName", "ddl", "source"]
     assert rec.value["ddl"] == "ALTER TABLE t ADD c int"
     assert rec.value["source"]["pos"] == 9 and rec.value["source"]["connector"] == "memory"
+
+
+def test_batched_hand_off_keeps_order_and_delivers_the_rest_on_exit_or_error() -> None:
+    d, q, t = make_dispatcher()
+    with d.batched(limit=4) as flush:
+        d.emit(RowChange(Operation.CREATE, t.id, None, ROW1, src(1), {"pos": 1}))
+        d.emit_row(Operation.DELETE, t.id, ROW1, None, src(2), {"pos": 2})  # + tombstone
+        assert q.size == 0  # held until the limit or a flush
+        d.emit(PositionReached({"pos": 3}))
+        assert q.size == 4  # the limit was reached: everything so far went over at once
+        d.emit_row(Operation.CREATE, t.id, None, ROW1B, src(4), {"pos": 4})
+        d.emit_row(Operation.CREATE, t.id, None, ROW1, src(5), {"pos": 5})
+        assert q.size == 4
+        flush()
+        assert q.size == 6
+        d.emit_row(Operation.CREATE, t.id, None, ROW1, src(6), {"pos": 6})
+    out = drain(q)
+    assert [(r.source_offset["pos"], r.value is None, r.topic == "") for r in out] == [
+        (1, False, False),
+        (2, False, False),
+        (2, True, False),
+        (3, True, True),
+        (4, False, False),
+        (5, False, False),
+        (6, False, False),
+    ]
+    assert out[1].value["op"] == "d" and out[4].value["after"]["first_name"] == "Anne Marie"
+    with pytest.raises(RuntimeError, match="source broke"), d.batched() as _flush:
+        d.emit_row(Operation.CREATE, t.id, None, ROW1, src(7), {"pos": 7})
+        raise RuntimeError("source broke")
+    assert [r.source_offset["pos"] for r in drain(q)] == [7]  # emitted before the failure
+    d.emit_row(Operation.CREATE, t.id, None, ROW1, src(8), {"pos": 8})  # unbuffered again
+    assert q.size == 1
+
+
+def test_emit_row_equals_emit_of_a_row_change_and_reports_the_event_on_failure(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    d1, q1, t = make_dispatcher()
+    d2, q2, _ = make_dispatcher()
+    d1.emit(RowChange(Operation.UPDATE, t.id, ROW1, ROW1B, src(1), {"pos": 1}, "7"))
+    d2.emit_row(Operation.UPDATE, t.id, ROW1, ROW1B, src(1), {"pos": 1}, "7")
+    [a], [b] = drain(q1), drain(q2)
+    a.value["ts_ms"] = b.value["ts_ms"] = 0
+    assert a == b
+    d3, q3, _ = make_dispatcher(failure_mode="warn")
+    ts = d3.schemas[t.id]
+
+    def explode(row: Any) -> Any:
+        raise ValueError("cannot decode value")
+
+    ts.value_from_row = explode
+    with caplog.at_level(logging.WARNING, "tidemark.failures"):
+        d3.emit_row(Operation.CREATE, t.id, None, ROW1, src(2), {"pos": 2}, "7")
+    [marker] = drain(q3)  # skipped: only its position moves on
+    assert marker.is_marker and marker.source_offset == {"pos": 2}
+    assert "'transaction_id': '7'" in caplog.text  # the event, rebuilt for the report
