@@ -9,6 +9,7 @@ peak RSS come from ``wait4``'s rusage.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -385,6 +386,31 @@ def run_copy(opts: Options, db: Database, events: int) -> dict[str, Any]:
         r = wait4_child(
             cmd, env={**os.environ, "PGPASSWORD": opts.env["TIDEMARK_PG_PASSWORD"]}, stdout=null
         )
+    return limit_row(r, events)
+
+
+def run_kafka_ceiling(
+    opts: Options, kafka: Kafka, source_topic: str, topic: str, events: int, work: Path
+) -> dict[str, Any]:
+    """The Kafka limit (bench/compare/kafka_ceiling.py): up to 1,000 of ``source_topic``'s
+    records, produced again ``events`` times in all into ``topic``."""
+    sample = [
+        (base64.b64encode(m.key() or b"").decode(), base64.b64encode(m.value() or b"").decode())
+        for m in kafka.read(source_topic, 0, 1000)
+        if m.value() is not None
+    ]
+    if not sample:
+        raise BenchError(f"no records in {source_topic} to replay for the Kafka ceiling")
+    spec = work / "kafka-ceiling.json"
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text(json.dumps({"sample": sample, "producer": PRODUCER}))
+    kafka.create_topics([topic])
+    r = wait4_child(
+        [sys.executable, "-m", "bench.compare.kafka_ceiling", str(spec), topic, str(events)],
+        env={**os.environ, "KAFKA_BOOTSTRAP": kafka.bootstrap, "PYTHONPATH": str(ROOT)},
+    )
+    # Throughput as for the capture contenders: first to last broker append time.
+    r["wall_s"] = kafka.timestamp_at(topic, events - 1) - kafka.timestamp_at(topic, 0)
     return limit_row(r, events)
 
 

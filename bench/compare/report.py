@@ -22,7 +22,7 @@ METRICS = (
     ("p999_ms", "p99.9 ms", "{:.1f}"),
     ("achieved_rate", "achieved rows/s", "{:,.0f}"),
 )
-LIMITS = ("pg_recvlogical", "COPY", "mysqlbinlog", "SELECT")
+LIMITS = ("pg_recvlogical", "COPY", "mysqlbinlog", "SELECT", "kafka_produce")
 CONTENDERS = ("tidemark", "tidemark-2r", "debezium", *LIMITS)
 
 
@@ -75,6 +75,7 @@ def ratios(agg: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
             ("tidemark/debezium", tm, by.get("debezium")),
             ("tidemark/limit", tm, limit),
             ("tidemark-2r/limit", by.get("tidemark-2r"), limit),
+            ("tidemark/kafka", tm, by.get("kafka_produce")),
         ]
         for name, mine, other in pairs:
             if not mine or not other:
@@ -183,6 +184,7 @@ def plots(
         "COPY": "#7f7f7f",
         "mysqlbinlog": "#7f7f7f",
         "SELECT": "#7f7f7f",
+        "kafka_produce": "#bcbcbc",
     }
     for key, title, fname in (
         ("events_per_s", "Throughput (events/s, higher is better)", "compare-throughput.png"),

@@ -28,6 +28,7 @@ from bench.compare.contenders import (
     Sampler,
     measure_drain,
     run_copy,
+    run_kafka_ceiling,
     run_pg_recvlogical,
     start_capture,
     stop_capture,
@@ -191,6 +192,18 @@ def drain_workload(ctx: Ctx, workload: str, kind: str) -> None:
                 finally:
                     stop_capture(running)
                 ctx.record(workload, c, run, res)
+            if "limit" in ctx.contenders and "tidemark" in prefixes:
+                ceiling = f"{prefixes['tidemark']}.kafka_ceiling"
+                created_topics.append(ceiling)
+                res = run_kafka_ceiling(
+                    ctx.opts,
+                    ctx.kafka,
+                    f"{prefixes['tidemark']}.public.bench_rows",
+                    ceiling,
+                    events,
+                    ctx.opts.workdir / f"{workload}-run{run}",
+                )
+                ctx.record(workload, "kafka_produce", run, res)
             if run == runs[0]:
                 _parity(ctx, workload, expected, prefixes)
             # A run's topics go as soon as it is checked: a 1M-event run writes ~1 GB.
