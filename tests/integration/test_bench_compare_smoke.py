@@ -49,7 +49,9 @@ def test_side_by_side_benchmark_runs_with_parity(
     elapsed = time.monotonic() - t0
 
     rows = {r["contender"]: r for r in report["results"]}
-    assert set(rows) == {"tidemark", "debezium", "pg_recvlogical"}
+    assert set(rows) == {"tidemark", "debezium", "pg_recvlogical", "kafka_produce"}
+    ceiling = rows["kafka_produce"]
+    assert ceiling["events"] == 1000 and ceiling["events_per_s"] > 0
     for name in ("tidemark", "debezium"):
         r = rows[name]
         assert r["events"] == 1000
