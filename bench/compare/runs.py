@@ -125,6 +125,40 @@ def _prefix(contender: str, db: Database, run: int) -> str:
     return f"{SHORT[contender]}_{db.name[4:]}_{run}"
 
 
+def _timed_capture(
+    ctx: Ctx,
+    contender: str,
+    db: Database,
+    slot: str,
+    snapshot_mode: str,
+    workload: str,
+    run: int,
+    expected: dict[str, int],
+    timeout: float,
+    created_topics: list[str],
+) -> str:
+    """One capture contender on a prepared slot: fresh topics, start, time the drain until
+    ``expected`` is in Kafka, stop, record. Returns its topic prefix (for the parity check)."""
+    prefix = _prefix(contender, db, run)
+    created_topics += _topics(prefix)
+    ctx.kafka.create_topics(_topics(prefix))
+    running = start_capture(
+        contender,
+        ctx.opts,
+        db,
+        slot=slot,
+        topic_prefix=prefix,
+        snapshot_mode=snapshot_mode,
+        tag=f"{workload}-run{run}",
+    )
+    try:
+        res = measure_drain(ctx.opts, running, db, expected, timeout)
+    finally:
+        stop_capture(running)
+    ctx.record(workload, contender, run, res)
+    return prefix
+
+
 def _order(contenders: list[str], run: int) -> list[str]:
     """Alternate the order of tidemark and Debezium between runs (page cache, broker state)."""
     cap = [c for c in contenders if c in CAPTURE or c == TIDEMARK_2R]
@@ -175,23 +209,9 @@ def drain_workload(ctx: Ctx, workload: str, kind: str) -> None:
                     res = run_pg_recvlogical(ctx.opts, db, slot, end_lsn, events)
                     ctx.record(workload, "pg_recvlogical", run, res)
                     continue
-                prefix = prefixes[c] = _prefix(c, db, run)
-                created_topics += _topics(prefix)
-                ctx.kafka.create_topics(_topics(prefix))
-                running = start_capture(
-                    c,
-                    ctx.opts,
-                    db,
-                    slot=slot,
-                    topic_prefix=prefix,
-                    snapshot_mode="no_data",
-                    tag=f"{workload}-run{run}",
+                prefixes[c] = _timed_capture(
+                    ctx, c, db, slot, "no_data", workload, run, expected, timeout, created_topics
                 )
-                try:
-                    res = measure_drain(ctx.opts, running, db, expected, timeout)
-                finally:
-                    stop_capture(running)
-                ctx.record(workload, c, run, res)
             if "limit" in ctx.contenders and "tidemark" in prefixes:
                 ceiling = f"{prefixes['tidemark']}.kafka_ceiling"
                 created_topics.append(ceiling)
@@ -274,23 +294,9 @@ def snapshot_workload(ctx: Ctx, workload: str = "W4") -> None:
                     continue
                 slot = db.slot_name(SHORT[c], run)
                 db.slots.append(slot)
-                prefix = prefixes[c] = _prefix(c, db, run)
-                created_topics += _topics(prefix)
-                ctx.kafka.create_topics(_topics(prefix))
-                running = start_capture(
-                    c,
-                    ctx.opts,
-                    db,
-                    slot=slot,
-                    topic_prefix=prefix,
-                    snapshot_mode="initial",
-                    tag=f"{workload}-run{run}",
+                prefixes[c] = _timed_capture(
+                    ctx, c, db, slot, "initial", workload, run, expected, timeout, created_topics
                 )
-                try:
-                    res = measure_drain(ctx.opts, running, db, expected, timeout)
-                finally:
-                    stop_capture(running)
-                ctx.record(workload, c, run, res)
             if run == runs[0]:
                 _parity(ctx, workload, expected, prefixes)
             # A run's topics go as soon as it is checked: a 1M-event run writes ~1 GB.
