@@ -7,6 +7,7 @@ other tests."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import threading
@@ -23,26 +24,42 @@ from cdc.testing.kafka_reader import read_topic
 from cdc.testing.memory import MemoryConnector
 from tests.integration.engine_child import build_memory_db
 from worker.dev.kafka import KafkaService
+from worker.dev.service import StackError
 
 pytestmark = pytest.mark.kafka
 
 
 def free_port_pair() -> int:
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port < 65000:
-            with socket.socket() as s2:
-                if s2.connect_ex(("127.0.0.1", port + 1)) != 0:
-                    return int(port)
+    """Two consecutive free ports below the kernel's ephemeral range (32768+ here), so an
+    outgoing connection cannot take one between this check and Kafka binding it."""
+    rnd = random.Random()
+    for _ in range(200):
+        port = rnd.randrange(20000, 32000)
+        if all(_bindable(p) for p in (port, port + 1)):
+            return port
     raise RuntimeError("no free port pair")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 @pytest.fixture(scope="module")
 def private_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaService]:
-    svc = KafkaService(Path(tmp_path_factory.mktemp("kafka-outage")), free_port_pair())
-    svc.start()
+    for attempt in range(3):  # a port taken by another process meanwhile: try new ones
+        svc = KafkaService(Path(tmp_path_factory.mktemp("kafka-outage")), free_port_pair())
+        try:
+            svc.start()
+            break
+        except StackError:
+            svc.stop()
+            if attempt == 2:
+                raise
     try:
         yield svc
     finally:
