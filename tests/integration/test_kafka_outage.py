@@ -30,12 +30,13 @@ pytestmark = pytest.mark.kafka
 
 
 def free_port_pair() -> int:
-    """Two consecutive free ports below the kernel's ephemeral range (32768+ here), so an
-    outgoing connection cannot take one between this check and Kafka binding it."""
+    """Four consecutive free ports (plain, controller, SASL_SSL and mTLS listeners) below the
+    kernel's ephemeral range (32768+ here), so an outgoing connection cannot take one between
+    this check and Kafka binding it."""
     rnd = random.Random()
     for _ in range(200):
         port = rnd.randrange(20000, 32000)
-        if all(_bindable(p) for p in (port, port + 1)):
+        if all(_bindable(p) for p in range(port, port + 4)):
             return port
     raise RuntimeError("no free port pair")
 

@@ -10,9 +10,13 @@ from importlib import resources
 from pathlib import Path
 
 from worker.dev.service import Service, StackError
+from worker.dev.tls import TlsFiles, ensure_tls
 
 KAFKA_VERSION = "4.1.1"
 CLUSTER_ID = "dGlkZW1hcmstZGV2LWthZg"  # fixed: the data dir belongs to this one cluster
+SASL_MECHANISM = "SCRAM-SHA-512"
+SASL_USER = "tidemark"
+SASL_PASSWORD = "tidemark-secret"
 
 
 def maven_cache() -> Path:
@@ -67,18 +71,75 @@ def java() -> str:
 
 
 class KafkaService(Service):
+    """Listeners: PLAINTEXT on ``port``, the controller on ``port+1``, SASL_SSL (SCRAM-SHA-512)
+    on ``port+2`` and SSL with required client certificates (mTLS) on ``port+3``. The TLS
+    listeners use the stack's CA (:mod:`worker.dev.tls`) under ``<home>/../tls``."""
+
     name = "kafka"
     start_timeout = 90.0
 
     def __init__(self, home: Path, port: int) -> None:
         super().__init__(home, port)
         self.controller_port = port + 1
+        self.sasl_ssl_port = port + 2
+        self.mtls_port = port + 3
         self.data = self.home / "data"
         self.props = self.home / "server.properties"
+        self.tls = TlsFiles.at(home / "tls")
+        self.keystore = self.home / "tls" / "server.pem"
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        return f"{self.host}:{self.sasl_ssl_port}"
+
+    @property
+    def mtls_bootstrap(self) -> str:
+        return f"{self.host}:{self.mtls_port}"
+
+    def sasl_ssl_client(self) -> dict[str, str]:
+        """librdkafka settings for the SASL_SSL listener (the CA verifies the broker)."""
+        return {
+            "bootstrap.servers": self.sasl_ssl_bootstrap,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": SASL_MECHANISM,
+            "sasl.username": SASL_USER,
+            "sasl.password": SASL_PASSWORD,
+            "ssl.ca.location": str(self.tls.ca_cert),
+        }
+
+    def mtls_client(self) -> dict[str, str]:
+        """librdkafka settings for the mutual-TLS listener (a client certificate is required)."""
+        return {
+            "bootstrap.servers": self.mtls_bootstrap,
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(self.tls.ca_cert),
+            "ssl.certificate.location": str(self.tls.client_cert),
+            "ssl.key.location": str(self.tls.client_key),
+        }
+
+    def _tls_properties(self) -> list[str]:
+        ensure_tls(self.tls.dir)
+        # Kafka's PEM keystore: the private key and the certificate chain in one file.
+        self.keystore.parent.mkdir(parents=True, exist_ok=True)
+        self.keystore.touch(mode=0o600, exist_ok=True)
+        self.keystore.write_bytes(
+            self.tls.server_key.read_bytes() + self.tls.server_cert.read_bytes()
+        )
+        scram = f"listener.name.sasl_ssl.{SASL_MECHANISM.lower()}"
+        return [
+            "ssl.keystore.type=PEM",
+            f"ssl.keystore.location={self.keystore}",
+            "ssl.truststore.type=PEM",
+            f"ssl.truststore.location={self.tls.ca_cert}",
+            f"sasl.enabled.mechanisms={SASL_MECHANISM}",
+            f"{scram}.sasl.jaas.config="
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+            "listener.name.ssl.ssl.client.auth=required",
+        ]
 
     def _classpath(self) -> str:
         return str(resolve_jars("kafka", KAFKA_VERSION) / "*")
@@ -96,11 +157,15 @@ class KafkaService(Service):
                     "process.roles=broker,controller",
                     "node.id=1",
                     f"controller.quorum.voters=1@{h}:{self.controller_port}",
-                    f"listeners=PLAINTEXT://{h}:{self.port},CONTROLLER://{h}:{self.controller_port}",
-                    f"advertised.listeners=PLAINTEXT://{h}:{self.port}",
+                    f"listeners=PLAINTEXT://{h}:{self.port},CONTROLLER://{h}:{self.controller_port}"
+                    f",SASL_SSL://{h}:{self.sasl_ssl_port},SSL://{h}:{self.mtls_port}",
+                    f"advertised.listeners=PLAINTEXT://{h}:{self.port}"
+                    f",SASL_SSL://{h}:{self.sasl_ssl_port},SSL://{h}:{self.mtls_port}",
                     "controller.listener.names=CONTROLLER",
                     "inter.broker.listener.name=PLAINTEXT",
-                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+                    "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+                    ",SASL_SSL:SASL_SSL,SSL:SSL",
+                    *self._tls_properties(),
                     f"log.dirs={self.data}",
                     "num.partitions=1",
                     "auto.create.topics.enable=true",
@@ -165,5 +230,39 @@ class KafkaService(Service):
             return False
         return bool(md.brokers)
 
+    def after_start(self) -> None:
+        """The SCRAM user of the SASL_SSL listener, created (or its password reset) over the
+        plain listener: works for a fresh data folder and for one formatted before TLS."""
+        from confluent_kafka.admin import (  # type: ignore[attr-defined]
+            AdminClient,
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
+        )
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        upsert = UserScramCredentialUpsertion(
+            SASL_USER,
+            ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+            SASL_PASSWORD.encode(),
+        )
+        for _, fut in admin.alter_user_scram_credentials([upsert]).items():
+            try:
+                fut.result(timeout=30)
+            except Exception as exc:
+                raise StackError(
+                    f"kafka: creating the SCRAM user {SASL_USER!r} failed: {exc}"
+                ) from exc
+
     def env(self) -> dict[str, str]:
-        return {"TIDEMARK_KAFKA_BOOTSTRAP": self.bootstrap}
+        return {
+            "TIDEMARK_KAFKA_BOOTSTRAP": self.bootstrap,
+            "TIDEMARK_KAFKA_SASL_SSL_BOOTSTRAP": self.sasl_ssl_bootstrap,
+            "TIDEMARK_KAFKA_SASL_MECHANISM": SASL_MECHANISM,
+            "TIDEMARK_KAFKA_SASL_USERNAME": SASL_USER,
+            "TIDEMARK_KAFKA_SASL_PASSWORD": SASL_PASSWORD,
+            "TIDEMARK_KAFKA_MTLS_BOOTSTRAP": self.mtls_bootstrap,
+            "TIDEMARK_TLS_CA": str(self.tls.ca_cert),
+            "TIDEMARK_TLS_CLIENT_CERT": str(self.tls.client_cert),
+            "TIDEMARK_TLS_CLIENT_KEY": str(self.tls.client_key),
+        }

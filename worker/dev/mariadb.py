@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from worker.dev.service import Service, StackError
+from worker.dev.tls import TlsFiles, ensure_tls
 
 USER = "tidemark"
 PASSWORD = "tidemark"
@@ -40,6 +41,8 @@ class MariaDBService(Service):
         self.data = self.home / "data"
         self.socket = self.home / "run" / "mariadb.sock"
         self.cnf = self.home / "my.cnf"
+        self.tls = TlsFiles.at(home / "tls")
+        self.tls_dir = self.home / "tls"
 
     def run_as(self) -> str | None:
         return "mysql"
@@ -70,6 +73,10 @@ class MariaDBService(Service):
                     "character-set-server=utf8mb4",
                     "collation-server=utf8mb4_general_ci",
                     "default-time-zone='+00:00'",
+                    # TLS on the same port; clients choose (require_secure_transport is off).
+                    f"ssl_cert={self.tls_dir / 'server.crt'}",
+                    f"ssl_key={self.tls_dir / 'server.key'}",
+                    f"ssl_ca={self.tls_dir / 'ca.crt'}",
                     "",
                 ]
             )
@@ -79,6 +86,8 @@ class MariaDBService(Service):
         install_db = _binary("mariadb-install-db", "mariadb-server")
         _binary("mariadbd", "mariadb-server")
         (self.home / "run").mkdir(parents=True, exist_ok=True)
+        ensure_tls(self.tls.dir)
+        self.tls.copy_server_pair(self.tls_dir, self.run_as())
         self._write_cnf()
         self.chown(self.home)
         if (self.data / "mysql").exists():
@@ -125,4 +134,5 @@ class MariaDBService(Service):
             "TIDEMARK_MYSQL_USER": USER,
             "TIDEMARK_MYSQL_PASSWORD": PASSWORD,
             "TIDEMARK_MYSQL_SERVER_ID": str(SERVER_ID),
+            "TIDEMARK_MYSQL_SSL_CA": str(self.tls.ca_cert),
         }

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from worker.dev.service import Service, StackError
+from worker.dev.tls import TlsFiles, ensure_tls
 
 USER = "postgres"
 PASSWORD = "postgres"
@@ -49,6 +50,8 @@ class PostgresService(Service):
         super().__init__(home, port)
         self.data = self.home / "data"
         self.socket_dir = self.home / "run"
+        self.tls = TlsFiles.at(home / "tls")
+        self.tls_dir = self.home / "tls"
 
     def run_as(self) -> str | None:
         return "postgres"
@@ -56,6 +59,10 @@ class PostgresService(Service):
     def prepare(self) -> None:
         bindir = find_bindir()
         self.socket_dir.mkdir(parents=True, exist_ok=True)
+        # TLS on the same port (clients choose with sslmode); the key must belong to the
+        # server's user, so the server gets its own copies.
+        ensure_tls(self.tls.dir)
+        self.tls.copy_server_pair(self.tls_dir, self.run_as())
         self.chown(self.home)
         if (self.data / "PG_VERSION").exists():
             return
@@ -92,6 +99,16 @@ class PostgresService(Service):
             str(self.port),
             "-k",
             str(self.socket_dir),
+            # On the command line rather than in postgresql.conf, so a data folder made
+            # before TLS was added gets it too.
+            "-c",
+            "ssl=on",
+            "-c",
+            f"ssl_cert_file={self.tls_dir / 'server.crt'}",
+            "-c",
+            f"ssl_key_file={self.tls_dir / 'server.key'}",
+            "-c",
+            f"ssl_ca_file={self.tls_dir / 'ca.crt'}",
         ]
 
     def ready(self) -> bool:
@@ -111,4 +128,5 @@ class PostgresService(Service):
             "TIDEMARK_PG_USER": USER,
             "TIDEMARK_PG_PASSWORD": PASSWORD,
             "TIDEMARK_PG_DBNAME": "postgres",
+            "TIDEMARK_PG_SSLROOTCERT": str(self.tls.ca_cert),
         }
