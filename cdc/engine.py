@@ -122,6 +122,12 @@ class Engine:
         self._stop_deadline = float("inf")
         self._source_done = threading.Event()
         self._source_thread: threading.Thread | None = None
+        #: where streaming must start if a snapshot restarts (see resume_origin)
+        self._earlier: dict[str, Any] | None = None
+        #: an offset the source waits to see stored before it goes on (snapshot complete)
+        self._store_request: dict[str, Any] | None = None
+        self._stored_event = threading.Event()
+        self.dispatcher.snapshot_start_hook = self._snapshot_starting
         self.state = "CREATED"
 
     # -- construction ---------------------------------------------------------------------------
@@ -191,6 +197,14 @@ class Engine:
                     )
                     if d.stop_event.wait(delay):
                         return
+                self._earlier = resume_origin(stored)
+                if self._earlier is not None:
+                    log.info(
+                        "%s: an earlier attempt may have emitted events from %s; streaming "
+                        "after this snapshot starts there",
+                        self.name,
+                        self._earlier,
+                    )
                 log.info("%s: starting snapshot (snapshot.mode=%s)", self.name, snapshotter.mode)
                 d.phase = self.metrics.snapshot
                 self.state = "SNAPSHOT"
@@ -204,6 +218,11 @@ class Engine:
                 self.metrics.snapshot.finish()
                 d.emit(PositionReached(dict(offset)))
                 d.phase = self.metrics.streaming
+                self._store_now(dict(offset))
+            elif stored is not None and "snapshot_origin" in stored:
+                # An interrupted snapshot, and a mode that does not redo it: stream from the
+                # position recorded before its first row.
+                offset = stored["snapshot_origin"]
             if snapshotter.should_stream() and not self._stopping.is_set():
                 self.state = "STREAMING"
                 self.streaming = self.connector.streaming_source()
@@ -217,6 +236,26 @@ class Engine:
             self.queue.fail(exc)
         finally:
             self._source_done.set()
+
+    def _snapshot_starting(self, position: Mapping[str, Any]) -> dict[str, Any]:
+        """The snapshot is about to emit rows: record durably, before the first one, where
+        streaming must start if this attempt is interrupted, so that a restart never streams
+        from later than a position this attempt (or an earlier one) emitted events from."""
+        resume = dict(self._earlier if self._earlier is not None else position)
+        marker = {"snapshot": True, "snapshot_origin": resume}
+        self.store.put(self.name, self.partition, marker)
+        self.writer.snapshot_origin = resume
+        log.info("%s: snapshot under way; resume position %s recorded", self.name, resume)
+        return dict(resume)
+
+    def _store_now(self, offset: dict[str, Any]) -> None:
+        """Block the source until the task thread stored ``offset`` (Kafka acknowledged every
+        record before it), so a crash right after a finished snapshot does not redo it."""
+        self._store_request = offset
+        while not self._stored_event.wait(0.1):
+            if self._stopping.is_set() or self.dispatcher.stop_event.is_set():
+                return
+        self.writer.snapshot_origin = None
 
     # -- task thread ----------------------------------------------------------------------------
     def run(self) -> None:
@@ -254,6 +293,8 @@ class Engine:
                     next_sink_poll = now + 0.02
                 if self.sink.error is not None:
                     raise SinkError(f"Kafka rejected a record: {self.sink.error}")
+                if self._store_request is not None:
+                    self._serve_store_request()
                 if time.monotonic() >= next_commit:
                     self._commit()
                     next_commit = time.monotonic() + interval
@@ -360,7 +401,9 @@ class Engine:
         try:
             for out, key, value in encoded:
                 self.sink.send(out.topic, key, value, out.headers, out.kafka_partition)
-            topic, okey, ovalue = store.offset_record(self.name, self.partition, last_offset)
+            topic, okey, ovalue = store.offset_record(
+                self.name, self.partition, self.writer.stored_form(last_offset)
+            )
             self.sink.send(topic, okey, ovalue, None, store.partition_for(okey))
             self.sink.commit()
         except BaseException:
@@ -368,6 +411,14 @@ class Engine:
             raise
         self.metrics.records_sent += len(encoded)
         self.writer.mark_stored(last_offset)
+
+    def _serve_store_request(self) -> None:
+        request = self._store_request
+        if self.writer.pending == request:
+            self._commit()
+        if self.writer.last_committed == request:
+            self._store_request = None
+            self._stored_event.set()
 
     def _commit(self) -> None:
         if self.settings.exactly_once:
@@ -454,6 +505,20 @@ def _frozen_heap() -> Iterator[None]:
             _freeze_users -= 1
             if _freeze_users == 0:
                 gc.unfreeze()
+
+
+def resume_origin(stored: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """Where streaming must start after a snapshot that begins with ``stored`` offsets: the
+    position an interrupted snapshot recorded before its first row, or the streaming offset
+    a re-snapshot replaces (its events are downstream already); None on a first start. An
+    interrupted snapshot of an older release recorded no origin: its row offsets carry the
+    snapshot's own position, which is the origin minus the snapshot flag."""
+    if stored is None:
+        return None
+    origin = stored.get("snapshot_origin")
+    if isinstance(origin, dict):
+        return dict(origin)
+    return {k: v for k, v in stored.items() if k not in ("snapshot", "snapshot_completed")}
 
 
 def _approx_size(rec: SourceRecord) -> int:

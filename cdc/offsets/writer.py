@@ -44,6 +44,18 @@ class OffsetWriter:
         self.commits = 0
         self.commit_seconds = 0.0
         self.last_committed: dict[str, Any] | None = None
+        #: while a snapshot runs: where streaming must start if it is interrupted; stored
+        #: with every snapshot row offset (see ``stored_form``)
+        self.snapshot_origin: dict[str, Any] | None = None
+
+    def stored_form(self, offset: dict[str, Any]) -> dict[str, Any]:
+        """The offset as stored: a snapshot row's offset carries the snapshot's resume
+        position, so a restart after any commit during the snapshot still knows it (once per
+        commit, not per record)."""
+        origin = self.snapshot_origin
+        if origin is None or not offset.get("snapshot"):
+            return offset
+        return {**offset, "snapshot_origin": origin}
 
     def track(self, offset: dict[str, Any]) -> None:
         """The offset of the newest record handed to the producer (or skipped)."""
@@ -75,7 +87,7 @@ class OffsetWriter:
                     candidate,
                 )
                 return None
-            self.store.put(self.connector, self.partition, candidate)
+            self.store.put(self.connector, self.partition, self.stored_form(candidate))
             self.commit_seconds += time.monotonic() - t0
             self.commits += 1
             self._last_stored = self.last_committed = candidate

@@ -11,7 +11,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from cdc import __version__
@@ -116,6 +116,8 @@ class EventDispatcher:
         self._heartbeat_action = heartbeat_action
         self._next_heartbeat = time.monotonic() + self._heartbeat_s
         self._progress_hook: Callable[[TableId, int, int | None], None] | None = None
+        #: set by the engine: records a snapshot's start durably, returns the resume offset
+        self.snapshot_start_hook: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
         self._next_end_marker = 0.0
         #: records not yet handed to the queue while a source runs ``batched`` (else None)
         self._held: list[SourceRecord] | None = None
@@ -144,6 +146,12 @@ class EventDispatcher:
 
     def snapshot_started(self, table_ids: list[TableId]) -> None:
         self.metrics.snapshot.start([t.identifier for t in table_ids])
+
+    def snapshot_starting(self, position: Mapping[str, Any]) -> dict[str, Any]:
+        hook = self.snapshot_start_hook
+        if hook is None:
+            return dict(position)
+        return hook(position)
 
     def snapshot_table_completed(self, table_id: TableId, rows: int) -> None:
         snap = self.metrics.snapshot

@@ -33,6 +33,19 @@ class SourceContext(Protocol):
 
     def snapshot_table_completed(self, table_id: TableId, rows: int) -> None: ...
 
+    def snapshot_starting(self, position: Mapping[str, Any]) -> dict[str, Any]:
+        """Called by a snapshot source once it knows the position its snapshot is consistent
+        with (the offset streaming would start from after it), before it emits its first
+        row. The core records durably, before returning, that a snapshot is under way.
+
+        Returns the offset streaming must start from once this snapshot completes:
+        ``position`` itself, or an *earlier* offset when an earlier attempt may already have
+        emitted events (an interrupted snapshot, or the streaming offset that a re-snapshot
+        replaces). The snapshot source must then hand over from that earlier offset: changes
+        replayed on top of a newer snapshot converge to the table, while starting after an
+        earlier attempt's position would lose the deletes of rows it emitted."""
+        ...
+
 
 class Snapshotter(ABC):
     """Policy object for one ``snapshot.mode``: whether to snapshot and stream on this start."""

@@ -168,8 +168,9 @@ def _source(db: str, table: str | None, pos: int, tx: int | None, snapshot: bool
 
 
 class MemorySnapshot(SnapshotSource):
-    def __init__(self, db: MemoryDatabase) -> None:
+    def __init__(self, db: MemoryDatabase, fail_after_rows: int = 0) -> None:
         self.db = db
+        self.fail_after_rows = fail_after_rows
 
     def execute(
         self, ctx: SourceContext, previous_offset: Mapping[str, Any] | None, include_data: bool
@@ -178,6 +179,9 @@ class MemorySnapshot(SnapshotSource):
             pos = len(self.db.log)
             tables = {n: (mt.table, list(mt.rows.values())) for n, mt in self.db.tables.items()}
         ctx.snapshot_started([t.id for t, _ in tables.values() if ctx.is_included(t.id)])
+        # The log keeps every position, so an earlier attempt's origin is always available.
+        resume = ctx.snapshot_starting({"pos": pos}) if include_data else {"pos": pos}
+        emitted = 0
         for name, (table, rows) in tables.items():
             ctx.register_table(table)
             if not include_data or not ctx.is_included(table.id):
@@ -194,8 +198,11 @@ class MemorySnapshot(SnapshotSource):
                     )
                 )
                 ctx.snapshot_progress(table.id, i + 1, len(rows))
+                emitted += 1
+                if emitted == self.fail_after_rows:
+                    raise RuntimeError(f"memory.snapshot.fail.after.rows={emitted} reached")
             ctx.snapshot_table_completed(table.id, len(rows))
-        return {"pos": pos}
+        return {"pos": int(resume["pos"])}
 
 
 class MemoryStreaming(StreamingSource):
@@ -244,6 +251,13 @@ CONFIG_DEF = common_def().extend(
                 doc="Throttle streaming (0 = unthrottled), to stop a test mid-stream.",
             ),
             ConfigField("snapshot.mode", Kind.STRING, "initial", validator=one_of(*MODES)),
+            ConfigField(
+                "memory.snapshot.fail.after.rows",
+                Kind.INT,
+                0,
+                doc="Fail the snapshot after emitting this many rows (0 = never): an "
+                "interrupted snapshot, for the core's restart tests.",
+            ),
         ]
     )
 )
@@ -269,7 +283,7 @@ class MemoryConnector(Connector):
         pos = offset.get("pos")
         if not isinstance(pos, int) or isinstance(pos, bool) or pos < 0:
             problems.append(f"offset.pos must be a non-negative integer, got {pos!r}")
-        unknown = sorted(set(offset) - {"pos", "snapshot"})
+        unknown = sorted(set(offset) - {"pos", "snapshot", "snapshot_origin"})
         if unknown:
             problems.append(f"unknown offset key(s) {', '.join(unknown)}")
         return offset, problems
@@ -281,7 +295,7 @@ class MemoryConnector(Connector):
         return MODES[self.config["snapshot.mode"]]()
 
     def snapshot_source(self) -> SnapshotSource:
-        return MemorySnapshot(self.db)
+        return MemorySnapshot(self.db, self.config["memory.snapshot.fail.after.rows"])
 
     def streaming_source(self) -> StreamingSource:
         return MemoryStreaming(self.db, self.config["memory.transactions.per.second"])
