@@ -17,9 +17,20 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from worker.config_providers import Resolver, resolve_tree
+from cdc.errors import ConfigError
+from cdc.kafka_security import SECURITY_PREFIXES, librdkafka_config, security_settings
+from worker.config_providers import (
+    TRUSTED,
+    Provider,
+    Resolver,
+    declared_providers,
+    installed,
+    resolve_tree,
+    rest_default,
+    scalar_text,
+)
 from worker.registry import Registry
 
 Problem = tuple[str, str]
@@ -61,16 +72,101 @@ class WorkerSettings(BaseModel):
         "disabled", alias="exactly.once.source.support"
     )
     producer: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    consumer: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    admin: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    # ``security.protocol``, ``ssl.*`` and ``sasl.*`` written at the worker level (Kafka
+    # Connect's layout): every Kafka client of the worker gets them, ``producer.*``,
+    # ``consumer.*`` and ``admin.*`` override them for one client.
+    kafka_security: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
     log_level: Literal["TRACE", "DEBUG", "INFO", "WARN", "WARNING", "ERROR"] = Field(
         "INFO", alias="log.level"
     )
+    # ``config.providers`` and every ``config.providers.<name>.*`` key, as given (checked by
+    # parse_config with their YAML paths).
+    config_providers: dict[str, str] = Field(default_factory=dict, alias="config.providers")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _group_providers(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        group = {
+            k: scalar_text(v)
+            for k, v in data.items()
+            if isinstance(k, str) and k.startswith("config.providers") and not isinstance(v, dict)
+        }
+        if group:
+            data = {k: v for k, v in data.items() if k not in group}
+            data["config.providers"] = group
+        return data
+
+    def declared_providers(self) -> dict[str, Provider]:
+        return declared_providers(self.config_providers, "worker")[0]
+
+    def rest_providers(self) -> dict[str, Provider]:
+        """What configs sent over REST may use: the declared providers, or files under
+        ``<state.dir>/secrets`` when none are declared."""
+        if "config.providers" in self.config_providers:
+            return self.declared_providers()
+        return rest_default(self.state_dir)
+
+    def trusted_providers(self) -> dict[str, Provider]:
+        """What the YAML file's connectors may use: file, env and dir without limits, and the
+        other declared names."""
+        return {**self.declared_providers(), **TRUSTED}
 
     @property
     def exactly_once(self) -> bool:
         return self.exactly_once_source_support == "enabled"
 
     def producer_config(self) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap_servers, **self.producer}
+        return self.client_config("producer")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _group_kafka_clients(cls, data: Any) -> Any:
+        """Flat Kafka Connect keys (``sasl.mechanism``, ``producer.linger.ms``) into their
+        maps; the nested form (``producer: {linger.ms: 5}``) is accepted as well."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for key in [k for k in data if isinstance(k, str)]:
+            if key.startswith(SECURITY_PREFIXES):
+                data.setdefault("kafka_security", {})[key] = data.pop(key)
+                continue
+            client, _, rest = key.partition(".")
+            if client in ("producer", "consumer", "admin") and rest:
+                nested = data.get(client)
+                data[client] = {**(nested if isinstance(nested, dict) else {}), rest: data.pop(key)}
+        return data
+
+    @model_validator(mode="after")
+    def _check_kafka_security(self) -> WorkerSettings:
+        clients: tuple[Literal["producer", "consumer", "admin"], ...] = (
+            "producer",
+            "consumer",
+            "admin",
+        )
+        for client in clients:
+            try:
+                librdkafka_config(self.client_config(client))
+            except ConfigError as exc:
+                key, reason = exc.problems[0]
+                raise ValueError(f"{key}: {reason}") from exc
+        return self
+
+    def client_config(self, client: Literal["producer", "consumer", "admin"]) -> dict[str, Any]:
+        """``bootstrap.servers``, the worker-level security settings, then the client's own
+        ``producer.*``/``consumer.*``/``admin.*`` overrides (Kafka Connect's precedence)."""
+        own = {"producer": self.producer, "consumer": self.consumer, "admin": self.admin}[client]
+        return {"bootstrap.servers": self.bootstrap_servers, **self.kafka_security, **own}
+
+    def internal_client_security(self) -> dict[str, Any]:
+        """Security settings of the worker's own clients (offsets topic, cluster id): the
+        worker-level ones, or those given under ``producer`` by configs written before
+        worker-level keys were read."""
+        return {**security_settings(self.producer), **self.kafka_security}
 
 
 class ConnectorEntry(BaseModel):
@@ -126,8 +222,10 @@ def parse_config(
     source: str = "<config>",
     registry: Registry | None = None,
     env: Mapping[str, str] | None = None,
+    warnings: list[Problem] | None = None,
 ) -> WorkerConfig:
-    """Parse and validate; raises :class:`WorkerConfigError` with every problem."""
+    """Parse and validate; raises :class:`WorkerConfigError` with every problem. Likely typos
+    among unknown connector keys are appended to ``warnings`` (they never fail the load)."""
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -153,7 +251,15 @@ def parse_config(
     except ValidationError as exc:
         problems.extend(_pydantic_problems(exc))
         cfg = None
-    problems.extend(_check_connectors(doc.get("connectors"), registry or Registry(), env))
+    worker_doc: dict[str, Any] = doc["worker"] if isinstance(doc.get("worker"), dict) else {}
+    declared, provider_problems = declared_providers(
+        {k: v for k, v in worker_doc.items() if str(k).startswith("config.providers")}, "worker"
+    )
+    problems.extend(provider_problems)
+    with installed(declared):
+        problems.extend(
+            _check_connectors(doc.get("connectors"), registry or Registry(), env, warnings)
+        )
     if cfg is not None:
         w = cfg.worker
         if w.exactly_once and w.offset_storage != "kafka":
@@ -170,7 +276,10 @@ def parse_config(
 
 
 def _check_connectors(
-    entries: Any, registry: Registry, env: Mapping[str, str] | None
+    entries: Any,
+    registry: Registry,
+    env: Mapping[str, str] | None,
+    warnings: list[Problem] | None = None,
 ) -> list[Problem]:
     if not isinstance(entries, list):
         return []  # pydantic reports the wrong type
@@ -201,6 +310,8 @@ def _check_connectors(
         checked = registry.check({**config, "name": name or ""}, env)
         for key, msg in checked.problems:
             problems.append((f"connectors[{i}].config.{key}", msg))
+        if warnings is not None:
+            warnings.extend((f"connectors[{i}].config.{key}", msg) for key, msg in checked.warnings)
     return problems
 
 
@@ -217,10 +328,11 @@ def load_config(
     *,
     registry: Registry | None = None,
     env: Mapping[str, str] | None = None,
+    warnings: list[Problem] | None = None,
 ) -> WorkerConfig:
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise WorkerConfigError(source, [("", f"cannot read the file: {exc.strerror}")]) from exc
-    return parse_config(text, source=source, registry=registry, env=env)
+    return parse_config(text, source=source, registry=registry, env=env, warnings=warnings)

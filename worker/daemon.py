@@ -26,6 +26,7 @@ from typing import IO, Any
 from cdc.offsets.file import FileOffsetStore
 from cdc.offsets.memory import MemoryOffsetStore
 from cdc.offsets.store import OffsetStore
+from worker import config_providers
 from worker.config import WorkerConfig, WorkerSettings
 from worker.herder import Herder, Secrets
 from worker.registry import Registry, tidemark_version
@@ -61,6 +62,15 @@ class ContextFilter(logging.Filter):
         else:
             record.context = ""
         return True
+
+
+class WorkerSecrets(Secrets):
+    """The herder's secret values (secret keys of each config) and every value a placeholder
+    resolved to in this process, whatever key it filled (a host name read from a file is
+    scrubbed from a driver's "cannot resolve host" as well)."""
+
+    def redact(self, text: str) -> str:
+        return config_providers.RESOLVED.redact(super().redact(text))
 
 
 class RedactingFormatter(logging.Formatter):
@@ -100,15 +110,12 @@ def make_offset_store(s: WorkerSettings) -> OffsetStore:
     if s.offset_storage == "kafka":
         from cdc.offsets.kafka import KafkaOffsetStore  # the Kafka client only when used
 
-        security = {
-            k: v for k, v in s.producer.items() if k.startswith(("security.", "sasl.", "ssl."))
-        }
         return KafkaOffsetStore(
             s.bootstrap_servers,
             s.offset_storage_topic,
             partitions=s.offset_storage_partitions,
             replication_factor=s.offset_storage_replication_factor,
-            client_config=security,
+            client_config=s.internal_client_security(),
         )
     return FileOffsetStore(Path(s.state_dir) / "offsets.json")
 
@@ -180,6 +187,25 @@ class StateDirLock:
             self._fd = -1
 
 
+def warn_unlimited_providers(s: WorkerSettings) -> None:
+    """Kafka Connect's default for a declared provider is no limit; say what that means."""
+    for p in s.rest_providers().values():
+        if p.kind == "env" and p.allowlist is None:
+            limit = "param.allowlist.pattern"
+        elif p.kind != "env" and p.allowed_paths is None:
+            limit = "param.allowed.paths"
+        else:
+            continue
+        log.warning(
+            "config provider %s has no config.providers.%s.%s: whoever can reach the REST "
+            "API can read every %s the worker can (docs/security.md)",
+            p.name,
+            p.name,
+            limit,
+            "environment variable" if p.kind == "env" else "file",
+        )
+
+
 # -- the daemon ---------------------------------------------------------------------------------
 class Daemon:
     """The worker's pieces wired together; :func:`run` adds signals and the exit code. Tests
@@ -200,6 +226,8 @@ class Daemon:
         self.store = make_offset_store(s)
         self.server: RestServer | None = None
         self.herder: Herder | None = None
+        config_providers.install(s.trusted_providers())
+        warn_unlimited_providers(s)
         try:
             self.store.start()
             self.server = RestServer(s.rest_host, s.rest_port)
@@ -210,7 +238,7 @@ class Daemon:
                 registry=registry,
                 engine_factory=engine_factory,
                 state_file=Path(s.state_dir) / "connectors.json",
-                secrets=secrets,
+                secrets=secrets or WorkerSecrets(),
             )
         except BaseException:
             self._release()
@@ -236,14 +264,7 @@ class Daemon:
             self.herder,
             version=tidemark_version(),
             commit=git_commit(),
-            cluster_id=cluster_id_fetcher(
-                s.bootstrap_servers,
-                {
-                    k: v
-                    for k, v in s.producer.items()
-                    if k.startswith(("security.", "sasl.", "ssl."))
-                },
-            ),
+            cluster_id=cluster_id_fetcher(s.bootstrap_servers, s.internal_client_security()),
         )
         worker_metrics.track(self.herder)
         self.server.start(app)
@@ -275,7 +296,7 @@ class Daemon:
 
 def run(config: WorkerConfig, *, log_level: str | None = None) -> int:
     """The ``tidemark run`` main loop; returns the process exit code."""
-    secrets = Secrets()
+    secrets = WorkerSecrets()
     holder: list[Daemon] = []
 
     def phase(connector: str) -> str | None:

@@ -10,7 +10,10 @@ On start the whole topic is read up to each partition's end offset, taken from t
 watermarks, because "no record for a while" cannot tell a slow broker from the end of the topic.
 The read uses ``isolation.level=read_committed``: exactly-once sinks write offset records in
 the same transaction as the data (:meth:`KafkaOffsetStore.offset_record`), and an aborted
-transaction's offsets must never be resumed from.
+transaction's offsets must never be resumed from. The last stable offset lags a commit: a
+committed transaction's markers land after ``commit_transaction`` returns, so an exactly-once
+task reads its offsets *settled* (``start(settle=True)``), after fencing its previous producer,
+waiting for every transaction open at that moment to be decided.
 """
 
 from __future__ import annotations
@@ -174,21 +177,62 @@ def end_offsets(
     stable offset (``read_committed``): an open transaction's records cannot be read yet,
     so reading up to the high watermark would wait for it to finish."""
     parts = list(partitions)
+    first = _list_offsets(admin, topic, parts, "earliest", timeout_s, error)
+    last = _list_offsets(admin, topic, parts, "stable", timeout_s, error)
+    return {p: (first[p], last[p]) for p in parts}
+
+
+def settled_end_offsets(
+    admin: AdminClient,
+    topic: str,
+    partitions: Iterable[int],
+    timeout_s: float,
+    error: type[CDCError],
+) -> dict[int, tuple[int, int]]:
+    """Like :func:`end_offsets`, but first wait until the last stable offset of every
+    partition reached the high watermark seen now: every transaction open at this moment is
+    decided and its markers are written. ``commit_transaction`` returns once the commit is
+    decided, before its markers land, so a read to the stable offset right after a commit
+    (or right after fencing the previous producer) can miss the committed records."""
+    parts = list(partitions)
+    high = _list_offsets(admin, topic, parts, "high", timeout_s, error)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ends = end_offsets(admin, topic, parts, timeout_s, error)
+        open_parts = {p: (ends[p][1], high[p]) for p in parts if ends[p][1] < high[p]}
+        if not open_parts:
+            return ends
+        if time.monotonic() > deadline:
+            raise error(
+                f"transactions in {topic} stayed undecided for {timeout_s:g} s (partition: "
+                f"(last stable offset, high watermark) {open_parts}); a producer that died "
+                f"mid-transaction holds them until its transaction.timeout.ms expires"
+            )
+        time.sleep(0.05)
+
+
+def _list_offsets(
+    admin: AdminClient,
+    topic: str,
+    parts: list[int],
+    which: str,
+    timeout_s: float,
+    error: type[CDCError],
+) -> dict[int, int]:
+    """``earliest``, ``stable`` (last stable offset) or ``high`` (high watermark) offsets."""
+    spec = OffsetSpec.earliest() if which == "earliest" else OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    isolation = (
+        IsolationLevel.READ_UNCOMMITTED if which == "high" else IsolationLevel.READ_COMMITTED
+    )
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            found: list[dict[int, int]] = []
-            specs = (OffsetSpec.earliest(), OffsetSpec.latest())  # type: ignore[no-untyped-call]
-            for spec in specs:
-                futures = admin.list_offsets(
-                    {TopicPartition(topic, p): spec for p in parts},
-                    isolation_level=IsolationLevel.READ_COMMITTED,
-                    request_timeout=timeout_s,
-                )
-                found.append(
-                    {tp.partition: int(f.result(timeout_s).offset) for tp, f in futures.items()}
-                )
-            return {p: (found[0][p], found[1][p]) for p in parts}
+            futures = admin.list_offsets(
+                {TopicPartition(topic, p): spec for p in parts},
+                isolation_level=isolation,
+                request_timeout=timeout_s,
+            )
+            return {tp.partition: int(f.result(timeout_s).offset) for tp, f in futures.items()}
         except KafkaException as exc:
             if not _worth_retrying(exc) or time.monotonic() > deadline:
                 raise error(f"cannot read the end offsets of {topic}: {exc}") from exc
@@ -363,12 +407,19 @@ class KafkaOffsetStore(OffsetStore):
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, *, settle: bool = False) -> None:
+        """Read the whole topic. With ``settle``, first wait until every transaction open at
+        this moment is decided and its markers are written (see :func:`settled_end_offsets`):
+        an exactly-once task calls it right after fencing the previous instance of its
+        producer, whose last committed offset record may still lack its commit marker. On a
+        started store, ``settle`` reads on from where the last read stopped."""
         with self._lock:
             if self._consumer is not None:
+                if settle:
+                    self._read(settle=True)
                 return
             try:
-                self._start()
+                self._start(settle)
             except KafkaException as exc:
                 self._close_clients()
                 raise OffsetError(f"cannot start the offset store on {self.topic}: {exc}") from exc
@@ -382,7 +433,7 @@ class KafkaOffsetStore(OffsetStore):
                 len(self._positions),
             )
 
-    def _start(self) -> None:
+    def _start(self, settle: bool) -> None:
         # A restarted instance reads everything again; entries whose tombstones compaction has
         # since removed must not survive from the previous run.
         self._table, self._raw_keys = OffsetTable(), {}
@@ -411,7 +462,8 @@ class KafkaOffsetStore(OffsetStore):
                 **self._consumer_config,
             }
         )
-        ends = end_offsets(admin, self.topic, range(count), self.timeout_s, OffsetError)
+        read_ends = settled_end_offsets if settle else end_offsets
+        ends = read_ends(admin, self.topic, range(count), self._settle_timeout(settle), OffsetError)
         # Explicit first offsets, not OFFSET_BEGINNING: librdkafka resolves that with a
         # delayed offset query that costs half a second per start.
         self._positions = {p: low for p, (low, _) in ends.items()}
@@ -422,12 +474,13 @@ class KafkaOffsetStore(OffsetStore):
         with self._lock:
             self._close_clients()
 
-    def refresh(self) -> None:
+    def refresh(self, *, settle: bool = False) -> None:
         """Read what others wrote since (another worker, or an exactly-once sink that wrote
-        :meth:`offset_record` in its own transaction)."""
+        :meth:`offset_record` in its own transaction). With ``settle``, transactions
+        committed (or still open) before this call are waited for, as in :meth:`start`."""
         with self._lock:
             self._started()
-            self._read()
+            self._read(settle=settle)
 
     # -- reads and writes ----------------------------------------------------------------
 
@@ -504,11 +557,18 @@ class KafkaOffsetStore(OffsetStore):
             )
         return count
 
-    def _read(self, ends: Mapping[int, tuple[int, int]] | None = None) -> None:
+    def _read(
+        self, ends: Mapping[int, tuple[int, int]] | None = None, *, settle: bool = False
+    ) -> None:
         assert self._consumer is not None and self._admin is not None
         if ends is None:
-            ends = end_offsets(
-                self._admin, self.topic, self._positions, self.timeout_s, OffsetError
+            read_ends = settled_end_offsets if settle else end_offsets
+            ends = read_ends(
+                self._admin,
+                self.topic,
+                self._positions,
+                self._settle_timeout(settle),
+                OffsetError,
             )
         read_to_end(
             self._consumer,
@@ -519,6 +579,12 @@ class KafkaOffsetStore(OffsetStore):
             error=OffsetError,
             timeout_s=self.read_timeout_s,
         )
+
+    def _settle_timeout(self, settle: bool) -> float:
+        """A transaction left open by a producer that died is aborted by the coordinator only
+        after its ``transaction.timeout.ms`` (60 s by default): a settled read waits that
+        long, up to ``read_timeout_s``."""
+        return max(self.read_timeout_s, self.timeout_s) if settle else self.timeout_s
 
     def _apply_message(self, msg: Message) -> None:
         raw_key = msg.key()

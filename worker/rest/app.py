@@ -3,12 +3,15 @@
 Kept apart from the HTTP server so the whole contract can be tested without sockets, and so
 the route table is the one source for both dispatch and the OpenAPI document. Paths, status
 codes and JSON shapes are Kafka Connect's (``docs/worker.md`` lists them); the differences are
-deliberate and documented there: secrets are masked in configs, topic tracking is off (403),
-and ``/health``, ``/metrics``, ``/openapi.json`` and ``/tidemark/status`` are added.
+deliberate and documented there: secrets are masked in configs, placeholders in configs sent
+here are limited to the providers the worker config allows (``docs/security.md``), every answer
+is scrubbed of resolved secret values, and ``/health``, ``/metrics``, ``/openapi.json`` and
+``/tidemark/status`` are added.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -20,6 +23,7 @@ from urllib.parse import quote, unquote
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from worker.config_providers import RESOLVED, Provider, check_placeholders
 from worker.herder import BadRequest, Herder, HerderError, NotFound
 
 log = logging.getLogger("tidemark.worker.rest")
@@ -109,8 +113,12 @@ class App:
         version: str,
         commit: str = "unknown",
         cluster_id: Callable[[], str] = lambda: "",
+        providers: Mapping[str, Provider] | None = None,
+        redact: Callable[[str], str] = RESOLVED.redact,
     ) -> None:
         self.herder = herder
+        self.providers = herder.settings.rest_providers() if providers is None else providers
+        self.redact = redact
         self.version = version
         self.commit = commit
         self.cluster_id = cluster_id
@@ -120,6 +128,41 @@ class App:
 
     # -- dispatch -----------------------------------------------------------------------------
     def handle(self, req: Request) -> Response:
+        resp = self._handle(req)
+        resp.body = self._scrub(resp.body)
+        return resp
+
+    def _scrub(self, body: Any) -> Any:
+        """The last line of defence: no resolved secret value leaves in an answer, whatever
+        path (a trace, an error message echoing a value, a metric label) carried it here."""
+        if isinstance(body, str):
+            return self.redact(body)
+        if isinstance(body, bytes):
+            return self.redact(body.decode("utf-8", "replace")).encode()
+        if isinstance(body, dict):
+            return {self._scrub(k): self._scrub(v) for k, v in body.items()}
+        if isinstance(body, list):
+            return [self._scrub(v) for v in body]
+        return body
+
+    def check_providers(self, config: Mapping[str, Any], name: str | None = None) -> None:
+        """400 when the config names a provider, path or variable the worker does not allow
+        for REST. Values equal to the connector's current ones (a YAML connector's
+        placeholders read back with GET and sent again) are not new, so not checked."""
+        current: dict[str, str] = {}
+        if name is not None:
+            with contextlib.suppress(NotFound):
+                current = self.herder.connector_config(name)
+        given = {k: v for k, v in config.items() if current.get(k) != v}
+        problems = check_placeholders(given, self.providers)
+        if problems:
+            lines = "\n".join(f"{k}: {m}" for k, m in problems)
+            raise BadRequest(
+                f"Connector configuration is invalid and contains the following "
+                f"{len(problems)} error(s):\n{lines}"
+            )
+
+    def _handle(self, req: Request) -> Response:
         path = req.path.rstrip("/") or "/"
         allowed: list[str] = []
         for route, pattern in self._compiled:
@@ -386,6 +429,7 @@ class App:
         config = body.get("config")
         if not isinstance(config, dict):
             raise BadRequest("Connector config must be given as a JSON object in 'config'")
+        self.check_providers(config)
         info = self.herder.create(name, config, str(body.get("initial_state") or "RUNNING"))
         return Response(201, info, {"Location": f"/connectors/{quote(name, safe='')}"})
 
@@ -401,13 +445,17 @@ class App:
 
     def put_config(self, req: Request, p: dict[str, str]) -> Response:
         name = p["connector"]
-        created, info = self.herder.put_config(name, req.json_object())
+        config = req.json_object()
+        self.check_providers(config, name)
+        created, info = self.herder.put_config(name, config)
         if created:
             return Response(201, info, {"Location": f"/connectors/{quote(name, safe='')}"})
         return Response(200, info)
 
     def patch_config(self, req: Request, p: dict[str, str]) -> Response:
-        return Response(200, self.herder.patch_config(p["connector"], req.json_object()))
+        patch = req.json_object()
+        self.check_providers(patch, p["connector"])
+        return Response(200, self.herder.patch_config(p["connector"], patch))
 
     def status(self, req: Request, p: dict[str, str]) -> Response:
         return Response(200, self.herder.connector_status(p["connector"]))
@@ -475,7 +523,9 @@ class App:
         return Response(200, self.herder.plugin_config(p["plugin"]))
 
     def validate(self, req: Request, p: dict[str, str]) -> Response:
-        return Response(200, self.herder.validate(p["plugin"], req.json_object()))
+        config = req.json_object()
+        self.check_providers(config)
+        return Response(200, self.herder.validate(p["plugin"], config))
 
     # -- loggers ------------------------------------------------------------------------------
     def _level(self, name: str, logger: logging.Logger) -> dict[str, Any]:

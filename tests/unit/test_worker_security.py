@@ -1,0 +1,232 @@
+"""Config providers over REST (issue 23 part 1): what a config sent to the REST API may read,
+and the scrubbing of resolved values. Through :meth:`App.handle` with fake engines; the real
+worker process is in ``tests/integration/test_worker_security.py``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from cdc.offsets.memory import MemoryOffsetStore
+from tests.unit.test_worker_herder import WORKER, Engines, memory
+from worker.config import WorkerConfigError, WorkerSettings, parse_config
+from worker.config_providers import (
+    ProviderError,
+    Resolver,
+    SecretValues,
+    check_placeholders,
+    declared_providers,
+    installed,
+)
+from worker.herder import Herder
+from worker.rest import App, Request, Response
+
+PG = "io.debezium.connector.postgresql.PostgresConnector"
+
+
+def make_app(tmp_path: Path, **worker: Any) -> tuple[App, Herder]:
+    s = WorkerSettings.model_validate({"state.dir": str(tmp_path / "state"), **worker})
+    herder = Herder(
+        s, MemoryOffsetStore(), worker_id=WORKER, engine_factory=Engines(), env={"TM_PW": "pw1"}
+    )
+    herder.start()
+    return App(herder, version="1.0"), herder
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> Iterator[App]:
+    a, herder = make_app(tmp_path)
+    yield a
+    herder.shutdown(5)
+
+
+def call(app: App, method: str, path: str, body: Any) -> Response:
+    return app.handle(Request(method, path, {}, orjson.dumps(body)))
+
+
+EXFILTRATE = {
+    "connector.class": PG,
+    "database.hostname": "${file:/etc/passwd}",
+    "database.user": "${env:HOME}",
+    "database.password": "x",
+    "database.dbname": "d",
+    "topic.prefix": "p",
+}
+
+
+def test_the_exfiltration_request_is_refused_with_default_settings(app: App) -> None:
+    r = call(app, "POST", "/connectors", {"name": "x", "config": EXFILTRATE})
+    assert r.status == 400
+    msg = r.body["message"]
+    assert "database.hostname: path /etc/passwd is outside" not in msg  # whole placeholder named
+    assert "${file:/etc/passwd} is not allowed: path /etc/passwd is outside" in msg
+    assert "config.providers.file.param.allowed.paths" in msg
+    assert "database.user: config provider 'env' may not be used in configs sent over REST" in msg
+    assert call(app, "GET", "/connectors", None).body == []
+    r = call(app, "PUT", "/connectors/x/config", EXFILTRATE)
+    assert r.status == 400 and call(app, "GET", "/connectors", None).body == []
+    r = call(app, "PUT", f"/connector-plugins/{PG}/config/validate", EXFILTRATE)
+    assert r.status == 400 and "${file:/etc/passwd}" in r.body["message"]
+
+
+def test_default_allows_the_state_dir_secrets_directory_only(app: App, tmp_path: Path) -> None:
+    secrets = tmp_path / "state" / "secrets"
+    secrets.mkdir(parents=True)
+    (secrets / "pw").write_text("s3cret-value\n")
+    (tmp_path / "outside").write_text("nope\n")
+    (secrets / "link").symlink_to(tmp_path / "outside")
+    ok = memory(**{"database.password": f"${{file:{secrets}/pw}}"})
+    assert call(app, "POST", "/connectors", {"name": "ok", "config": ok}).status == 201
+    for sneaky in (f"${{file:{secrets}/../outside}}", f"${{file:{secrets}/link}}"):
+        bad = memory(**{"database.password": sneaky})
+        r = call(app, "POST", "/connectors", {"name": "bad", "config": bad})
+        assert r.status == 400, sneaky
+        assert f"path {tmp_path / 'outside'}" not in r.body["message"]  # the path as given
+        assert "is outside config.providers.file.param.allowed.paths" in r.body["message"]
+    r = call(app, "PATCH", "/connectors/ok/config", {"api.key": "${env:HOME}"})
+    assert r.status == 400 and "'env' may not be used" in r.body["message"]
+    assert call(app, "GET", "/connectors", None).body == ["ok"]
+
+
+def test_declared_providers_set_what_rest_may_use(tmp_path: Path) -> None:
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    (allowed / "k").write_text("v1234\n")
+    app, herder = make_app(
+        tmp_path,
+        **{
+            "config.providers": "file,env,secrets",
+            "config.providers.file.class": "org.apache.kafka.common.config.provider."
+            "FileConfigProvider",
+            "config.providers.file.param.allowed.paths": str(allowed),
+            "config.providers.env.class": "EnvVarConfigProvider",
+            "config.providers.env.param.allowlist.pattern": "TM_[A-Z]+",
+            "config.providers.secrets.class": "org.apache.kafka.common.config.provider."
+            "DirectoryConfigProvider",
+            "config.providers.secrets.param.allowed.paths": str(allowed),
+        },
+    )
+    try:
+        with installed(herder.settings.trusted_providers()):
+            good = memory(
+                **{
+                    "a": f"${{file:{allowed}/k}}",
+                    "b": "${env:TM_PW}",
+                    "c": f"${{secrets:{allowed}:k}}",
+                }
+            )
+            assert call(app, "POST", "/connectors", {"name": "g", "config": good}).status == 201
+            for key, value, reason in (
+                ("b", "${env:HOME}", "does not match config.providers.env.param.allowlist.pattern"),
+                ("c", f"${{secrets:{allowed}:../x}}", "is outside config.providers.secrets"),
+                ("d", "${dir:/etc:passwd}", "'dir' may not be used"),
+            ):
+                r = call(
+                    app, "POST", "/connectors", {"name": "b", "config": memory(**{key: value})}
+                )
+                assert r.status == 400 and reason in r.body["message"], r.body
+    finally:
+        herder.shutdown(5)
+
+
+def test_a_yaml_connectors_own_placeholders_can_be_written_back(tmp_path: Path) -> None:
+    app, herder = make_app(tmp_path)
+    herder.create("y", memory(**{"database.password": "${env:TM_PW}"}))  # as from the YAML
+    try:
+        current = call(app, "GET", "/connectors/y/config", None).body
+        assert current["database.password"] == "${env:TM_PW}"
+        r = call(app, "PUT", "/connectors/y/config", {**current, "max.batch.size": "7"})
+        assert r.status == 200, r.body
+        r = call(app, "PUT", "/connectors/y/config", {**current, "other": "${env:TM_PW}"})
+        assert r.status == 400  # the same placeholder under another key is new
+    finally:
+        herder.shutdown(5)
+
+
+def test_provider_declarations_are_checked_with_their_paths() -> None:
+    with pytest.raises(WorkerConfigError) as err:
+        parse_config(
+            "worker:\n"
+            "  config.providers: file,env,x\n"
+            "  config.providers.file.class: com.example.Vault\n"
+            "  config.providers.env.class: EnvVarConfigProvider\n"
+            "  config.providers.env.param.allowlist.pattern: '(['\n"
+            "  config.providers.y.class: FileConfigProvider\n"
+        )
+    found = dict(err.value.problems)
+    assert (
+        "unknown config provider class 'com.example.Vault'"
+        in (found["worker.config.providers.file.class"])
+    )
+    assert (
+        "not a valid regular expression"
+        in (found["worker.config.providers.env.param.allowlist.pattern"])
+    )
+    assert "is required" in found["worker.config.providers.x.class"]
+    assert "declare the provider in config.providers" in found["worker.config.providers.y.class"]
+
+
+def test_declared_names_resolve_in_the_yaml_and_file_env_dir_stay_unlimited(
+    tmp_path: Path,
+) -> None:
+    d = tmp_path / "d"
+    d.mkdir()
+    (d / "pw").write_text("hunter22\n")
+    cfg = parse_config(
+        f"""
+worker:
+  state.dir: {tmp_path}
+  config.providers: vault
+  config.providers.vault.class: DirectoryConfigProvider
+  config.providers.vault.param.allowed.paths: {d}
+connectors:
+  - name: a
+    config: {{connector.class: memory, memory.database: "${{vault:{d}:pw}}", topic.prefix: p,
+              x: "${{file:{d}/pw}}", y: "${{env:HOME}}"}}
+"""
+    )
+    assert cfg.worker.rest_providers().keys() == {"vault"}
+    assert cfg.worker.trusted_providers().keys() == {"vault", "file", "env", "dir"}
+    resolver = Resolver({}, cfg.worker.trusted_providers())
+    assert resolver.resolve(f"${{vault:{d}:pw}}") == "hunter22"
+    assert resolver.resolve(f"${{dir:{d}:pw}}") == "hunter22"
+    with pytest.raises(ProviderError, match=r"is outside config\.providers\.vault"):
+        resolver.resolve(f"${{vault:{tmp_path}:x}}")
+
+
+def test_check_placeholders_reads_nothing() -> None:
+    providers, problems = declared_providers(
+        {"config.providers": "file", "config.providers.file.class": "FileConfigProvider"}, "w"
+    )
+    assert problems == []
+    # no allowed.paths: Kafka Connect's default, any path (the daemon warns about it)
+    assert check_placeholders({"k": "${file:/nonexistent/x:y}"}, providers) == []
+
+
+def test_secret_values_are_scrubbed_in_every_form_they_are_printed_in() -> None:
+    s = SecretValues()
+    s.add("line-one\nSecretHost.example\n")
+    s.add("tiny")
+    s.add("ab")  # too short to scrub
+    s.add("true")  # would mangle every message
+    assert s.redact("host 'secrethost.example' unknown") == "host '********' unknown"
+    assert s.redact('"line-one\\nSecretHost.example"') == '"********"'
+    assert s.redact("'line-one\\nSecretHost.example\\n'") == "'********'"
+    assert s.redact("user tiny, tinyurl, ab, true") == "user ********, tinyurl, ab, true"
+
+
+def test_resolved_values_leave_no_trace_in_rest_answers(tmp_path: Path) -> None:
+    os.environ["TM_UNIT_SECRET"] = "Zq-unit-secret-value"
+    Resolver().resolve("${env:TM_UNIT_SECRET}")
+    app, herder = make_app(tmp_path)
+    try:
+        r = call(app, "POST", "/connectors", {"name": "Zq-unit-secret-value", "config": memory()})
+        assert r.status == 201 and r.body["name"] == "********"
+    finally:
+        herder.shutdown(5)
+        del os.environ["TM_UNIT_SECRET"]
