@@ -56,3 +56,25 @@ def validate_offset(
         full.setdefault("complete", True)
         full["flush_lsn"] = lsn
     return full, []
+
+
+#: keys of a snapshot row offset (or of the engine's snapshot marker) that a streaming offset
+#: does not have
+_SNAPSHOT_ONLY = ("snapshot", "snapshot_completed", "last_snapshot_record", "snapshot_origin")
+
+
+def handover_offset(offset: dict[str, Any]) -> dict[str, Any]:
+    """A position streaming can start from: a stored streaming offset as it is, or a snapshot
+    position (an older release's snapshot row offset ``{"lsn", "snapshot": true, ...}``)
+    completed the way the snapshot hands over: transactions committed before ``lsn`` are in
+    the snapshot, the one committing at it and every later one are streamed."""
+    full = {k: v for k, v in offset.items() if k not in _SNAPSHOT_ONLY}
+    lsn = int(full.get("lsn") or 0)
+    if "lsn_commit" not in full:
+        full.update(lsn_commit=lsn, seq=0, complete=False)
+    full.setdefault("seq", 0)
+    full.setdefault("complete", True)
+    full.setdefault("flush_lsn", lsn)
+    full.setdefault("txId", None)
+    full.setdefault("ts_usec", 0)
+    return full

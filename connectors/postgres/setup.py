@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from typing import Any
 
 from cdc.config import Config
@@ -61,3 +62,25 @@ def wait_for_inactive_slot(conn: Any, cfg: Config) -> None:
         f"{info.active_pid if info else '?'}) after {retries} retries. Stop the other consumer "
         f"or give this connector its own slot.name."
     )
+
+
+def check_slot(info: pgconn.SlotInfo, cfg: Config) -> None:
+    """A slot this connector can stream from: not invalidated, pgoutput on its database."""
+    slot, dbname = cfg["slot.name"], cfg["database.dbname"]
+    if info.wal_status == "lost":
+        raise FatalError(
+            f"replication slot {slot!r} was invalidated by the server (wal_status lost, "
+            f"max_slot_wal_keep_size exceeded): changes after LSN {info.confirmed_flush_lsn} "
+            f"are gone. Drop the slot and re-snapshot (snapshot.mode=always)."
+        )
+    if info.plugin != "pgoutput" or info.database != dbname:
+        raise FatalError(
+            f"replication slot {slot!r} uses plugin {info.plugin} on database "
+            f"{info.database}; this connector needs pgoutput on {dbname}"
+        )
+
+
+def temporary_slot_name(slot: str) -> str:
+    """A unique name for the TEMPORARY slot whose exported snapshot a re-snapshot reads
+    (slot names are at most 63 characters)."""
+    return f"{slot[:48]}_snap_{uuid.uuid4().hex[:8]}"

@@ -6,8 +6,14 @@ it is in the snapshot, one committed after it is in the stream, none is in both 
 This is the seed's ``exported`` mode, used for every mode (Debezium 1.2's other modes read a
 fresh snapshot and can lose changes at the handover, DBZ-2337).
 
-A slot that already exists cannot export a snapshot, so a snapshot re-creates it: nothing is
-lost by that, because the new snapshot holds the complete state as of the new slot.
+A slot that already exists is never dropped: it holds every change since the position an
+earlier attempt (an interrupted snapshot, or the streaming a re-snapshot replaces) may have
+emitted events from, and the topic holds those events. Re-creating the slot would stream only
+from the new snapshot's position, so a row the earlier attempt emitted and that was deleted
+in between would stay alive downstream forever. Instead the snapshot is read from the exported
+snapshot of a TEMPORARY slot, and streaming hands over from the earlier position on the kept
+slot (``SourceContext.snapshot_starting`` records that position durably before the first
+row): replaying older changes on top of a newer snapshot converges to the table.
 """
 
 from __future__ import annotations
@@ -24,9 +30,15 @@ from cdc.config import Config
 from cdc.errors import FatalError
 from cdc.spi import Operation, RowChange, SnapshotSource, SourceContext, Table, TableId
 from connectors.postgres import connection as pgconn
-from connectors.postgres.pgoutput import str_to_lsn
+from connectors.postgres.offsets import handover_offset
+from connectors.postgres.pgoutput import lsn_to_str, str_to_lsn
 from connectors.postgres.schema import PgSchema
-from connectors.postgres.setup import ensure_publication, wait_for_inactive_slot
+from connectors.postgres.setup import (
+    check_slot,
+    ensure_publication,
+    temporary_slot_name,
+    wait_for_inactive_slot,
+)
 from connectors.postgres.snapshot_chunks import ParallelReader, split_table
 from connectors.postgres.types import Modes, TypeRegistry
 
@@ -70,78 +82,101 @@ class PostgresSnapshot(SnapshotSource):
                 (tid, oid) for tid, oid in pgconn.list_tables(meta, dbname) if ctx.is_included(tid)
             ]
             ensure_publication(meta, cfg, [t for t, _ in tables])
-            repl = pgconn.connect_replication(cfg)
-            try:
-                existing = pgconn.slot_info(meta, slot)
-                if existing is not None and not include_data:
-                    # Structure only (no_data / schema_only): the slot's backlog is the data
-                    # still to stream, so keep the slot and stream from where it is.
-                    for tid, oid in tables:
-                        ctx.register_table(schema.load(tid, oid))
-                    return {
-                        "lsn": 0,
-                        "lsn_commit": 0,
-                        "seq": 0,
-                        "complete": True,
-                        "flush_lsn": 0,
-                        "txId": None,
-                        "ts_usec": time.time_ns() // 1000,
-                    }
-                if existing is not None:
-                    wait_for_inactive_slot(meta, cfg)
-                    log.info(
-                        "dropping existing slot %s: the snapshot re-creates it to export a "
-                        "consistent snapshot (no change is lost)",
+            existing = pgconn.slot_info(meta, slot)
+            if existing is not None and not include_data:
+                # Structure only (no_data / schema_only): the slot's backlog is the data
+                # still to stream, so keep the slot and stream from where it is.
+                for tid, oid in tables:
+                    ctx.register_table(schema.load(tid, oid))
+                return handover_offset({"lsn": 0, "lsn_commit": 0, "complete": True})
+            if existing is not None:
+                wait_for_inactive_slot(meta, cfg)
+                if existing.wal_status == "lost":
+                    # Its changes are gone already; a new slot starts at the new snapshot.
+                    log.warning(
+                        "slot %s was invalidated (wal_status lost): re-creating it; rows "
+                        "deleted while it was lost may keep their last event downstream",
                         slot,
                     )
                     pgconn.drop_slot(meta, slot)
-                row = repl.execute(
-                    sql.SQL(
-                        "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'export')"
-                    ).format(sql.Identifier(slot))
-                ).fetchone()
-                assert row is not None
-                consistent_point, snapshot_name = str(row[1]), str(row[2])
-                lsn = str_to_lsn(consistent_point)
-                log.info(
-                    "created slot %s at %s, snapshot %s", slot, consistent_point, snapshot_name
-                )
-                threads = int(cfg["snapshot.max.threads"]) if include_data else 1
-                readers: list[Any] = []
-                try:
-                    for _ in range(threads):
-                        readers.append(pgconn.connect(cfg, autocommit=False))
-                        _import_snapshot(readers[-1], snapshot_name)
-                    # The exported snapshot stays valid for these transactions; the replication
-                    # connection may now be closed.
-                    repl.close()
-                    loaded = [schema.load(tid, oid) for tid, oid in tables]
-                    for table in loaded:
-                        ctx.register_table(table)
-                    if include_data:
-                        self._lock(readers[0], loaded)
-                        self._read_all(ctx, readers, loaded, lsn)
-                    readers[0].rollback()
-                finally:
-                    for conn in readers:
-                        conn.close()
-            finally:
-                if not repl.closed:
-                    repl.close()
+                    existing = None
+                else:
+                    check_slot(existing, cfg)
+            return self._snapshot(ctx, meta, schema, tables, include_data, existing is not None)
         finally:
             meta.close()
-        now_us = time.time_ns() // 1000
-        # Streaming resumes after the consistent point; a transaction committing exactly at it
-        # is still streamed (seq 0 of it is "done", which no event has).
-        return {
-            "lsn": lsn,
-            "lsn_commit": lsn,
-            "seq": 0,
-            "complete": False,
-            "flush_lsn": lsn,
-            "txId": None,
-            "ts_usec": now_us,
-        }
+
+    def _snapshot(
+        self,
+        ctx: SourceContext,
+        meta: Any,
+        schema: PgSchema,
+        tables: list[tuple[TableId, int]],
+        include_data: bool,
+        keep_slot: bool,
+    ) -> dict[str, Any]:
+        """Read ``tables`` inside an exported snapshot: the new slot's when there is none, else
+        a temporary slot's, streaming later from the kept slot (which holds every change
+        since an earlier attempt's position). The replication connection stays open until
+        every reader imported the snapshot (a temporary slot lives as long as it)."""
+        cfg = self.cfg
+        slot = cfg["slot.name"]
+        repl = pgconn.connect_replication(cfg)
+        try:
+            snap_slot = temporary_slot_name(slot) if keep_slot else slot
+            row = repl.execute(
+                sql.SQL(
+                    "CREATE_REPLICATION_SLOT {} {} LOGICAL pgoutput (SNAPSHOT 'export')"
+                ).format(sql.Identifier(snap_slot), sql.SQL("TEMPORARY" if keep_slot else ""))
+            ).fetchone()
+            assert row is not None
+            consistent_point, snapshot_name = str(row[1]), str(row[2])
+            lsn = str_to_lsn(consistent_point)
+            log.info(
+                "created %sslot %s at %s, snapshot %s",
+                "temporary " if keep_slot else "",
+                snap_slot,
+                consistent_point,
+                snapshot_name,
+            )
+            # Streaming resumes after the consistent point; a transaction committing exactly
+            # at it is still streamed (seq 0 of it is "done", which no event has).
+            position = handover_offset({"lsn": lsn, "ts_usec": time.time_ns() // 1000})
+            # Recorded durably before the first row; an earlier attempt's position comes back
+            # when there is one, and streaming must start there (its events are downstream).
+            handover = (
+                handover_offset(ctx.snapshot_starting(position)) if include_data else position
+            )
+            if handover["lsn_commit"] < lsn and not keep_slot:
+                log.warning(
+                    "an earlier snapshot attempt began at LSN %s but its slot %s is gone: "
+                    "rows it emitted and deleted since then keep their last event downstream",
+                    lsn_to_str(handover["lsn_commit"]),
+                    slot,
+                )
+            threads = int(cfg["snapshot.max.threads"]) if include_data else 1
+            readers: list[Any] = []
+            try:
+                for _ in range(threads):
+                    readers.append(pgconn.connect(cfg, autocommit=False))
+                    _import_snapshot(readers[-1], snapshot_name)
+                # Every reader holds the exported snapshot now; the replication connection
+                # (and with it a temporary slot) may go.
+                repl.close()
+                loaded = [schema.load(tid, oid) for tid, oid in tables]
+                for table in loaded:
+                    ctx.register_table(table)
+                if include_data:
+                    self._lock(readers[0], loaded)
+                    self._read_all(ctx, readers, loaded, lsn)
+                readers[0].rollback()
+            finally:
+                for conn in readers:
+                    conn.close()
+        finally:
+            if not repl.closed:
+                repl.close()
+        return handover
 
     def _lock(self, conn: Any, tables: list[Table]) -> None:
         """ACCESS SHARE blocks only DDL (not writes), so a table cannot change shape while it

@@ -42,7 +42,7 @@ from cdc.spi import (
 from connectors.postgres import connection as pgconn
 from connectors.postgres import pgoutput as po
 from connectors.postgres.schema import PgSchema
-from connectors.postgres.setup import ensure_publication, wait_for_inactive_slot
+from connectors.postgres.setup import check_slot, ensure_publication, wait_for_inactive_slot
 from connectors.postgres.types import Modes, TypeRegistry
 
 log = logging.getLogger("tidemark.postgres.streaming")
@@ -157,18 +157,7 @@ class PostgresStreaming(StreamingSource):
                     f"or reset this connector's offsets."
                 )
             if info is not None:
-                if info.wal_status == "lost":
-                    raise FatalError(
-                        f"replication slot {slot!r} was invalidated by the server (wal_status "
-                        f"lost, max_slot_wal_keep_size exceeded): changes after LSN "
-                        f"{info.confirmed_flush_lsn} are gone. Drop the slot and re-snapshot "
-                        f"(snapshot.mode=always)."
-                    )
-                if info.plugin != "pgoutput" or info.database != self.dbname:
-                    raise FatalError(
-                        f"replication slot {slot!r} uses plugin {info.plugin} on database "
-                        f"{info.database}; this connector needs pgoutput on {self.dbname}"
-                    )
+                check_slot(info, cfg)
                 wait_for_inactive_slot(meta, cfg)
             repl = pgconn.connect_replication(cfg)
             try:

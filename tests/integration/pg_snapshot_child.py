@@ -1,0 +1,56 @@
+"""``engine_child`` with kill points in the PostgreSQL snapshot, for restart tests.
+
+    python -m tests.integration.pg_snapshot_child SPEC.json
+
+SPEC is ``engine_child``'s plus at most one of ``"kill_after_rows": N`` (SIGKILL itself once
+N snapshot rows were emitted and had a second to reach Kafka and the offset file) and
+``"kill_after_snapshot": true`` (SIGKILL right after the engine stored the snapshot-complete
+offset, before any streaming event).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+from cdc.engine import Engine
+from connectors.postgres import snapshot
+from tests.integration import engine_child
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def install(spec: dict[str, Any]) -> None:
+    kill_rows = spec.get("kill_after_rows")
+    if kill_rows:
+        emit_row = snapshot._TablePlan.emit_row
+        emitted = [0]
+
+        def counting(self: Any, ctx: Any, row: tuple[Any, ...]) -> None:
+            emit_row(self, ctx, row)
+            emitted[0] += 1
+            if emitted[0] == kill_rows:
+                time.sleep(1.0)  # the task thread sends and commits what was emitted
+                _die()
+
+        snapshot._TablePlan.emit_row = counting  # type: ignore[method-assign]
+    if spec.get("kill_after_snapshot"):
+        store_now = Engine._store_now
+
+        def store_then_die(self: Engine, offset: dict[str, Any]) -> None:
+            store_now(self, offset)
+            _die()
+
+        Engine._store_now = store_then_die  # type: ignore[method-assign]
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as fh:
+        install(json.load(fh))
+    engine_child.main(sys.argv[1])
