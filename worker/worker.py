@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Literal
 
 from cdc.config import Config
 from cdc.engine import Engine, EngineSettings
 from cdc.errors import ConfigError
+from cdc.kafka_security import security_settings
 from cdc.offsets.store import OffsetStore
 from worker.config import WorkerSettings
 from worker.config_providers import resolve_config
@@ -104,21 +106,29 @@ class Worker:
             if (
                 "schema.history.internal.kafka.topic" in out
                 or "database.history.kafka.topic" in out
-            ):
-                out.setdefault(
-                    "schema.history.internal.kafka.bootstrap.servers",
-                    self.settings.bootstrap_servers,
-                )
+            ) and not any(k.endswith("history.kafka.bootstrap.servers") for k in out):
+                self._worker_kafka_history(out)
             return out
         if self.settings.offset_storage == "kafka":
             out["schema.history.internal"] = "kafka"
             out["schema.history.internal.kafka.topic"] = f"{config['name']}-schema-history"
-            out["schema.history.internal.kafka.bootstrap.servers"] = self.settings.bootstrap_servers
+            self._worker_kafka_history(out)
         else:
             path = Path(self.settings.state_dir) / "history" / f"{config['name']}.jsonl"
             out["schema.history.internal"] = "file"
             out["schema.history.internal.file.filename"] = str(path)
         return out
+
+    def _worker_kafka_history(self, out: dict[str, str]) -> None:
+        """A schema history on the worker's Kafka uses the worker's security settings too
+        (a history client without them is the classic SASL/TLS misconfiguration); keys the
+        connector sets itself win."""
+        s = self.settings
+        out["schema.history.internal.kafka.bootstrap.servers"] = s.bootstrap_servers
+        clients: tuple[Literal["producer", "consumer"], ...] = ("producer", "consumer")
+        for client in clients:
+            for key, value in security_settings(s.client_config(client)).items():
+                out.setdefault(f"schema.history.internal.{client}.{key}", str(value))
 
     def runner(
         self,

@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient
 
 from cdc.errors import SchemaError
 from cdc.history.store import HistoryRecord, SchemaHistory
+from cdc.kafka_security import librdkafka_config, security_settings
 from cdc.offsets.kafka import (
     create_topic,
     produce_all,
@@ -43,8 +44,9 @@ _JAVA_ONLY = {"key.serializer", "value.serializer", "key.deserializer", "value.d
 
 def _client_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """Pass-through ``*.producer.*``/``*.consumer.*`` settings minus Java-only keys, which
-    librdkafka rejects and which make no sense here."""
-    return {k: v for k, v in (settings or {}).items() if k not in _JAVA_ONLY}
+    librdkafka rejects and which make no sense here; Kafka Connect's security names are
+    translated (:mod:`cdc.kafka_security`)."""
+    return librdkafka_config({k: v for k, v in (settings or {}).items() if k not in _JAVA_ONLY})
 
 
 class KafkaSchemaHistory(SchemaHistory):
@@ -75,9 +77,17 @@ class KafkaSchemaHistory(SchemaHistory):
         self.query_timeout_s = query_timeout_ms / 1000
         self.create_timeout_s = create_timeout_ms / 1000
         self.write_timeout_s = write_timeout_ms / 1000
-        self._common = {"bootstrap.servers": bootstrap_servers, **_client_settings(client_config)}
         self._producer_config = _client_settings(producer_config)
         self._consumer_config = _client_settings(consumer_config)
+        # Debezium has no common client settings: security goes in the producer and consumer
+        # maps. The admin client (topic checks, creation) needs it too; it takes the
+        # consumer's, then the producer's.
+        self._common = {
+            "bootstrap.servers": bootstrap_servers,
+            **security_settings(self._producer_config),
+            **security_settings(self._consumer_config),
+            **_client_settings(client_config),
+        }
         self._lock = threading.Lock()
         self._producer: Producer | None = None
 

@@ -16,6 +16,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
+from cdc.kafka_security import SECURITY_PREFIXES, librdkafka_config
+
 log = logging.getLogger("tidemark.sink")
 
 DEFAULT_PRODUCER = {
@@ -44,7 +46,7 @@ class KafkaSink:
         topic_defaults: Mapping[str, Any] | None = None,
         create_topics: bool = True,
     ) -> None:
-        conf = {**DEFAULT_PRODUCER, **dict(producer_config)}
+        conf = librdkafka_config({**DEFAULT_PRODUCER, **dict(producer_config)})
         if transactional_id:
             conf["transactional.id"] = transactional_id
             conf["enable.idempotence"] = True
@@ -63,7 +65,7 @@ class KafkaSink:
         self._admin_conf = {
             k: v
             for k, v in conf.items()
-            if k.startswith(("bootstrap.servers", "security.", "sasl.", "ssl.", "client.id"))
+            if k.startswith(("bootstrap.servers", "client.id", *SECURITY_PREFIXES))
         }
         self._admin: AdminClient | None = None
         self.create_topics = create_topics
