@@ -261,9 +261,15 @@ class Engine:
     def run(self) -> None:
         """Run until :meth:`stop` or a failure (re-raised here)."""
         metrics_mod.register(self.metrics)
-        self.store.start()
         if self.settings.exactly_once:
+            # Fence first, then read offsets (Kafka Connect's order): fencing waits for the
+            # previous producer's decided transaction, and the settled read for its commit
+            # markers, so its last offset record is seen and its events are not sent again.
             self.sink.init_transactions()
+            assert isinstance(self.store, KafkaOffsetStore)
+            self.store.start(settle=True)
+        else:
+            self.store.start()
         self._source_thread = threading.Thread(
             target=self._source_main, name=f"tidemark-source-{self.name}", daemon=True
         )

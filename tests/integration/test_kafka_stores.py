@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -215,13 +216,8 @@ def test_transactional_offset_records_and_aborts(
 
         assert store.get("c", SOURCE) == {"pos": 1}  # cached until refreshed
         # Commit markers reach the partitions just after commit_transaction returns; until
-        # then the last stable offset is before the committed record.
-        deadline = time.monotonic() + 10
-        while True:
-            store.refresh()
-            if store.get("c", SOURCE) != {"pos": 1} or time.monotonic() > deadline:
-                break
-            time.sleep(0.2)
+        # then the last stable offset is before the committed record: a settled read waits.
+        store.refresh(settle=True)
         assert store.get("c", SOURCE) == {"pos": 2}
 
         # A transaction still open: reading stops at the last stable offset instead of
@@ -236,10 +232,46 @@ def test_transactional_offset_records_and_aborts(
             assert time.monotonic() - started < 5
             assert again.get("c", SOURCE) == {"pos": 2}
             producer.commit_transaction(30)
-            again.refresh()
+            again.refresh(settle=True)
             assert again.get("c", SOURCE) == {"pos": 4}
         finally:
             again.close()
+    finally:
+        store.close()
+
+
+def test_settled_read_waits_for_open_transactions(
+    kafka: str, new_topic: Callable[[str], str]
+) -> None:
+    """What an exactly-once task reads after fencing: a transaction open when the read
+    starts (a commit decided, its markers not yet written) is waited for, not read past."""
+    topic = new_topic("offsets")
+    store = _offset_store(kafka, topic, partitions=2)
+    producer = Producer(
+        {
+            "bootstrap.servers": kafka,
+            "transactional.id": f"test-{uuid.uuid4().hex}",
+            "partitioner": "murmur2_random",
+        }
+    )
+    try:
+        store.put("c", SOURCE, {"pos": 1})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        t, k, v = store.offset_record("c", SOURCE, {"pos": 2})
+        producer.produce(t, key=k, value=v)
+        assert producer.flush(30) == 0
+        committer = threading.Timer(1.0, producer.commit_transaction, args=(30,))
+        committer.start()
+        reader = KafkaOffsetStore(kafka, topic, partitions=2)
+        try:
+            reader.start(settle=True)
+            assert reader.get("c", SOURCE) == {"pos": 2}
+        finally:
+            committer.join()
+            reader.close()
+        store.refresh(settle=True)  # a started store settles the same way
+        assert store.get("c", SOURCE) == {"pos": 2}
     finally:
         store.close()
 
