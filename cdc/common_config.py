@@ -36,129 +36,442 @@ def _skipped_ops(value: Any) -> str | None:
     return "may contain only c, u, d, t, or be none"
 
 
+PASSTHROUGH = (
+    # read as a whole by the transform chain, the converters and the worker's producer
+    "transforms.",
+    "predicates.",
+    "key.converter.",
+    "value.converter.",
+    "header.converter.",
+    # keys that carry their parameter in the name (column mappers, per-table snapshot SELECT)
+    "column.truncate.to.",
+    "column.mask.with.",
+    "column.mask.hash.",
+    "snapshot.select.statement.overrides.",
+    # Kafka Connect and Debezium namespaces accepted as in Kafka Connect (unused keys are inert)
+    "errors.",
+    "topic.creation.",
+    "driver.",
+)
+"""Key prefixes every connector passes through without a warning (see ``ConfigDef.suggest``:
+a key in one of them is only checked against the defined keys of the same namespace). The
+worker adds ``producer.override.``."""
+
+UNSUPPORTED = frozenset(
+    {
+        # Debezium 2.x properties of every relational connector that tidemark does not have
+        "topic.naming.strategy",
+        "topic.delimiter",
+        "topic.cache.size",
+        "topic.heartbeat.prefix",
+        "topic.transaction",
+        "schema.name.adjustment.mode",
+        "field.name.adjustment.mode",
+        "signal.data.collection",
+        "signal.enabled.channels",
+        "notification.enabled.channels",
+        "incremental.snapshot.chunk.size",
+        "incremental.snapshot.watermarking.strategy",
+        "incremental.snapshot.allow.schema.changes",
+        "snapshot.include.collection.list",
+        "snapshot.mode.class",
+        "snapshot.tables.order.by.row.count",
+        "snapshot.query.mode",
+        "custom.metric.tags",
+        "retriable.restart.connector.wait.ms",
+        "post.processors",
+        "include.schema.comments",
+        "database.query.timeout.ms",
+        "connection.validation.timeout.ms",
+        "executor.shutdown.timeout.ms",
+        "streaming.delay.ms",
+        "read.only",
+        "schema.history.internal.store.only.captured.databases.ddl",
+        "database.history.store.only.captured.databases.ddl",
+    }
+)
+"""Names a Debezium user may carry over that have no effect here: a warning says so instead of
+a misleading "did you mean"."""
+
+GROUP_CONNECTOR = "Connector"
+GROUP_FILTERS = "Filters"
+GROUP_EVENTS = "Events"
+GROUP_SNAPSHOT = "Snapshot"
+GROUP_ADVANCED = "Advanced"
+GROUP_ERRORS = "Error Handling"
+GROUP_TOPICS = "Topic Creation"
+GROUP_CONVERTERS = "Converters and Transforms"
+
+CONVERTER_CLASSES = (
+    "org.apache.kafka.connect.json.JsonConverter",
+    "io.confluent.connect.avro.AvroConverter",
+    "json",
+    "avro",
+)
+
+
+def _converter(value: Any) -> str | None:
+    if value is None or value in CONVERTER_CLASSES[:2] or str(value).lower() in ("json", "avro"):
+        return None
+    return f"must be one of {', '.join(CONVERTER_CLASSES)} (no other converter is built in)"
+
+
+def _filter(name: str, alias: str, doc: str) -> ConfigField:
+    return ConfigField(
+        name,
+        Kind.LIST,
+        [],
+        aliases=(alias,),
+        validator=valid_regex_list,
+        group=GROUP_FILTERS,
+        doc=doc,
+    )
+
+
 def common_def(**defaults: Any) -> ConfigDef:
     def d(name: str, fallback: Any) -> Any:
         return defaults.get(name.replace(".", "_"), fallback)
 
     cdef = ConfigDef(
         [
-            ConfigField("name", doc="Unique connector name."),
-            ConfigField("connector.class", doc="Connector class or short name."),
-            ConfigField("tasks.max", Kind.INT, 1, "Ignored by single-task connectors."),
+            ConfigField(
+                "name",
+                doc="Unique name of the connector in this worker; tasks, offsets and metrics "
+                "are keyed by it.",
+                importance="HIGH",
+            ),
+            ConfigField(
+                "connector.class",
+                doc="The connector to run: a short name (postgres, mysql), a Debezium class "
+                "name or its simple name.",
+                importance="HIGH",
+            ),
+            ConfigField(
+                "tasks.max",
+                Kind.INT,
+                1,
+                "Most tasks to create. These connectors read one log in order, so they always "
+                "run one task; larger values are accepted and have no effect.",
+                validator=at_least(1),
+                importance="LOW",
+            ),
             ConfigField(
                 "database.server.name",
                 aliases=("topic.prefix",),
                 required=True,
                 validator=_server_name,
-                doc="Logical name: topic prefix and offsets partition.",
+                doc="Logical name of the captured server: the prefix of every topic name "
+                "(<name>.<schema>.<table>) and the key under which offsets are stored. Must "
+                "stay the same for the connector's whole life. topic.prefix is Debezium 2.x's "
+                "name for the same property.",
                 importance="HIGH",
             ),
-            ConfigField(
+            _filter(
                 "table.include.list",
-                Kind.LIST,
-                [],
-                aliases=("table.whitelist",),
-                validator=valid_regex_list,
-                group="Filters",
+                "table.whitelist",
+                "Comma-separated regular expressions matched against fully-qualified table "
+                "identifiers; only matching tables are captured. Do not combine with "
+                "table.exclude.list.",
             ),
-            ConfigField(
+            _filter(
                 "table.exclude.list",
-                Kind.LIST,
-                [],
-                aliases=("table.blacklist",),
-                validator=valid_regex_list,
-                group="Filters",
+                "table.blacklist",
+                "Comma-separated regular expressions matched against fully-qualified table "
+                "identifiers; matching tables are not captured, all others are.",
             ),
-            ConfigField(
+            _filter(
                 "column.include.list",
-                Kind.LIST,
-                [],
-                aliases=("column.whitelist",),
-                validator=valid_regex_list,
-                group="Filters",
+                "column.whitelist",
+                "Comma-separated regular expressions matched against fully-qualified column "
+                "names; only matching columns appear in change events.",
+            ),
+            _filter(
+                "column.exclude.list",
+                "column.blacklist",
+                "Comma-separated regular expressions matched against fully-qualified column "
+                "names; matching columns are left out of change events.",
             ),
             ConfigField(
-                "column.exclude.list",
-                Kind.LIST,
-                [],
-                aliases=("column.blacklist",),
-                validator=valid_regex_list,
-                group="Filters",
+                "message.key.columns",
+                Kind.STRING,
+                None,
+                group=GROUP_FILTERS,
+                doc="Custom event keys: '<table regex>:<col>,<col>;<table regex>:<col>' pairs. "
+                "A listed table's events are keyed by these columns instead of its primary "
+                "key (needed for tables without one).",
             ),
-            ConfigField("message.key.columns", Kind.STRING, None, group="Filters"),
             ConfigField(
                 "skipped.operations",
                 Kind.LIST,
                 ["t"],
-                group="Filters",
+                group=GROUP_FILTERS,
                 doc="Operations not to emit: c, u, d, t (truncate), or none. Default t, as in "
                 "current Debezium (1.2 had no truncate events).",
                 validator=_skipped_ops,
-            ),
-            ConfigField("tombstones.on.delete", Kind.BOOLEAN, True),
-            ConfigField("provide.transaction.metadata", Kind.BOOLEAN, False),
-            ConfigField("sanitize.field.names", Kind.BOOLEAN, None),
-            ConfigField("heartbeat.interval.ms", Kind.INT, 0, validator=at_least(0)),
-            ConfigField("heartbeat.topics.prefix", Kind.STRING, "__debezium-heartbeat"),
-            ConfigField(
-                "max.queue.size", Kind.INT, d("max.queue.size", 8192), validator=at_least(1)
+                recommended=("c", "u", "d", "t", "none"),
             ),
             ConfigField(
-                "max.batch.size", Kind.INT, d("max.batch.size", 2048), validator=at_least(1)
+                "tombstones.on.delete",
+                Kind.BOOLEAN,
+                True,
+                group=GROUP_EVENTS,
+                doc="Follow each delete event with a tombstone (same key, null value) so Kafka "
+                "log compaction can drop every event of the deleted row.",
             ),
-            ConfigField("max.queue.size.in.bytes", Kind.LONG, 0, validator=at_least(0)),
-            ConfigField("poll.interval.ms", Kind.INT, 1000, validator=at_least(1)),
-            ConfigField("snapshot.delay.ms", Kind.LONG, 0, validator=at_least(0)),
+            ConfigField(
+                "envelope.version",
+                Kind.STRING,
+                "1.2",
+                group=GROUP_EVENTS,
+                validator=one_of("1.2", "3"),
+                recommended=("1.2", "3"),
+                doc="Which Debezium's change event shape to write: 1.2 (the seed's contract: "
+                "boolean source.snapshot, no ts_us/ts_ns, transaction only with "
+                "provide.transaction.metadata) or 3 (Debezium 3.x, as Debezium Server 3.6 "
+                "writes it: envelope ts_us/ts_ns, transaction always declared, schema "
+                "versions, source.sequence/ts_us/ts_ns, source.snapshot as an enum string "
+                "with first/last markers, padded ZonedTimestamp fractions; MySQL FLOAT as "
+                "float32; PostgreSQL origin/origin_lsn; MariaDbConnector writes 'mariadb').",
+            ),
+            ConfigField(
+                "provide.transaction.metadata",
+                Kind.BOOLEAN,
+                False,
+                group=GROUP_EVENTS,
+                doc="Write BEGIN/END transaction events to <server>.transaction and add a "
+                "transaction block (id, total and per-table order) to every change event.",
+            ),
+            ConfigField(
+                "sanitize.field.names",
+                Kind.BOOLEAN,
+                None,
+                group=GROUP_EVENTS,
+                doc="Replace characters that Avro names cannot hold in field and schema names "
+                "with '_'. Unset: true when the value converter is Avro, else false.",
+            ),
+            ConfigField(
+                "unavailable.value.placeholder",
+                Kind.STRING,
+                "__debezium_unavailable_value",
+                aliases=("toasted.value.placeholder",),
+                group=GROUP_EVENTS,
+                doc="Value emitted for a column whose value the log does not carry (an "
+                "unchanged TOASTed PostgreSQL column) in text, binary and array columns. "
+                "toasted.value.placeholder is the older name.",
+            ),
+            ConfigField(
+                "heartbeat.interval.ms",
+                Kind.INT,
+                0,
+                validator=at_least(0),
+                group=GROUP_ADVANCED,
+                doc="How often to emit a heartbeat record to <prefix>.<server> so offsets "
+                "advance while captured tables are quiet (lets the database recycle its log). "
+                "0 disables heartbeats.",
+            ),
+            ConfigField(
+                "heartbeat.topics.prefix",
+                Kind.STRING,
+                "__debezium-heartbeat",
+                group=GROUP_ADVANCED,
+                doc="Prefix of the heartbeat topic name: <prefix>.<database.server.name>.",
+            ),
+            ConfigField(
+                "max.queue.size",
+                Kind.INT,
+                d("max.queue.size", 8192),
+                validator=at_least(1),
+                group=GROUP_ADVANCED,
+                doc="Capacity, in records, of the queue between the log reader and the Kafka "
+                "writer; a full queue pauses reading (backpressure). Must exceed "
+                "max.batch.size.",
+            ),
+            ConfigField(
+                "max.batch.size",
+                Kind.INT,
+                d("max.batch.size", 2048),
+                validator=at_least(1),
+                group=GROUP_ADVANCED,
+                doc="Most records taken from the queue and handed to Kafka in one batch.",
+            ),
+            ConfigField(
+                "max.queue.size.in.bytes",
+                Kind.LONG,
+                0,
+                validator=at_least(0),
+                group=GROUP_ADVANCED,
+                doc="Capacity of the queue in (approximate) bytes, on top of max.queue.size; "
+                "0 means no byte limit.",
+            ),
+            ConfigField(
+                "poll.interval.ms",
+                Kind.INT,
+                1000,
+                validator=at_least(1),
+                group=GROUP_ADVANCED,
+                doc="How long the Kafka writer waits for new records when the queue is empty.",
+            ),
+            ConfigField(
+                "snapshot.delay.ms",
+                Kind.LONG,
+                0,
+                validator=at_least(0),
+                group=GROUP_SNAPSHOT,
+                doc="Wait this long after the connector starts before taking a snapshot (to "
+                "let a cluster of workers settle).",
+            ),
             ConfigField(
                 "snapshot.fetch.size",
                 Kind.INT,
                 d("snapshot.fetch.size", 10240),
                 validator=at_least(1),
+                group=GROUP_SNAPSHOT,
+                doc="Rows fetched per round trip while reading a table during a snapshot.",
             ),
-            ConfigField("snapshot.lock.timeout.ms", Kind.LONG, 10000, validator=at_least(0)),
-            ConfigField("snapshot.select.statement.overrides", Kind.LIST, []),
+            ConfigField(
+                "snapshot.lock.timeout.ms",
+                Kind.LONG,
+                10000,
+                validator=at_least(0),
+                group=GROUP_SNAPSHOT,
+                doc="Longest wait for the table locks a snapshot takes; the snapshot fails "
+                "when they cannot be had in time.",
+            ),
+            ConfigField(
+                "snapshot.select.statement.overrides",
+                Kind.LIST,
+                [],
+                group=GROUP_SNAPSHOT,
+                doc="Tables (fully-qualified) whose snapshot uses a custom SELECT, given in "
+                "snapshot.select.statement.overrides.<table>, e.g. to skip old rows.",
+            ),
             ConfigField(
                 "event.processing.failure.handling.mode",
                 Kind.STRING,
                 "fail",
                 validator=one_of(*FAILURE_MODES),
+                group=GROUP_ERRORS,
+                doc="What to do with an event that cannot be converted: fail stops the task "
+                "(nothing is skipped), warn logs it and skips it, skip drops it silently, "
+                "dead-letter writes it to errors.deadletterqueue.topic.name and goes on.",
+                importance="HIGH",
             ),
             ConfigField(
                 "errors.deadletterqueue.topic.name",
                 Kind.STRING,
                 None,
-                doc="Dead-letter topic for events that fail conversion.",
+                group=GROUP_ERRORS,
+                doc="Dead-letter topic for events that fail conversion (required with "
+                "event.processing.failure.handling.mode=dead-letter).",
             ),
             ConfigField(
                 "decimal.handling.mode",
                 Kind.STRING,
                 "precise",
                 validator=one_of("precise", "double", "string"),
+                group=GROUP_EVENTS,
+                doc="How DECIMAL/NUMERIC values are emitted: precise as Connect Decimal bytes "
+                "(exact), double as a float (may lose precision), string as plain text.",
             ),
             ConfigField(
                 "time.precision.mode",
                 Kind.STRING,
                 d("time.precision.mode", "adaptive"),
                 validator=one_of("adaptive", "adaptive_time_microseconds", "connect"),
+                group=GROUP_EVENTS,
+                doc="How temporal values are emitted: adaptive picks milli/micro/nano types "
+                "from the column's precision, adaptive_time_microseconds does the same but "
+                "always uses microseconds for TIME, connect uses Kafka Connect's own logical "
+                "types (millisecond precision).",
             ),
             ConfigField(
                 "binary.handling.mode",
                 Kind.STRING,
                 "bytes",
                 validator=one_of("bytes", "base64", "hex"),
+                group=GROUP_EVENTS,
+                doc="How binary columns are emitted: bytes, or a base64 or hex string.",
             ),
             ConfigField(
                 "column.propagate.source.type",
                 Kind.LIST,
                 [],
                 aliases=("datatype.propagate.source.type",),
+                group=GROUP_EVENTS,
+                doc="Regular expressions of columns (or, under the datatype name, of database "
+                "type names) whose schema gets __debezium.source.column.type/length/scale "
+                "parameters with the original column type.",
             ),
-            ConfigField("topic.creation.enable", Kind.BOOLEAN, True),
-            ConfigField("topic.creation.default.partitions", Kind.INT, 1),
-            ConfigField("topic.creation.default.replication.factor", Kind.INT, 1),
-            ConfigField("topic.creation.default.cleanup.policy", Kind.STRING, "delete"),
-        ]
+            ConfigField(
+                "topic.creation.enable",
+                Kind.BOOLEAN,
+                True,
+                group=GROUP_TOPICS,
+                doc="Create missing topics before the first write, with the "
+                "topic.creation.default.* settings.",
+            ),
+            ConfigField(
+                "topic.creation.default.partitions",
+                Kind.INT,
+                1,
+                group=GROUP_TOPICS,
+                doc="Partitions of topics the connector creates.",
+            ),
+            ConfigField(
+                "topic.creation.default.replication.factor",
+                Kind.INT,
+                1,
+                group=GROUP_TOPICS,
+                doc="Replication factor of topics the connector creates.",
+            ),
+            ConfigField(
+                "topic.creation.default.cleanup.policy",
+                Kind.STRING,
+                "delete",
+                recommended=("delete", "compact", "compact,delete"),
+                group=GROUP_TOPICS,
+                doc="cleanup.policy of topics the connector creates.",
+            ),
+            ConfigField(
+                "key.converter",
+                Kind.CLASS,
+                None,
+                validator=_converter,
+                recommended=CONVERTER_CLASSES,
+                group=GROUP_CONVERTERS,
+                doc="Serialises event keys: JsonConverter (default) or AvroConverter with a "
+                "schema registry; its own settings go in key.converter.*.",
+            ),
+            ConfigField(
+                "value.converter",
+                Kind.CLASS,
+                None,
+                validator=_converter,
+                recommended=CONVERTER_CLASSES,
+                group=GROUP_CONVERTERS,
+                doc="Serialises event values: JsonConverter (default) or AvroConverter with a "
+                "schema registry; its own settings go in value.converter.*.",
+            ),
+            ConfigField(
+                "transforms",
+                Kind.LIST,
+                [],
+                group=GROUP_CONVERTERS,
+                doc="Aliases of the single message transforms applied in order; each is "
+                "configured under transforms.<alias>.* (type, predicate, negate, ...).",
+            ),
+            ConfigField(
+                "predicates",
+                Kind.LIST,
+                [],
+                group=GROUP_CONVERTERS,
+                doc="Aliases of predicates that transforms can be conditioned on; each is "
+                "configured under predicates.<alias>.*.",
+            ),
+        ],
+        passthrough=PASSTHROUGH,
     )
+    cdef.unsupported = set(UNSUPPORTED)
     cdef.checks.append(
         exclusive(
             ("table.include.list", "table.exclude.list"),
@@ -187,21 +500,17 @@ def _queue_rules(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str,
 def schema_filter_fields() -> ConfigDef:
     cdef = ConfigDef(
         [
-            ConfigField(
+            _filter(
                 "schema.include.list",
-                Kind.LIST,
-                [],
-                aliases=("schema.whitelist",),
-                validator=valid_regex_list,
-                group="Filters",
+                "schema.whitelist",
+                "Comma-separated regular expressions of schema names; only tables in matching "
+                "schemas are captured. Do not combine with schema.exclude.list.",
             ),
-            ConfigField(
+            _filter(
                 "schema.exclude.list",
-                Kind.LIST,
-                [],
-                aliases=("schema.blacklist",),
-                validator=valid_regex_list,
-                group="Filters",
+                "schema.blacklist",
+                "Comma-separated regular expressions of schema names whose tables are not "
+                "captured.",
             ),
         ]
     )
@@ -212,21 +521,17 @@ def schema_filter_fields() -> ConfigDef:
 def database_filter_fields() -> ConfigDef:
     cdef = ConfigDef(
         [
-            ConfigField(
+            _filter(
                 "database.include.list",
-                Kind.LIST,
-                [],
-                aliases=("database.whitelist",),
-                validator=valid_regex_list,
-                group="Filters",
+                "database.whitelist",
+                "Comma-separated regular expressions of database names; only tables in "
+                "matching databases are captured. Do not combine with database.exclude.list.",
             ),
-            ConfigField(
+            _filter(
                 "database.exclude.list",
-                Kind.LIST,
-                [],
-                aliases=("database.blacklist",),
-                validator=valid_regex_list,
-                group="Filters",
+                "database.blacklist",
+                "Comma-separated regular expressions of database names whose tables are not "
+                "captured.",
             ),
         ]
     )

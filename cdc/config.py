@@ -9,6 +9,7 @@ nested, is a pydantic model.)
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -46,21 +47,38 @@ class ConfigField:
     validator: Validator | None = None
     group: str = "Connector"
     importance: str = "MEDIUM"
+    #: values a UI offers (Kafka Connect's ``recommended_values``); enums get theirs from
+    #: their :func:`one_of` validator, so only free-form keys with usual values set this.
+    recommended: tuple[str, ...] = ()
 
     @property
     def all_names(self) -> tuple[str, ...]:
         return (self.name, *self.aliases)
 
+    @property
+    def recommended_values(self) -> list[str]:
+        if self.recommended:
+            return list(self.recommended)
+        if isinstance(self.validator, OneOf):
+            return list(self.validator.choices)
+        return []
+
+
+class OneOf:
+    """An enum validator that also tells tooling the allowed values (case-insensitive)."""
+
+    def __init__(self, choices: Iterable[str]) -> None:
+        self.choices = tuple(choices)
+        self._lowered = {c.lower() for c in self.choices}
+
+    def __call__(self, value: Any) -> str | None:
+        if value is None or str(value).lower() in self._lowered:
+            return None
+        return f"must be one of {', '.join(self.choices)}"
+
 
 def one_of(*choices: str) -> Validator:
-    lowered = {c.lower() for c in choices}
-
-    def check(value: Any) -> str | None:
-        if value is None or str(value).lower() in lowered:
-            return None
-        return f"must be one of {', '.join(choices)}"
-
-    return check
+    return OneOf(choices)
 
 
 def at_least(minimum: int) -> Validator:
@@ -177,13 +195,30 @@ def mask_secrets(raw: Mapping[str, Any], definition: ConfigDef | None = None) ->
     return {k: ("********" if is_secret_key(k, definition) else v) for k, v in raw.items()}
 
 
-class ConfigDef:
-    """An ordered set of fields; ``parse`` validates a raw map and reports every problem."""
+PassThroughRule = Callable[[str, Mapping[str, Any]], bool]
+"""(key, raw config) -> the key belongs to a namespace some component reads as a whole."""
 
-    def __init__(self, fields: Iterable[ConfigField] = ()) -> None:
+
+class ConfigDef:
+    """An ordered set of fields; ``parse`` validates a raw map and reports every problem.
+
+    Keys the definition does not know are passed through, as in Kafka Connect (transforms,
+    converters and producer overrides read whole namespaces). :meth:`unknown_keys` turns the
+    likely typos among them into warnings, never errors.
+    """
+
+    def __init__(
+        self, fields: Iterable[ConfigField] = (), *, passthrough: Iterable[str] = ()
+    ) -> None:
         self.fields: dict[str, ConfigField] = {}
         self._by_alias: dict[str, ConfigField] = {}
         self.checks: list[Callable[[dict[str, Any], dict[str, Any]], list[tuple[str, str]]]] = []
+        #: key prefixes read as a whole by some component (``transforms.``, ``producer.``...)
+        self.passthrough: list[str] = list(passthrough)
+        #: pass-through keys whose names depend on other values (MySQL's ``<converter>.type``)
+        self.passthrough_rules: list[PassThroughRule] = []
+        #: Debezium properties known not to be implemented: a warning says they do nothing
+        self.unsupported: set[str] = set()
         self.define(*fields)
 
     def define(self, *fields: ConfigField) -> ConfigDef:
@@ -196,6 +231,9 @@ class ConfigDef:
     def extend(self, other: ConfigDef) -> ConfigDef:
         merged = ConfigDef([*self.fields.values(), *other.fields.values()])
         merged.checks = [*self.checks, *other.checks]
+        merged.passthrough = list(dict.fromkeys([*self.passthrough, *other.passthrough]))
+        merged.passthrough_rules = [*self.passthrough_rules, *other.passthrough_rules]
+        merged.unsupported = self.unsupported | other.unsupported
         return merged
 
     def check(
@@ -207,6 +245,49 @@ class ConfigDef:
 
     def lookup(self, key: str) -> ConfigField | None:
         return self._by_alias.get(key)
+
+    def names(self) -> list[str]:
+        """Every accepted name: canonical names and their aliases."""
+        return list(self._by_alias)
+
+    def unknown_keys(self, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """Warnings for keys that are neither defined nor pass-through and look like a typo of
+        a known key (``databse.port`` -> ``database.port``). Other unknown keys pass through
+        silently, as in Kafka Connect: they may be meant for a newer version or a tool."""
+        out: list[tuple[str, str]] = []
+        for key in raw:
+            if key in self._by_alias:
+                continue
+            if key in self.unsupported:
+                out.append((key, "is a Debezium property tidemark does not implement; ignored"))
+                continue
+            suggestion = self.suggest(key, raw)
+            if suggestion is not None:
+                hint = f"did you mean `{suggestion}`? (passed through as is)"
+                out.append((key, f"is not a known key; {hint}"))
+        return out
+
+    def suggest(self, key: str, raw: Mapping[str, Any] | None = None) -> str | None:
+        """The known key ``key`` is most likely a misspelling of, or None."""
+        names = self.names()
+        prefix = next((p for p in self.passthrough if key.startswith(p)), None)
+        if prefix is not None or any(rule(key, raw or {}) for rule in self.passthrough_rules):
+            # Inside a pass-through namespace only its own defined keys are candidates
+            # (``topic.creation.default.partiton``); the rest belongs to whoever reads it.
+            names = [n for n in names if prefix is not None and n.startswith(prefix)]
+            return _closest(key, names)
+        folded = {n.lower(): n for n in names}
+        if key.lower() in folded:
+            return folded[key.lower()]
+        found = _closest(key, names)
+        if found is not None:
+            return found
+        # A misspelt namespace: ``tranforms.unwrap.type`` -> ``transforms.unwrap.type``.
+        for p in self.passthrough:
+            head = ".".join(key.split(".")[: p.count(".")]) + "."
+            if head != p and _closest(head, [p]) is not None:
+                return p + key[len(head) :]
+        return None
 
     def validate(self, raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
         problems: list[tuple[str, str]] = []
@@ -240,6 +321,11 @@ class ConfigDef:
         if problems:
             raise ConfigError(problems)
         return Config(values, {k: v for k, v in raw.items()}, self)
+
+
+def _closest(key: str, names: list[str]) -> str | None:
+    found = difflib.get_close_matches(key, names, n=1, cutoff=0.85)
+    return found[0] if found else None
 
 
 def exclusive(

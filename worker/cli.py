@@ -87,14 +87,24 @@ def _run(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     from worker.config import WorkerConfigError, load_config
 
+    warnings: list[tuple[str, str]] = []
     try:
-        config = load_config(args.config)
+        config = load_config(args.config, warnings=warnings)
     except WorkerConfigError as exc:
+        _print_warnings(warnings)
         print(str(exc), file=sys.stderr)
         return 1
+    _print_warnings(warnings)
     names = ", ".join(c.name for c in config.connectors) or "none"
-    print(f"{args.config}: valid ({len(config.connectors)} connector(s): {names})")
+    extra = f", {len(warnings)} warning(s)" if warnings else ""
+    print(f"{args.config}: valid ({len(config.connectors)} connector(s): {names}{extra})")
     return 0
+
+
+def _print_warnings(warnings: list[tuple[str, str]]) -> None:
+    """Likely typos among unknown keys: shown, never fatal (unknown keys pass through)."""
+    for path, msg in warnings:
+        print(f"warning: {path}: {msg}", file=sys.stderr)
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -43,6 +43,8 @@ from worker.registry import (
     ConnectorPlugin,
     PluginError,
     Registry,
+    config_definitions,
+    config_infos,
     mask_config,
     normalise_config,
 )
@@ -309,6 +311,8 @@ class Herder:
         c.failure = None
         checked = self._check(c.config)
         c.plugin = checked.plugin
+        for key, msg in checked.warnings:
+            log.warning("connector %s: %s %s", c.name, key, msg)
         if not checked.ok:
             c.failure = self.secrets.redact(_trace(ConfigError(checked.problems)))
             log.error("connector %s cannot start: %s", c.name, c.failure.splitlines()[-1])
@@ -657,8 +661,7 @@ class Herder:
             raise NotFound(str(exc)) from exc
 
     def plugin_config(self, plugin_name: str) -> list[dict[str, Any]]:
-        plugin = self._plugin(plugin_name)
-        return [entry["definition"] for entry in _config_entries(plugin, {}, {})]
+        return config_definitions(self._plugin(plugin_name))
 
     def validate(self, plugin_name: str, config: Mapping[str, Any]) -> dict[str, Any]:
         try:
@@ -676,21 +679,7 @@ class Herder:
                     f"Included connector type {given} does not match request type {plugin_name}"
                 )
         checked = self.registry.check({"connector.class": plugin.class_name, **config}, self.env)
-        errors: dict[str, list[str]] = {}
-        for key, msg in checked.problems:
-            fld = plugin.config_def.lookup(key)
-            errors.setdefault(fld.name if fld else key, []).append(msg)
-        entries = _config_entries(plugin, checked.stored, errors)
-        groups: list[str] = []
-        for e in entries:
-            if e["definition"]["group"] not in groups:
-                groups.append(e["definition"]["group"])
-        return {
-            "name": plugin.class_name,
-            "error_count": sum(len(e["value"]["errors"]) for e in entries),
-            "groups": groups,
-            "configs": entries,
-        }
+        return config_infos(plugin, checked.stored, checked.problems, checked.warnings)
 
     # -- tidemark extensions ------------------------------------------------------------------
     def progress(self) -> dict[str, Any]:
@@ -799,79 +788,3 @@ def parse_offsets(
     if problems:
         raise BadRequest("Invalid offsets: " + "; ".join(problems))
     return out
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list | tuple):
-        return ",".join(str(v) for v in value)
-    return str(value)
-
-
-def _config_entries(
-    plugin: ConnectorPlugin, given: Mapping[str, str], errors: dict[str, list[str]]
-) -> list[dict[str, Any]]:
-    """``ConfigInfo`` entries (``definition`` + ``value``) for every field of the plugin."""
-    cdef = plugin.config_def
-    entries: list[dict[str, Any]] = []
-    order: dict[str, int] = {}
-    errors = {k: list(v) for k, v in errors.items()}
-    for f in cdef.fields.values():
-        order[f.group] = order.get(f.group, 0) + 1
-        raw = next((given[n] for n in f.all_names if n in given), None)
-        value = raw if raw is not None else _text(f.default)
-        if value is not None and is_secret_key(f.name, cdef):
-            value = MASK
-        entries.append(
-            {
-                "definition": {
-                    "name": f.name,
-                    "type": str(f.kind),
-                    "required": f.required,
-                    "default_value": _text(f.default),
-                    "importance": f.importance,
-                    "documentation": f.doc,
-                    "group": f.group,
-                    "order": order[f.group],
-                    "width": "NONE",
-                    "display_name": f.name,
-                    "dependents": [],
-                },
-                "value": {
-                    "name": f.name,
-                    "value": value,
-                    "recommended_values": [],
-                    "errors": errors.pop(f.name, []),
-                    "visible": True,
-                },
-            }
-        )
-    for key, msgs in errors.items():  # problems of keys the plugin does not define
-        entries.append(
-            {
-                "definition": {
-                    "name": key,
-                    "type": "STRING",
-                    "required": False,
-                    "default_value": None,
-                    "importance": "LOW",
-                    "documentation": "",
-                    "group": "Common",
-                    "order": 0,
-                    "width": "NONE",
-                    "display_name": key,
-                    "dependents": [],
-                },
-                "value": {
-                    "name": key,
-                    "value": given.get(key),
-                    "recommended_values": [],
-                    "errors": msgs,
-                    "visible": True,
-                },
-            }
-        )
-    return entries

@@ -38,6 +38,9 @@ MASK = "********"
 
 Problem = tuple[str, str]
 
+PRODUCER_OVERRIDE = "producer.override."
+"""Per-connector Kafka producer settings, applied over the worker's (Kafka Connect's name)."""
+
 WORKER_FIELDS = ConfigDef(
     [
         ConfigField(
@@ -68,7 +71,8 @@ WORKER_FIELDS = ConfigDef(
             validator=at_least(0),
             group="Error Handling",
         ),
-    ]
+    ],
+    passthrough=[PRODUCER_OVERRIDE],
 )
 
 
@@ -229,6 +233,7 @@ class Registry:
             problems.append(("connector.class", str(exc)))
             return result
         result.plugin = plugin
+        result.warnings = plugin.config_def.unknown_keys(stored)
         resolved, provider_problems = resolve_config(stored, env)
         result.resolved = resolved
         problems.extend(provider_problems)
@@ -250,6 +255,8 @@ class CheckedConfig:
     stored: dict[str, str]
     resolved: dict[str, str]
     problems: list[Problem] = field(default_factory=list)
+    #: likely typos among the keys the plugin does not define: shown, never fatal
+    warnings: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -328,6 +335,135 @@ def mask_config(config: Mapping[str, str], cdef: ConfigDef | None) -> dict[str, 
         k: (MASK if is_secret_key(k, cdef) and not is_reference(v) else v)
         for k, v in config.items()
     }
+
+
+# -- Kafka Connect's ConfigInfos ----------------------------------------------------------------
+
+UNKNOWN_GROUP = "Unknown keys"
+
+
+def config_infos(
+    plugin: ConnectorPlugin,
+    given: Mapping[str, str],
+    problems: list[Problem],
+    warnings: list[Problem],
+) -> dict[str, Any]:
+    """The body of ``PUT /connector-plugins/{p}/config/validate``.
+
+    Every accepted name is listed, aliases too (``topic.prefix``, ``table.whitelist``), so
+    tooling that checks keys against the list accepts them. Errors of an alias are reported on
+    its canonical key. Likely typos (``warnings``) never count as errors: each gets an entry of
+    its own in the group "Unknown keys", with the suggestion as its documentation and no
+    errors, and the top-level ``warnings`` list (a tidemark addition) repeats them as text.
+    """
+    cdef = plugin.config_def
+    errors: dict[str, list[str]] = {}
+    for key, msg in problems:
+        fld = cdef.lookup(key)
+        errors.setdefault(fld.name if fld else key, []).append(msg)
+    entries = _config_entries(cdef, given, errors)
+    for key, msg in warnings:
+        text = f"{key} {msg}"
+        entries.append(_entry(key, given.get(key), [], group=UNKNOWN_GROUP, doc=text))
+    groups = list(dict.fromkeys(e["definition"]["group"] for e in entries))
+    return {
+        "name": plugin.class_name,
+        "error_count": sum(len(e["value"]["errors"]) for e in entries),
+        "groups": groups,
+        "configs": entries,
+        "warnings": [f"{key} {msg}" for key, msg in warnings],
+    }
+
+
+def config_definitions(plugin: ConnectorPlugin) -> list[dict[str, Any]]:
+    """``GET /connector-plugins/{p}/config``: the definition of every accepted key."""
+    return [entry["definition"] for entry in _config_entries(plugin.config_def, {}, {})]
+
+
+def _config_entries(
+    cdef: ConfigDef, given: Mapping[str, str], errors: dict[str, list[str]]
+) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = []
+    errors = {k: list(v) for k, v in errors.items()}
+    for f in cdef.fields.values():
+        raw = next((given[n] for n in f.all_names if n in given), None)
+        value = raw if raw is not None else _text(f.default)
+        entries.append(
+            _entry(
+                f.name, value, errors.pop(f.name, []), field=f, secret=is_secret_key(f.name, cdef)
+            )
+        )
+        for alias in f.aliases:
+            doc = f"Another name for {f.name} (Debezium's older or newer spelling). {f.doc}"
+            entries.append(
+                _entry(
+                    alias,
+                    given.get(alias),
+                    [],
+                    field=f,
+                    doc=doc.strip(),
+                    default=None,
+                    secret=is_secret_key(f.name, cdef),
+                )
+            )
+    for key, msgs in errors.items():  # problems of keys the plugin does not define
+        entries.append(_entry(key, given.get(key), msgs, group="Common", doc=""))
+    order: dict[str, int] = {}
+    for e in entries:
+        group = e["definition"]["group"]
+        order[group] = e["definition"]["order"] = order.get(group, 0) + 1
+    return entries
+
+
+_UNSET = object()
+
+
+def _entry(
+    name: str,
+    value: str | None,
+    errors: list[str],
+    *,
+    field: ConfigField | None = None,
+    group: str | None = None,
+    doc: str | None = None,
+    default: Any = _UNSET,
+    secret: bool = False,
+) -> dict[str, Any]:
+    """One ``ConfigInfo`` (``definition`` + ``value``), Kafka Connect's shape."""
+    if field is not None and default is _UNSET:
+        default = field.default
+    return {
+        "definition": {
+            "name": name,
+            "type": str(field.kind) if field else "STRING",
+            "required": bool(field and field.required and name == field.name),
+            "default_value": None if default is _UNSET else _text(default),
+            "importance": field.importance if field else "LOW",
+            "documentation": doc if doc is not None else (field.doc if field else ""),
+            "group": group or (field.group if field else "Common"),
+            "order": 0,
+            "width": "NONE",
+            "display_name": name,
+            "dependents": [],
+        },
+        "value": {
+            "name": name,
+            "value": MASK if secret and value is not None else value,
+            "recommended_values": field.recommended_values if field else [],
+            "errors": errors,
+            "visible": True,
+        },
+    }
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
 
 
 # -- offsets ------------------------------------------------------------------------------------

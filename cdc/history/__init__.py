@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 NEW, OLD = "schema.history.internal", "database.history"
+CLIENTS = ("producer", "consumer")
 
 KAFKA_CLASSES = {
     "kafka",
@@ -75,15 +76,63 @@ def _field(suffix: str, kind: Kind = Kind.STRING, default: Any = None, **kw: Any
 def history_config_def() -> ConfigDef:
     return ConfigDef(
         [
-            _field("", doc="Schema history class, or kafka / file / memory."),
-            _field("kafka.topic", doc="Schema history topic (exactly one partition)."),
-            _field("kafka.bootstrap.servers", doc="Brokers for the schema history topic."),
-            _field("kafka.recovery.poll.interval.ms", Kind.INT, 100, validator=at_least(1)),
-            _field("kafka.recovery.attempts", Kind.INT, 4, validator=at_least(1)),
-            _field("kafka.query.timeout.ms", Kind.INT, 3000, validator=at_least(1)),
-            _field("kafka.create.timeout.ms", Kind.INT, 30000, validator=at_least(1)),
+            _field(
+                "",
+                doc="Where the schema history is kept: kafka, file, memory, or a Debezium "
+                "class name (KafkaSchemaHistory, FileSchemaHistory, ...). Unset, the worker "
+                "keeps it in a file under its state.dir, or in a topic on its own Kafka when "
+                "offsets are stored in Kafka.",
+                recommended=("kafka", "file", "memory"),
+                importance="HIGH",
+            ),
+            _field(
+                "kafka.topic",
+                doc="Schema history topic (exactly one partition, infinite retention); used by "
+                "this connector only.",
+                importance="HIGH",
+            ),
+            _field(
+                "kafka.bootstrap.servers",
+                doc="Brokers of the schema history topic (the worker's brokers when unset).",
+                importance="HIGH",
+            ),
+            _field(
+                "kafka.recovery.poll.interval.ms",
+                Kind.INT,
+                100,
+                validator=at_least(1),
+                doc="How long each poll waits for history records while recovering.",
+            ),
+            _field(
+                "kafka.recovery.attempts",
+                Kind.INT,
+                4,
+                validator=at_least(1),
+                doc="Empty polls in a row after which recovery of the history topic is "
+                "considered complete or fails.",
+            ),
+            _field(
+                "kafka.query.timeout.ms",
+                Kind.INT,
+                3000,
+                validator=at_least(1),
+                doc="Timeout of the admin queries about the history topic.",
+            ),
+            _field(
+                "kafka.create.timeout.ms",
+                Kind.INT,
+                30000,
+                validator=at_least(1),
+                doc="Timeout for creating the history topic.",
+            ),
             _field("file.filename", doc="Schema history file (JSON lines)."),
-            _field("skip.unparseable.ddl", Kind.BOOLEAN, False),
+            _field(
+                "skip.unparseable.ddl",
+                Kind.BOOLEAN,
+                False,
+                doc="Log and skip DDL statements the parser cannot read instead of failing. "
+                "Risky: the schema kept for a table can go wrong.",
+            ),
             _field(
                 "store.only.captured.tables.ddl",
                 Kind.BOOLEAN,
@@ -92,8 +141,12 @@ def history_config_def() -> ConfigDef:
                     f"{NEW}.store.only.monitored.tables.ddl",
                     f"{OLD}.store.only.monitored.tables.ddl",
                 ),
+                doc="Record DDL of captured tables only, not of every table in the server "
+                "(a smaller history, but tables added to the filters later lack theirs).",
             ),
-        ]
+        ],
+        # producer/consumer settings of the history topic's Kafka clients
+        passthrough=[f"{base}.{client}." for base in (NEW, OLD) for client in CLIENTS],
     )
 
 

@@ -172,7 +172,13 @@ def config_def() -> ConfigDef:
     cdef = cdef.extend(database_filter_fields()).extend(history_config_def()).extend(MYSQL_FIELDS)
     cdef.checks.append(exclusive(("gtid.source.includes", "gtid.source.excludes")))
     cdef.checks.append(_checks)
+    cdef.passthrough_rules.append(_converter_key)
     return cdef
+
+
+def _converter_key(key: str, raw: Any) -> bool:
+    """``<name>.type`` / ``<name>.selector`` of a converter listed in ``converters``."""
+    return key.partition(".")[0] in split_list(raw.get("converters"))
 
 
 CONFIG_DEF = config_def()

@@ -78,7 +78,6 @@ PG_FIELDS = ConfigDef(
             "columns_diff",
             validator=one_of("columns_diff", "columns_diff_exclude_unchanged_toast"),
         ),
-        ConfigField("toasted.value.placeholder", Kind.STRING, "__debezium_unavailable_value"),
         ConfigField("heartbeat.action.query", Kind.STRING, None),
         ConfigField(
             "snapshot.mode",
