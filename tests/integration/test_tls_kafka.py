@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.integration.conftest import MySqlInfo, PgInfo
+from tests.integration.test_worker_rest import free_port, wait_for
 from worker.dev import Stack
 from worker.dev.kafka import SASL_PASSWORD, SASL_USER, KafkaService
 from worker.dev.service import port_open
@@ -45,23 +46,6 @@ def tls_kafka(stack: Stack) -> KafkaService:
             f"stack served TLS. Restart it: tidemark dev down kafka && tidemark dev up kafka"
         )
     return svc
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(pred: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def topic_values(conf: dict[str, str], topic: str) -> list[bytes | None]:
