@@ -92,6 +92,27 @@ logging.getLogger("pymysqlreplication").addFilter(_NoSilentReconnectNotice())
 
 Connection = Any  # pymysql.connections.Connection (untyped library)
 
+# The server's byte order for its UTF-16/32 and UCS-2 character sets. The library looks
+# charset names up in PyMySQL's table, which has no entry for them, and falls back to Python
+# codecs of the same name: ``utf16``/``utf32`` then decode big-endian text as little-endian
+# (``ü`` as ``\ufc00``) and ``ucs2``/``utf16le`` are unknown (the raw bytes come back).
+_BINLOG_ENCODINGS = {
+    "utf16": "utf-16-be",
+    "utf16le": "utf-16-le",
+    "utf32": "utf-32-be",
+    "ucs2": "utf-16-be",
+    "eucjpms": "euc_jis_2004",
+}
+_library_encoding = RowsEvent.charset_to_encoding
+
+
+def _charset_to_encoding(name: str) -> str:
+    mapped = _BINLOG_ENCODINGS.get(name)
+    return mapped if mapped is not None else str(_library_encoding(name))
+
+
+RowsEvent.charset_to_encoding = staticmethod(_charset_to_encoding)
+
 # MySQL/MariaDB error codes the connector reacts to.
 ER_DBACCESS_DENIED = 1044
 ER_ACCESS_DENIED = 1045

@@ -11,6 +11,10 @@ FLOAT              the float32 widened to a double    selected as ``col+0e0``: t
 BINARY(n)          trailing ``\\x00`` stripped          padded to n bytes
 SET                ``{'x', 'z'}`` (None when empty)   ``'x,z'`` (``''`` when empty)
 JSON (MySQL 8)     decoded objects, bytes keys        the server's text
+UUID (MariaDB)     16 raw bytes, trailing ``\\x00``   ``'fc1a4092-1b2c-…'``
+                   stripped
+INET4 / INET6      4 / 16 raw bytes, trailing         ``'10.0.0.1'`` / ``'2001:db8::1'``
+(MariaDB)          ``\\x00`` stripped
 zero dates         None (+ a ``none_sources`` note)   ``'0000-00-00'`` strings
 TIMESTAMP          naive datetime in UTC              naive datetime in the session zone,
                                                       which the snapshot sets to UTC
@@ -30,6 +34,7 @@ import datetime as dt
 import decimal
 import re
 import struct
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -85,6 +90,8 @@ class Modes:
     #: ``TinyIntOneToBooleanConverter`` selectors; None when the converter is not configured,
     #: empty when it applies to every TINYINT(1)
     tinyint1_boolean: tuple[re.Pattern[str], ...] | None = None
+    #: ``envelope.version``: under "3" FLOAT is float32, as Debezium 2.0+ writes it
+    envelope: str = "1.2"
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
@@ -329,6 +336,49 @@ def _text(value: Any) -> Any:
     return value if isinstance(value, str) else _as_bytes(value).decode("utf-8", "replace")
 
 
+def _fixed_bytes(value: Any, size: int) -> bytes:
+    data = _as_bytes(value)
+    return data + b"\0" * (size - len(data)) if len(data) < size else data
+
+
+def _uuid(value: Any) -> str:
+    """MariaDB's text of a UUID (lowercase, dashed) from either path; Debezium's too."""
+    if isinstance(value, str) and value:  # "" is the decoder's form of 16 zero bytes
+        return value
+    return str(uuid.UUID(bytes=_fixed_bytes(value, 16)))
+
+
+def _inet4(value: Any) -> str:
+    if isinstance(value, str) and value:
+        return value
+    return ".".join(str(b) for b in _fixed_bytes(value, 4))
+
+
+def _inet6(value: Any) -> str:
+    """MariaDB's INET6 text, which differs from RFC 5952 (and Python's ``ipaddress``): a
+    single zero group is compressed too, and IPv4-compatible (``::a.b.c.d``) and IPv4-mapped
+    (``::ffff:a.b.c.d``) addresses end in dotted form."""
+    if isinstance(value, str) and value:
+        return value
+    data = _fixed_bytes(value, 16)
+    words = [int.from_bytes(data[i : i + 2], "big") for i in range(0, 16, 2)]
+    gap_pos, gap_len, run_pos = -1, 0, -1
+    for i, w in enumerate([*words, 1]):  # the sentinel closes a trailing run
+        if w == 0 and run_pos < 0:
+            run_pos = i
+        elif w != 0 and run_pos >= 0:
+            if i - run_pos > gap_len:  # the first longest run wins
+                gap_pos, gap_len = run_pos, i - run_pos
+            run_pos = -1
+    if gap_pos == 0 and (gap_len == 6 or (gap_len == 5 and words[5] == 0xFFFF)):
+        return ("::ffff:" if gap_len == 5 else "::") + ".".join(str(b) for b in data[12:])
+    if gap_pos < 0:
+        return ":".join(f"{w:x}" for w in words)
+    head = ":".join(f"{w:x}" for w in words[:gap_pos])
+    tail = ":".join(f"{w:x}" for w in words[gap_pos + gap_len :])
+    return f"{head}::{tail}"
+
+
 def _boolean(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip() not in ("0", "", "false", "FALSE")
@@ -398,7 +448,7 @@ class MySqlValueConverters:
                 return logical.connect_decimal(0, 20), _decimal_precise(0)
             return INT64, _unsigned_long
         if base in ("FLOAT", "REAL"):
-            return (FLOAT32 if base == "REAL" else FLOAT64), _float32
+            return (FLOAT32 if base == "REAL" or m.envelope == "3" else FLOAT64), _float32
         if base == "DOUBLE":
             return FLOAT64, float
         if base in ("DECIMAL", "NUMERIC"):
@@ -408,8 +458,14 @@ class MySqlValueConverters:
             if m.decimal == "string":
                 return STRING, _decimal_string
             return logical.connect_decimal(scale, length), _decimal_precise(scale)
-        if base in TEXT_TYPES or base in ("UUID", "INET4", "INET6"):
+        if base in TEXT_TYPES:
             return STRING, _text
+        if base == "UUID":
+            return logical.uuid(), _uuid
+        if base == "INET4":
+            return STRING, _inet4
+        if base == "INET6":
+            return STRING, _inet6
         if base in BINARY_TYPES:
             return _binary(m.binary, length if base == "BINARY" and length else None)
         if base == "JSON":

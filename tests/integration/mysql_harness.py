@@ -135,6 +135,17 @@ class MySqlHarness:
         return read_topic(self.kafka, self.topic(cfg, table), **kw)
 
 
+def module_harness(
+    db: MySqlInfo, kafka: str, tmp_factory: Any, prefix: str
+) -> Iterator[MySqlHarness]:
+    """The body of a test module's ``h`` fixture: a fresh database, dropped afterwards."""
+    harness = MySqlHarness(
+        db, kafka, f"{prefix}_{uuid.uuid4().hex[:8]}", tmp_factory.mktemp(prefix)
+    )
+    yield harness
+    harness.drop()
+
+
 # -- a TCP proxy, to take the "server" away without touching the shared MariaDB ---------------
 
 

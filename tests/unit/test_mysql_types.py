@@ -145,6 +145,37 @@ SAME_VALUE_CASES = [
         "0000-00-00 00:00:00",
         "1970-01-01T00:00:00Z",
     ),
+    # MariaDB UUID/INET4/INET6: raw bytes, trailing zero bytes stripped by the decoder
+    (
+        col("UUID"),
+        bytes.fromhex("123e4567e89b42d3a456426614174000").rstrip(b"\0"),
+        "123e4567-e89b-42d3-a456-426614174000",
+        "123e4567-e89b-42d3-a456-426614174000",
+    ),
+    (
+        col("UUID"),
+        "",
+        "00000000-0000-0000-0000-000000000000",
+        "00000000-0000-0000-0000-000000000000",
+    ),
+    (col("INET4"), b"\x0a", "10.0.0.0", "10.0.0.0"),
+    (col("INET4"), "", "0.0.0.0", "0.0.0.0"),
+    (col("INET6"), b"\x20\x01\x0d\xb8", "2001:db8::", "2001:db8::"),
+    (
+        col("INET6"),
+        bytes(10) + b"\xff\xff\xc0\x00\x02\x80",
+        "::ffff:192.0.2.128",
+        "::ffff:192.0.2.128",
+    ),
+    (col("INET6"), bytes(12) + b"\xc0\x00\x02\x80", "::192.0.2.128", "::192.0.2.128"),
+    (col("INET6"), bytes(14) + b"\x01", "::100", "::100"),
+    (col("INET6"), bytes.fromhex("00010000000000010000000000000001"), "1:0:0:1::1", "1:0:0:1::1"),
+    (
+        col("INET6"),
+        bytes.fromhex("20010db8000000010001000100010001"),
+        "2001:db8::1:1:1:1:1",
+        "2001:db8::1:1:1:1:1",
+    ),
     (
         col("POINT"),
         bytes.fromhex("e6100000") + b"WKB",
@@ -189,6 +220,9 @@ def test_schemas_by_type() -> None:
         ("DATETIME", 3): (Type.INT64, "io.debezium.time.Timestamp"),
         ("DATETIME", 4): (Type.INT64, "io.debezium.time.MicroTimestamp"),
         ("GEOMETRY", None): (Type.STRUCT, "io.debezium.data.geometry.Geometry"),
+        ("UUID", None): (Type.STRING, "io.debezium.data.Uuid"),
+        ("INET4", None): (Type.STRING, None),
+        ("INET6", None): (Type.STRING, None),
         ("DECIMAL", 10): (Type.BYTES, "org.apache.kafka.connect.data.Decimal"),
     }
     for (type_name, length), (literal, name) in names.items():
