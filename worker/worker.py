@@ -69,6 +69,10 @@ class Worker:
         self.worker_id = worker_id
         self.engine_factory = engine_factory or build_engine
         self.redact = redact
+        # Topics each connector has written (``GET /connectors/{c}/topics``): one set per
+        # connector, shared by each engine it builds as its sink's ``known_topics``, so a
+        # topic is added when the first record goes to it and a reset (clear) re-tracks it.
+        self.topics: dict[str, set[str]] = {}
 
     def engine_settings(self, name: str, config: Mapping[str, str], task_id: int) -> EngineSettings:
         s = self.settings
@@ -153,7 +157,11 @@ class Worker:
             if settings.exactly_once and callable(refresh):
                 refresh()  # offsets the transactional producer wrote since the last start
             config = self.with_defaults(plugin, resolved)
-            return self.engine_factory(plugin, config, settings, self.store)
+            engine = self.engine_factory(plugin, config, settings, self.store)
+            sink = getattr(engine, "sink", None)
+            if sink is not None and isinstance(getattr(sink, "known_topics", None), set):
+                sink.known_topics = self.topics.setdefault(name, set())
+            return engine
 
         return TaskRunner(
             name,

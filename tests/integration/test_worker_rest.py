@@ -284,7 +284,20 @@ def _first_run(s: Setup, w: WorkerProcess) -> None:
     assert exp["inv"]["status"]["connector"] == {
         "state": "RUNNING",
         "worker_id": f"127.0.0.1:{s.port}",
+        "version": root["version"],
     }
+    assert exp["inv"]["status"]["tasks"][0]["version"] == root["version"]
+
+    # -- active topics: what the connector wrote; a reset forgets them until written again ----
+    assert w.call("GET", "/connectors/inv/topics") == (200, {"inv": {"topics": [s.topic]}})
+    assert w.call("PUT", "/connectors/inv/topics/reset")[0] == 202
+    assert w.call("GET", "/connectors/inv/topics") == (200, {"inv": {"topics": []}})
+    s.sql("UPDATE customers SET email = 'sally@x.org' WHERE id = 1")
+    wait_for(
+        lambda: w.call("GET", "/connectors/inv/topics")[1] == {"inv": {"topics": [s.topic]}},
+        30,
+        "the topic tracked again after a write",
+    )
 
     # -- plugins and validation --------------------------------------------------------------
     code, plugins = w.call("GET", "/connector-plugins")
@@ -346,7 +359,7 @@ def _first_run(s: Setup, w: WorkerProcess) -> None:
     code, tasks = w.call("GET", "/connectors/inv/tasks")
     assert code == 200 and tasks[0]["id"] == {"connector": "inv", "task": 0}
     code, ts = w.call("GET", "/connectors/inv/tasks/0/status")
-    assert code == 200 and ts["state"] == "RUNNING" and ts["id"] == 0
+    assert code == 200 and ts["state"] == "RUNNING" and ts["id"] == 0 and ts["version"]
     assert w.call("GET", "/connectors/inv/tasks/7/status")[0] == 404
     code, body = w.call("POST", "/connectors/bad/restart?includeTasks=true&onlyFailed=true")
     assert code == 202 and body["tasks"][0]["state"] == "RESTARTING"

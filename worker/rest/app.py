@@ -3,7 +3,8 @@
 Kept apart from the HTTP server so the whole contract can be tested without sockets, and so
 the route table is the one source for both dispatch and the OpenAPI document. Paths, status
 codes and JSON shapes are Kafka Connect's (``docs/worker.md`` lists them); the differences are
-deliberate and documented there: secrets are masked in configs, placeholders in configs sent
+deliberate and documented there: secrets are masked in configs, active topics are those
+written since the worker started (not kept across restarts), placeholders in configs sent
 here are limited to the providers the worker config allows (``docs/security.md``), every answer
 is scrubbed of resolved secret values, and ``/health``, ``/metrics``, ``/openapi.json`` and
 ``/tidemark/status`` are added.
@@ -308,10 +309,16 @@ class App:
                 "GET",
                 f"{c}/topics",
                 self.topics,
-                "Active topics (topic tracking is disabled)",
-                (403,),
+                "Topics the connector has written since the worker started or the last reset",
+                (200, 404),
             ),
-            R("PUT", f"{c}/topics/reset", self.topics, "Reset active topics (disabled)", (403,)),
+            R(
+                "PUT",
+                f"{c}/topics/reset",
+                self.reset_topics,
+                "Forget the connector's active topics",
+                (202, 404),
+            ),
             R(
                 "GET",
                 f"{c}/offsets",
@@ -418,7 +425,11 @@ class App:
     def list_connectors(self, req: Request, p: dict[str, str]) -> Response:
         expand = [v for value in req.query.get("expand", []) for v in value.split(",")]
         if any(e in ("status", "info") for e in expand):
-            return Response(200, self.herder.expanded(expand))
+            out = self.herder.expanded(expand)
+            for entry in out.values():
+                if "status" in entry:
+                    self.versioned(entry["status"])
+            return Response(200, out)
         return Response(200, self.herder.connector_names())
 
     def create(self, req: Request, p: dict[str, str]) -> Response:
@@ -438,6 +449,7 @@ class App:
 
     def delete(self, req: Request, p: dict[str, str]) -> Response:
         self.herder.delete(p["connector"])
+        self.herder.worker.topics.pop(p["connector"], None)
         return Response(204)
 
     def get_config(self, req: Request, p: dict[str, str]) -> Response:
@@ -457,14 +469,23 @@ class App:
         self.check_providers(patch, p["connector"])
         return Response(200, self.herder.patch_config(p["connector"], patch))
 
+    def versioned(self, status: dict[str, Any]) -> dict[str, Any]:
+        """Kafka Connect 4.x reports the plugin version of the connector and of each task;
+        every tidemark connector is tidemark's version."""
+        if isinstance(status.get("connector"), dict):
+            status["connector"]["version"] = self.version
+        for task in status.get("tasks") or []:
+            task["version"] = self.version
+        return status
+
     def status(self, req: Request, p: dict[str, str]) -> Response:
-        return Response(200, self.herder.connector_status(p["connector"]))
+        return Response(200, self.versioned(self.herder.connector_status(p["connector"])))
 
     def restart(self, req: Request, p: dict[str, str]) -> Response:
         include_tasks = req.flag("includeTasks")
         only_failed = req.flag("onlyFailed")
         body = self.herder.restart_connector(p["connector"], include_tasks, only_failed)
-        return Response(204) if body is None else Response(202, body)
+        return Response(204) if body is None else Response(202, self.versioned(body))
 
     def pause(self, req: Request, p: dict[str, str]) -> Response:
         self.herder.pause(p["connector"])
@@ -495,14 +516,24 @@ class App:
             raise NotFound(f"Task {p['connector']}-{p['task']} not found") from None
 
     def task_status(self, req: Request, p: dict[str, str]) -> Response:
-        return Response(200, self.herder.task_status(p["connector"], self._task(p)))
+        status = dict(self.herder.task_status(p["connector"], self._task(p)))
+        return Response(200, {**status, "version": self.version})
 
     def task_restart(self, req: Request, p: dict[str, str]) -> Response:
         self.herder.restart_task(p["connector"], self._task(p))
         return Response(204)
 
     def topics(self, req: Request, p: dict[str, str]) -> Response:
-        return error(403, "Topic tracking is disabled.")
+        name = p["connector"]
+        self.herder.connector_info(name)  # 404 for an unknown connector
+        topics = sorted(self.herder.worker.topics.get(name, ()))
+        return Response(200, {name: {"topics": topics}})
+
+    def reset_topics(self, req: Request, p: dict[str, str]) -> Response:
+        name = p["connector"]
+        self.herder.connector_info(name)
+        self.herder.worker.topics.get(name, set()).clear()
+        return Response(202)
 
     def get_offsets(self, req: Request, p: dict[str, str]) -> Response:
         return Response(200, self.herder.offsets(p["connector"]))
