@@ -243,14 +243,27 @@ class MemoryStreaming(StreamingSource):
 CONFIG_DEF = common_def().extend(
     ConfigDef(
         [
-            ConfigField("memory.database", Kind.STRING, required=True),
+            ConfigField(
+                "memory.database",
+                Kind.STRING,
+                required=True,
+                importance="HIGH",
+                doc="Name of the in-process test database to capture (made by the test first).",
+            ),
             ConfigField(
                 "memory.transactions.per.second",
                 Kind.DOUBLE,
                 0.0,
                 doc="Throttle streaming (0 = unthrottled), to stop a test mid-stream.",
             ),
-            ConfigField("snapshot.mode", Kind.STRING, "initial", validator=one_of(*MODES)),
+            ConfigField(
+                "snapshot.mode",
+                Kind.STRING,
+                "initial",
+                validator=one_of(*MODES),
+                group="Snapshot",
+                doc="When to snapshot the test database's rows (Debezium's modes).",
+            ),
             ConfigField(
                 "memory.snapshot.fail.after.rows",
                 Kind.INT,

@@ -29,10 +29,40 @@ TINYINT_BOOLEAN_CONVERTER = "TinyIntOneToBooleanConverter"
 
 MYSQL_FIELDS = ConfigDef(
     [
-        ConfigField("database.hostname", Kind.STRING, required=True, importance="HIGH"),
-        ConfigField("database.port", Kind.INT, 3306, validator=at_least(1)),
-        ConfigField("database.user", Kind.STRING, required=True, importance="HIGH"),
-        ConfigField("database.password", Kind.PASSWORD, None),
+        ConfigField(
+            "database.hostname",
+            Kind.STRING,
+            required=True,
+            importance="HIGH",
+            group="Connection",
+            doc="Host name or address of the MySQL or MariaDB server.",
+        ),
+        ConfigField(
+            "database.port",
+            Kind.INT,
+            3306,
+            validator=at_least(1),
+            group="Connection",
+            doc="Port of the MySQL or MariaDB server.",
+        ),
+        ConfigField(
+            "database.user",
+            Kind.STRING,
+            required=True,
+            importance="HIGH",
+            group="Connection",
+            doc="User to connect as; needs SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE "
+            "and REPLICATION CLIENT.",
+        ),
+        ConfigField(
+            "database.password",
+            Kind.PASSWORD,
+            None,
+            importance="HIGH",
+            group="Connection",
+            doc="Password of database.user (a ${env:...} or ${file:...} placeholder keeps it "
+            "out of stored configs).",
+        ),
         ConfigField(
             "database.server.id",
             Kind.LONG,
@@ -45,11 +75,36 @@ MYSQL_FIELDS = ConfigDef(
             Kind.STRING,
             "disabled",
             validator=one_of("disabled", "preferred", "required", "verify_ca", "verify_identity"),
+            group="Connection",
+            doc="TLS to the server: disabled, preferred (TLS when offered), required "
+            "(encrypt), verify_ca (and check the certificate against database.ssl.ca), "
+            "verify_identity (and the host name).",
         ),
-        ConfigField("database.ssl.ca", Kind.STRING, None, doc="tidemark: CA file (PEM)."),
-        ConfigField("database.ssl.cert", Kind.STRING, None, doc="tidemark: client cert (PEM)."),
-        ConfigField("database.ssl.key", Kind.STRING, None, doc="tidemark: client key (PEM)."),
-        ConfigField("database.initial.statements", Kind.STRING, None),
+        ConfigField(
+            "database.ssl.ca", Kind.STRING, None, doc="tidemark: CA file (PEM).", group="Connection"
+        ),
+        ConfigField(
+            "database.ssl.cert",
+            Kind.STRING,
+            None,
+            doc="tidemark: client cert (PEM).",
+            group="Connection",
+        ),
+        ConfigField(
+            "database.ssl.key",
+            Kind.STRING,
+            None,
+            doc="tidemark: client key (PEM).",
+            group="Connection",
+        ),
+        ConfigField(
+            "database.initial.statements",
+            Kind.STRING,
+            None,
+            group="Connection",
+            doc="SQL run on each query connection the connector opens, ';'-separated; write "
+            "';;' for a semicolon inside a statement.",
+        ),
         ConfigField(
             "database.serverTimezone",
             Kind.STRING,
@@ -57,14 +112,38 @@ MYSQL_FIELDS = ConfigDef(
             doc="Accepted for compatibility; TIMESTAMP values are read as UTC epochs, so the "
             "server zone is not needed.",
         ),
-        ConfigField("table.ignore.builtin", Kind.BOOLEAN, True),
-        ConfigField("include.schema.changes", Kind.BOOLEAN, True),
-        ConfigField("include.query", Kind.BOOLEAN, False),
+        ConfigField(
+            "table.ignore.builtin",
+            Kind.BOOLEAN,
+            True,
+            group="Filters",
+            doc="Leave out the system databases (mysql, sys, information_schema, "
+            "performance_schema) whatever the filters say.",
+        ),
+        ConfigField(
+            "include.schema.changes",
+            Kind.BOOLEAN,
+            True,
+            group="Events",
+            doc="Write each DDL statement, with the affected database, to the schema change topic "
+            "named after database.server.name.",
+        ),
+        ConfigField(
+            "include.query",
+            Kind.BOOLEAN,
+            False,
+            group="Events",
+            doc="Add the SQL statement that made each change to source.query (needs "
+            "binlog_rows_query_log_events=ON on MySQL, binlog_annotate_row_events on MariaDB).",
+        ),
         ConfigField(
             "inconsistent.schema.handling.mode",
             Kind.STRING,
             "fail",
             validator=one_of(*HANDLING_MODES),
+            group="Error Handling",
+            doc="A binlog row event for a table whose schema is unknown: fail stops the task, "
+            "warn logs and skips it, skip drops it silently.",
         ),
         ConfigField(
             "event.deserialization.failure.handling.mode",
@@ -79,11 +158,43 @@ MYSQL_FIELDS = ConfigDef(
             Kind.STRING,
             "long",
             validator=one_of("long", "precise"),
+            group="Events",
+            doc="BIGINT UNSIGNED as a signed 64-bit long (values above 2^63-1 wrap) or as a "
+            "precise Decimal.",
         ),
-        ConfigField("enable.time.adjuster", Kind.BOOLEAN, True),
-        ConfigField("connect.timeout.ms", Kind.LONG, 30000, validator=at_least(1)),
-        ConfigField("connect.keep.alive", Kind.BOOLEAN, True),
-        ConfigField("connect.keep.alive.interval.ms", Kind.LONG, 60000, validator=at_least(1)),
+        ConfigField(
+            "enable.time.adjuster",
+            Kind.BOOLEAN,
+            True,
+            group="Events",
+            doc="Expand two-digit YEAR values to four digits (00-69 -> 2000-2069, 70-99 -> "
+            "1970-1999), as MySQL does.",
+        ),
+        ConfigField(
+            "connect.timeout.ms",
+            Kind.LONG,
+            30000,
+            validator=at_least(1),
+            group="Connection",
+            doc="Longest wait for a connection to the server.",
+        ),
+        ConfigField(
+            "connect.keep.alive",
+            Kind.BOOLEAN,
+            True,
+            group="Connection",
+            doc="Reconnect the binlog reader when its connection drops (up to "
+            "connect.max.attempts); false fails the task instead.",
+        ),
+        ConfigField(
+            "connect.keep.alive.interval.ms",
+            Kind.LONG,
+            60000,
+            validator=at_least(1),
+            group="Connection",
+            doc="Accepted for compatibility, no effect: the binlog connection is checked by "
+            "binlog.heartbeat.interval.ms.",
+        ),
         ConfigField(
             "connect.backoff.initial.delay.ms",
             Kind.LONG,
@@ -112,31 +223,89 @@ MYSQL_FIELDS = ConfigDef(
             validator=at_least(100),
             doc="tidemark: server heartbeat on an idle binlog connection (liveness check).",
         ),
-        ConfigField("gtid.source.includes", Kind.LIST, []),
-        ConfigField("gtid.source.excludes", Kind.LIST, []),
+        ConfigField(
+            "gtid.source.includes",
+            Kind.LIST,
+            [],
+            group="Binlog",
+            doc="Regular expressions of GTID source UUIDs whose transactions are followed; do not "
+            "combine with gtid.source.excludes.",
+        ),
+        ConfigField(
+            "gtid.source.excludes",
+            Kind.LIST,
+            [],
+            group="Binlog",
+            doc="Regular expressions of GTID source UUIDs whose transactions are ignored.",
+        ),
         ConfigField(
             "gtid.new.channel.position",
             Kind.STRING,
             "latest",
             validator=one_of("latest", "earliest"),
+            group="Binlog",
+            doc="Where to start reading a GTID channel (server UUID) first seen after a "
+            "restart: latest skips what it wrote before, earliest reads all of it.",
         ),
-        ConfigField("binlog.buffer.size", Kind.INT, 0, validator=at_least(0)),
+        ConfigField(
+            "binlog.buffer.size",
+            Kind.INT,
+            0,
+            validator=at_least(0),
+            group="Binlog",
+            doc="Events of a transaction held back until it ends, so that a ROLLBACK (or "
+            "ROLLBACK TO SAVEPOINT) drops them instead of emitting them; a longer transaction "
+            "is emitted as it goes. 0 disables the buffer.",
+        ),
         ConfigField(
             "snapshot.mode",
             Kind.STRING,
             "initial",
             validator=one_of(*SNAPSHOT_MODES),
             importance="HIGH",
+            group="Snapshot",
+            doc="When to snapshot: initial (first start only), initial_only (snapshot, then "
+            "stop), when_needed (when offsets are missing or the binlog no longer has them), "
+            "never (stream only; the binlog must still hold the whole history), schema_only "
+            "(schema, then stream new changes), schema_only_recovery (rebuild a lost schema "
+            "history from the current schema).",
         ),
         ConfigField(
             "snapshot.locking.mode",
             Kind.STRING,
             "minimal",
             validator=one_of("minimal", "extended", "none"),
+            group="Snapshot",
+            doc="Locks during a snapshot: minimal holds the global read lock only while schema "
+            "and binlog position are read, extended for the whole snapshot, none takes none "
+            "(safe only when no DDL runs meanwhile).",
         ),
-        ConfigField("snapshot.new.tables", Kind.STRING, "off", validator=one_of("off", "parallel")),
-        ConfigField("min.row.count.to.stream.results", Kind.LONG, 1000, validator=at_least(0)),
-        ConfigField("converters", Kind.LIST, []),
+        ConfigField(
+            "snapshot.new.tables",
+            Kind.STRING,
+            "off",
+            validator=one_of("off", "parallel"),
+            group="Snapshot",
+            doc="parallel snapshots tables that the filters start to include after a restart while "
+            "streaming goes on; off does not.",
+        ),
+        ConfigField(
+            "min.row.count.to.stream.results",
+            Kind.LONG,
+            1000,
+            validator=at_least(0),
+            group="Snapshot",
+            doc="Tables with more rows than this are read row by row during a snapshot instead of "
+            "in one result set; 0 always streams.",
+        ),
+        ConfigField(
+            "converters",
+            Kind.LIST,
+            [],
+            group="Events",
+            doc="Names of custom converters, each configured by <name>.type and <name>.selector; "
+            "only TinyIntOneToBooleanConverter (TINYINT(1) as BOOLEAN) is built in.",
+        ),
     ]
 )
 
