@@ -193,9 +193,7 @@ def _micros_of_time(value: Any) -> int:
     return -micros if m.group(1) else micros
 
 
-def _date_conv(optional: bool, adjust: bool) -> Conv:
-    zero = None if optional else 0
-
+def _date_conv(zero: int | None, adjust: bool) -> Conv:
     def convert(value: Any) -> int | None:
         day: dt.date
         if isinstance(value, dt.datetime):
@@ -214,9 +212,7 @@ def _date_conv(optional: bool, adjust: bool) -> Conv:
     return convert
 
 
-def _datetime_conv(optional: bool, adjust: bool, divisor: int) -> Conv:
-    zero = None if optional else 0
-
+def _datetime_conv(zero: int | None, adjust: bool, divisor: int) -> Conv:
     def convert(value: Any) -> int | None:
         if not isinstance(value, dt.datetime):
             if isinstance(value, dt.date):
@@ -234,9 +230,7 @@ def _datetime_conv(optional: bool, adjust: bool, divisor: int) -> Conv:
     return convert
 
 
-def _timestamp_conv(optional: bool) -> Conv:
-    zero = None if optional else "1970-01-01T00:00:00Z"
-
+def _timestamp_conv(zero: str | None) -> Conv:
     def convert(value: Any) -> str | None:
         if isinstance(value, dt.datetime):
             if value.tzinfo is None and value == _EPOCH_NAIVE:
@@ -312,12 +306,17 @@ def _geometry(value: Any) -> dict[str, Any]:
     return {"wkb": data[4:], "srid": int.from_bytes(data[:4], "little")}
 
 
+_WIDE = decimal.Context(prec=100)
+
+
 def _decimal_precise(scale: int) -> Conv:
     quantum = decimal.Decimal(1).scaleb(-scale)
 
     def convert(value: Any) -> decimal.Decimal:
         d = value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
-        return d.quantize(quantum) if d.as_tuple().exponent != -scale else d
+        if d.as_tuple().exponent == -scale:
+            return d
+        return d.quantize(quantum, context=_WIDE)  # DECIMAL(65,30) needs 65 digits, not 28
 
     return convert
 
@@ -385,6 +384,17 @@ def _boolean(value: Any) -> bool:
     return bool(value)
 
 
+def _zero_value(column: Column, convert: Conv, epoch: Any) -> Any:
+    """What a zero or otherwise invalid date (``0000-00-00``, ``2020-00-15``) becomes: NULL
+    in a nullable column; in a NOT NULL one the column's default, else the epoch — what
+    Debezium's converters give a value its binlog decoder turned into null."""
+    if column.optional:
+        return None
+    if column.has_default and column.default is not None:
+        return convert(column.default)  # ``convert`` falls back to the epoch itself
+    return epoch
+
+
 # -- the mapping ---------------------------------------------------------------------------
 
 
@@ -410,6 +420,7 @@ class MySqlValueConverters:
             column.optional,
             column.enum_values,
             boolean,
+            column.has_default and not column.optional and column.default,
         )
         hit = self._cache.get(key)
         if hit is None:
@@ -478,13 +489,16 @@ class MySqlValueConverters:
         if base == "YEAR":
             return logical.year(), _year_conv
         if base == "TIMESTAMP":
-            return logical.zoned_timestamp(), _timestamp_conv(column.optional)
+            epoch = "1970-01-01T00:00:00Z"
+            zero = _zero_value(column, _timestamp_conv(epoch), epoch)
+            return logical.zoned_timestamp(), _timestamp_conv(zero)
         if base in SPATIAL:
             return logical.geometry(), _geometry
         connect = m.time_precision == "connect"
         if base == "DATE":
             schema = logical.connect_date() if connect else logical.date()
-            return schema, _date_conv(column.optional, m.time_adjuster)
+            zero = _zero_value(column, _date_conv(0, m.time_adjuster), 0)
+            return schema, _date_conv(zero, m.time_adjuster)
         if base == "TIME":
             if connect:
                 return logical.connect_time(), lambda v: _micros_of_time(v) // 1000
@@ -492,11 +506,13 @@ class MySqlValueConverters:
         if base == "DATETIME":
             precision = length or 0
             adjust = m.time_adjuster
+            divisor = 1000 if connect or precision <= 3 else 1
+            zero = _zero_value(column, _datetime_conv(0, adjust, divisor), 0)
             if connect:
-                return logical.connect_timestamp(), _datetime_conv(column.optional, adjust, 1000)
+                return logical.connect_timestamp(), _datetime_conv(zero, adjust, divisor)
             if precision <= 3:
-                return logical.timestamp_millis(), _datetime_conv(column.optional, adjust, 1000)
-            return logical.micro_timestamp(), _datetime_conv(column.optional, adjust, 1)
+                return logical.timestamp_millis(), _datetime_conv(zero, adjust, divisor)
+            return logical.micro_timestamp(), _datetime_conv(zero, adjust, divisor)
         return STRING, str
 
 

@@ -279,7 +279,9 @@ def test_type_mapping_defaults(h: MySqlHarness, types_table: None) -> None:
     assert row["p"]["srid"] == 0
     zero = snap_zero
     assert zero["dte"] is None and zero["dt"] is None and zero["ts"] is None  # nullable (AC-17)
-    assert zero["nd"] == 0 and zero["ndt"] == 0 and zero["nts"] == "1970-01-01T00:00:00Z"
+    # NOT NULL: the column's default (2000-01-01), as Debezium; the epoch without one
+    assert zero["nd"] == 10957 and zero["ndt"] == 946684800000
+    assert zero["nts"] == "1970-01-01T00:00:00Z"
     assert zero["s"] == "" and zero["e"] == ""
 
 

@@ -143,3 +143,43 @@ def test_native_types_sweep_streamed_as_snapshotted(h: MySqlHarness) -> None:
     assert first["l1"] == "é€" and first["u16"] == "ü" and first["tx"] == "é ü"
     assert (first["u32"], first["uc"], first["ule"]) == ("😀ü", "ü€", "😀€")
     assert second["e"] == "" and second["s"] == "" and second["t6"] == 1
+
+
+EDGE_DDL = """nd date NULL, ndd date NOT NULL DEFAULT '2000-01-01', nn date NOT NULL,
+ dt datetime(6) NULL, dtn datetime NOT NULL, ts timestamp NULL, tsn timestamp NOT NULL DEFAULT 0,
+ y year NULL, yn year NOT NULL, dmax decimal(65,30) NOT NULL, dmin decimal(65,30),
+ d0 decimal(65,0) NOT NULL, bu bigint unsigned NOT NULL, bs bigint NOT NULL,
+ tm time(6) NOT NULL, f double NOT NULL"""
+EDGE_ROWS = [
+    # zero dates and a zero month/day (sql_mode without NO_ZERO_DATE/NO_ZERO_IN_DATE/STRICT)
+    "'0000-00-00', '0000-00-00', '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', "
+    "'0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000', '0000', "
+    "'99999999999999999999999999999999999.999999999999999999999999999999', "
+    "'-99999999999999999999999999999999999.999999999999999999999999999999', "
+    "'99999999999999999999999999999999999999999999999999999999999999999', "
+    "18446744073709551615, -9223372036854775808, '838:59:59.000000', 1.7976931348623157e308",
+    "'2020-00-00', '2020-01-00', '2020-00-15', '2020-00-00 10:00:00', '2020-01-00 00:00:00', "
+    "NULL, '1970-01-01 00:00:01', 1901, 2155, "
+    "'0.000000000000000000000000000001', '-0.000000000000000000000000000001', "
+    "'-99999999999999999999999999999999999999999999999999999999999999999', "
+    "0, 9223372036854775807, '-838:59:59.000000', -2.2250738585072014e-308",
+]
+
+
+def test_edge_values_never_stop_capture_nor_break_the_schema(h: MySqlHarness) -> None:
+    """Issue 12.6 (MariaDB): zero dates, zero months/days, DECIMAL(65,30) extremes, max
+    unsigned BIGINT, TIME and YEAR limits: captured by both paths alike under the default
+    modes, and no NOT NULL field is null (Debezium: a zero date in a NOT NULL column becomes
+    the column's default, else the epoch)."""
+    snap, stream = snapshot_and_stream(h, "edges", EDGE_DDL, EDGE_ROWS, sql_mode="")
+    for a, b in zip(snap, stream, strict=True):
+        assert b == a, {k: (a[k], b.get(k)) for k in a if a[k] != b.get(k)}
+    not_null = ("ndd", "nn", "dtn", "tsn", "yn", "dmax", "d0", "bu", "bs", "tm", "f")
+    assert all(r[k] is not None for r in snap + stream for k in not_null)
+    zero, odd = snap
+    assert (zero["nd"], zero["dt"], zero["ts"]) == (None, None, None)
+    assert zero["ndd"] == 10957  # the default 2000-01-01, as Debezium
+    assert (zero["nn"], zero["dtn"], zero["tsn"]) == (0, 0, "1970-01-01T00:00:00Z")
+    assert (zero["y"], zero["yn"]) == (0, 0)
+    assert (odd["nd"], odd["ndd"], odd["nn"], odd["dt"], odd["dtn"]) == (None, 10957, 0, None, 0)
+    assert zero["bu"] == -1 and odd["bs"] == 2**63 - 1

@@ -197,6 +197,15 @@ def test_both_paths_give_the_same_connect_value(
     assert convert(column, snapshot) == expected
 
 
+def test_widest_decimal_is_scaled_without_overflow() -> None:
+    """A DECIMAL(65,30) value or DDL default with fewer decimals has 65 digits once scaled;
+    Python's default context (28 digits) refused it, which stopped the connector."""
+    column = col("DECIMAL", 65, 30)
+    for text in ("1.5", "-99999999999999999999999999999999999.9"):
+        value = convert(column, decimal.Decimal(text))
+        assert value == decimal.Decimal(text) and value.as_tuple().exponent == -30
+
+
 def test_schemas_by_type() -> None:
     names = {
         ("BOOLEAN", 1): (Type.BOOLEAN, None),
