@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 
 from worker.dev import Stack, StackError
-from worker.rest.client import DEFAULT_URL, ApiError
+from worker.rest.client import DEFAULT_URL, ApiError, Client
 
 
 def _dev_up(args: argparse.Namespace) -> int:
@@ -108,19 +108,16 @@ def _print_warnings(warnings: list[tuple[str, str]]) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from worker.rest.client import Client
     from worker.rest.status_view import render_status
 
-    print(render_status(Client(args.url)), end="")
+    print(render_status(_client(args)), end="")
     return 0
 
 
 def _offsets(args: argparse.Namespace) -> int:
     import orjson
 
-    from worker.rest.client import Client
-
-    client = Client(args.url)
+    client = _client(args)
     path = Client.connector_path(args.connector, "/offsets")
     if args.offsets_command == "show":
         doc = client.get(path)
@@ -136,6 +133,31 @@ def _offsets(args: argparse.Namespace) -> int:
         f"{Client.connector_path(args.connector, '/resume')}"
     )
     return 0
+
+
+def _client(args: argparse.Namespace) -> Client:
+    return Client.from_env(
+        args.url, credentials_file=args.credentials_file, ca=args.ca_file, cert=args.cert
+    )
+
+
+def add_rest_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--url", default=None, help=f"worker REST URL (default: $TIDEMARK_URL or {DEFAULT_URL})"
+    )
+    p.add_argument(
+        "--credentials-file",
+        help="file with one user:password line for HTTP basic auth (default: "
+        "$TIDEMARK_REST_CREDENTIALS_FILE, or $TIDEMARK_REST_USER and $TIDEMARK_REST_PASSWORD); "
+        "never pass a password on the command line",
+    )
+    p.add_argument(
+        "--ca-file", help="PEM CA of an https:// worker's certificate (default: $TIDEMARK_REST_CA)"
+    )
+    p.add_argument(
+        "--cert",
+        help="PEM client certificate with its key, for mutual TLS (default: $TIDEMARK_REST_CERT)",
+    )
 
 
 def add_worker_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -167,14 +189,13 @@ def add_worker_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument("config", help="worker YAML file")
     p.set_defaults(func=_validate)
 
-    url_help = f"worker REST URL (default: $TIDEMARK_URL or {DEFAULT_URL})"
     p = sub.add_parser(
         "status",
         help="connectors, tasks, snapshot progress and lag of a running worker",
         description="Show a running worker's connectors and tasks with their state, snapshot "
         "progress (rows, ETA), streaming lag and failure traces.",
     )
-    p.add_argument("--url", default=None, help=url_help)
+    add_rest_options(p)
     p.set_defaults(func=_status)
 
     p = sub.add_parser(
@@ -199,7 +220,7 @@ def add_worker_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     ):
         q = osub.add_parser(name, help=helptext, description=helptext)
         q.add_argument("connector", help="connector name")
-        q.add_argument("--url", default=None, help=url_help)
+        add_rest_options(q)
         if name == "reset":
             q.add_argument(
                 "--stop",

@@ -82,6 +82,69 @@ class WorkerSettings(BaseModel):
     log_level: Literal["TRACE", "DEBUG", "INFO", "WARN", "WARNING", "ERROR"] = Field(
         "INFO", alias="log.level"
     )
+    # -- REST security (docs/security.md) ----------------------------------------------------
+    listeners: str | None = Field(None, alias="listeners", pattern=r"^https?://[^/]+:\d+/?$")
+    ssl_keystore_location: Path | None = Field(None, alias="listeners.https.ssl.keystore.location")
+    ssl_keystore_type: Literal["PEM"] = Field("PEM", alias="listeners.https.ssl.keystore.type")
+    ssl_key_password: str | None = Field(None, alias="listeners.https.ssl.key.password")
+    ssl_truststore_location: Path | None = Field(
+        None, alias="listeners.https.ssl.truststore.location"
+    )
+    ssl_truststore_type: Literal["PEM"] = Field("PEM", alias="listeners.https.ssl.truststore.type")
+    ssl_client_auth: Literal["none", "requested", "required"] = Field(
+        "none", alias="listeners.https.ssl.client.auth"
+    )
+    basic_auth_credentials_file: Path | None = Field(None, alias="rest.basic.auth.credentials.file")
+    basic_auth_readonly_users: list[str] = Field(
+        default_factory=list, alias="rest.basic.auth.readonly.users"
+    )
+    metrics_listener: str | None = Field(
+        None, alias="metrics.listener", pattern=r"^http://[^/]+:\d+/?$"
+    )
+    rest_allow_unauthenticated_remote: bool = Field(
+        False, alias="rest.allow.unauthenticated.remote"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_lists(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("rest.basic.auth.readonly.users"), str):
+            users = data["rest.basic.auth.readonly.users"].split(",")
+            data = {**data, "rest.basic.auth.readonly.users": [u.strip() for u in users if u]}
+        return data
+
+    @model_validator(mode="after")
+    def _check_https(self) -> WorkerSettings:
+        https = (self.listeners or "").startswith("https://")
+        if https and self.ssl_keystore_location is None:
+            raise ValueError(
+                "listeners=https://... needs listeners.https.ssl.keystore.location (a PEM file "
+                "with the private key and the certificate chain)"
+            )
+        if self.ssl_client_auth != "none" and self.ssl_truststore_location is None:
+            raise ValueError(
+                "listeners.https.ssl.client.auth needs listeners.https.ssl.truststore.location "
+                "(the PEM CA that signs client certificates)"
+            )
+        return self
+
+    @property
+    def rest_scheme(self) -> str:
+        return (self.listeners or "http://").split("://", 1)[0]
+
+    @property
+    def rest_bind(self) -> tuple[str, int]:
+        """``(host, port)`` of ``listeners`` when given, else ``rest.host``/``rest.port``."""
+        if not self.listeners:
+            return self.rest_host, self.rest_port
+        hostport = self.listeners.split("://", 1)[1].rstrip("/")
+        host, _, port = hostport.rpartition(":")
+        return host.strip("[]") or "0.0.0.0", int(port)
+
+    @property
+    def rest_authenticated(self) -> bool:
+        return self.basic_auth_credentials_file is not None or self.ssl_client_auth == "required"
+
     # ``config.providers`` and every ``config.providers.<name>.*`` key, as given (checked by
     # parse_config with their YAML paths).
     config_providers: dict[str, str] = Field(default_factory=dict, alias="config.providers")

@@ -11,6 +11,7 @@ engine's own stop). The process exits 0 when all of that finished within
 from __future__ import annotations
 
 import fcntl
+import ipaddress
 import logging
 import os
 import signal
@@ -32,6 +33,8 @@ from worker.herder import Herder, Secrets
 from worker.registry import Registry, tidemark_version
 from worker.rest import App, RestServer
 from worker.rest import metrics as worker_metrics
+from worker.rest.auth import BasicAuth
+from worker.rest.server import server_tls
 from worker.task import TaskRunner
 from worker.worker import EngineFactory
 
@@ -206,6 +209,54 @@ def warn_unlimited_providers(s: WorkerSettings) -> None:
         )
 
 
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def rest_server(s: WorkerSettings) -> RestServer:
+    """The REST listener as configured, refusing an unauthenticated one beyond loopback: any
+    caller of the API can run connectors that connect anywhere with the worker's secrets."""
+    host, port = s.rest_bind
+    if (
+        not is_loopback(host)
+        and not s.rest_authenticated
+        and not s.rest_allow_unauthenticated_remote
+    ):
+        raise RuntimeError(
+            f"the REST API would listen on {host}:{port} without authentication; set "
+            "worker.rest.basic.auth.credentials.file (or listeners.https.ssl.client.auth: "
+            "required), bind it to 127.0.0.1, or set worker.rest.allow.unauthenticated.remote: "
+            "true if a proxy in front of it authenticates (docs/security.md)"
+        )
+    tls = None
+    if s.rest_scheme == "https":
+        assert s.ssl_keystore_location is not None  # checked when the config was parsed
+        tls = server_tls(
+            s.ssl_keystore_location,
+            s.ssl_key_password,
+            s.ssl_truststore_location,
+            s.ssl_client_auth,
+        )
+    auth = None
+    if s.basic_auth_credentials_file is not None:
+        auth = BasicAuth.from_file(s.basic_auth_credentials_file, s.basic_auth_readonly_users)
+    return RestServer(host, port, tls=tls, auth=auth)
+
+
+def metrics_server(s: WorkerSettings) -> RestServer | None:
+    """``metrics.listener``: ``/metrics`` alone, without authentication, for Prometheus."""
+    if not s.metrics_listener:
+        return None
+    hostport = s.metrics_listener.split("://", 1)[1].rstrip("/")
+    host, _, port = hostport.rpartition(":")
+    return RestServer(host.strip("[]") or "0.0.0.0", int(port), only=frozenset({"/metrics"}))
+
+
 # -- the daemon ---------------------------------------------------------------------------------
 class Daemon:
     """The worker's pieces wired together; :func:`run` adds signals and the exit code. Tests
@@ -225,16 +276,18 @@ class Daemon:
         self.lock = StateDirLock(Path(s.state_dir))
         self.store = make_offset_store(s)
         self.server: RestServer | None = None
+        self.metrics_server: RestServer | None = None
         self.herder: Herder | None = None
         config_providers.install(s.trusted_providers())
         warn_unlimited_providers(s)
         try:
             self.store.start()
-            self.server = RestServer(s.rest_host, s.rest_port)
+            self.server = rest_server(s)
+            self.metrics_server = metrics_server(s)
             self.herder = Herder(
                 s,
                 self.store,
-                worker_id=f"{s.rest_host}:{self.server.port}",
+                worker_id=f"{s.rest_bind[0]}:{self.server.port}",
                 registry=registry,
                 engine_factory=engine_factory,
                 state_file=Path(s.state_dir) / "connectors.json",
@@ -268,6 +321,8 @@ class Daemon:
         )
         worker_metrics.track(self.herder)
         self.server.start(app)
+        if self.metrics_server is not None:
+            self.metrics_server.start(app)
         self.herder.start(self.config.connectors)
 
     def stop(self) -> bool:
@@ -280,9 +335,10 @@ class Daemon:
         return ok
 
     def _release(self) -> None:
-        if self.server is not None:
-            self.server.close()
-            self.server = None
+        for server in (self.server, self.metrics_server):
+            if server is not None:
+                server.close()
+        self.server = self.metrics_server = None
         if self.herder is not None:
             worker_metrics.untrack(self.herder)
         try:

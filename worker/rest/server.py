@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from worker.rest.app import App, Request, Response, error
+from worker.rest.auth import BasicAuth
 
 log = logging.getLogger("tidemark.worker.rest")
 
@@ -37,6 +39,12 @@ class _Server(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = _somaxconn()
     app: App | None = None
+    auth: BasicAuth | None = None
+    only: frozenset[str] | None = None  # paths served (the metrics listener: /metrics)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a failed TLS handshake (no or a wrong client certificate) or a dropped connection
+        log.debug("REST connection from %s failed", client_address, exc_info=True)
 
 
 class _Server6(_Server):
@@ -57,7 +65,16 @@ class _Handler(BaseHTTPRequestHandler):
             return
         body = self.rfile.read(length) if length > 0 else b""
         app = self.server.app
-        if app is None:
+        refused = None
+        if self.server.only is not None and url.path.rstrip("/") not in self.server.only:
+            refused = (404, f"Unknown resource {url.path}; this listener serves only /metrics")
+        elif self.server.auth is not None:
+            refused = self.server.auth.check(self.headers.get("Authorization"), self.command)
+        if refused is not None:
+            resp = error(*refused)
+            if refused[0] == 401:
+                resp.headers["WWW-Authenticate"] = 'Basic realm="tidemark"'
+        elif app is None:
             resp = Response(503, {"status": "starting", "message": "Worker is still starting up."})
         else:
             req = Request(
@@ -90,11 +107,30 @@ class _Handler(BaseHTTPRequestHandler):
 
 class RestServer:
     """Binds at construction (so the worker id, ``host:port``, is known before the herder is
-    built, even with port 0), serves once :meth:`start` hands it the app."""
+    built, even with port 0), serves once :meth:`start` hands it the app.
 
-    def __init__(self, host: str, port: int) -> None:
+    With ``tls`` the listening socket is wrapped and each connection's handshake runs on its
+    own thread (``do_handshake_on_connect=False``), so a slow or hostile client never holds
+    up accepting the others."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        tls: ssl.SSLContext | None = None,
+        auth: BasicAuth | None = None,
+        only: frozenset[str] | None = None,
+    ) -> None:
         server_cls: type[_Server] = _Server6 if ":" in host else _Server
         self.httpd = server_cls((host, port), _Handler)
+        self.httpd.auth = auth
+        self.httpd.only = only
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(
+                self.httpd.socket, server_side=True, do_handshake_on_connect=False
+            )
+        self.scheme = "https" if tls is not None else "http"
         self.host = host
         self._thread: threading.Thread | None = None
 
@@ -105,7 +141,7 @@ class RestServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
 
     def start(self, app: App) -> None:
         self.httpd.app = app
@@ -123,3 +159,30 @@ class RestServer:
             self.httpd.shutdown()
             self._thread.join(5)
         self.httpd.server_close()
+
+
+def server_tls(
+    keystore: Path, key_password: str | None, truststore: Path | None, client_auth: str
+) -> ssl.SSLContext:
+    """The ``listeners.https.ssl.*`` settings as a server context (TLS 1.2 or newer)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(keystore, password=key_password)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(
+            f"listeners.https.ssl.keystore.location {keystore}: cannot load a PEM private key "
+            f"and certificate chain from it: {exc}"
+        ) from exc
+    if truststore is not None:
+        try:
+            ctx.load_verify_locations(truststore)
+        except (OSError, ssl.SSLError) as exc:
+            raise ValueError(
+                f"listeners.https.ssl.truststore.location {truststore}: not a PEM CA: {exc}"
+            ) from exc
+    ctx.verify_mode = {
+        "required": ssl.CERT_REQUIRED,
+        "requested": ssl.CERT_OPTIONAL,
+    }.get(client_auth, ssl.CERT_NONE)
+    return ctx
