@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from cdc.engine import table_filter_from_config
 from cdc.envelope import source_block_schema
 from cdc.schema.model import INT64, STRING, Schema
 from cdc.snapshot_modes import MODES, WhenNeeded
-from cdc.spi import Connector, SnapshotSource, Snapshotter, StreamingSource
+from cdc.spi import Connector, SnapshotSource, Snapshotter, StreamingSource, TableId
 from connectors.postgres import connection as pgconn
 from connectors.postgres import offsets as pg_offsets
 from connectors.postgres.config import CONFIG_DEF
+from connectors.postgres.publication import not_published
 from connectors.postgres.snapshot import PostgresSnapshot
 from connectors.postgres.streaming import PostgresStreaming
 from connectors.postgres.types import Modes, PostgresValueConverters, TypeRegistry
@@ -27,6 +29,33 @@ SOURCE_SCHEMA = source_block_schema(
         ("xmin", INT64.as_optional()),
     ],
 )
+
+
+class NewTables(Snapshotter):
+    """``snapshot.mode``'s policy, plus a snapshot of just the included tables that the
+    publication does not carry yet when the stored offset says nothing else is due."""
+
+    def __init__(self, base: Snapshotter, unpublished: Callable[[], list[TableId]]) -> None:
+        self.base = base
+        self.mode = base.mode  # type: ignore[misc]
+        self.unpublished = unpublished
+        #: set when this start snapshots only these tables
+        self.new_tables: list[TableId] | None = None
+
+    def should_snapshot(self, offset: Mapping[str, Any] | None) -> bool:
+        self.new_tables = None
+        if self.base.should_snapshot(offset):
+            return True
+        new = self.unpublished()
+        if new:
+            self.new_tables = new
+        return bool(new)
+
+    def should_stream(self) -> bool:
+        return self.base.should_stream()
+
+    def include_data(self) -> bool:
+        return self.base.include_data()
 
 
 class PostgresConnector(Connector):
@@ -51,6 +80,7 @@ class PostgresConnector(Connector):
         # filled with catalog types by the sources as they load tables.
         self.registry = TypeRegistry(self.modes)
         self._streaming: PostgresStreaming | None = None
+        self._new_tables_snapshotter: NewTables | None = None
 
     @classmethod
     def validate_offset(
@@ -65,9 +95,24 @@ class PostgresConnector(Connector):
         mode = self.config["snapshot.mode"]
         if mode == "exported":
             mode = "initial"
-        if mode == "when_needed":
-            return WhenNeeded(self._position_available)
-        return MODES[mode]()
+        base = WhenNeeded(self._position_available) if mode == "when_needed" else MODES[mode]()
+        if mode in ("never", "no_data", "schema_only", "initial_only"):
+            return base
+        self._new_tables_snapshotter = NewTables(base, self._unpublished_tables)
+        return self._new_tables_snapshotter
+
+    def _unpublished_tables(self) -> list[TableId]:
+        """Included tables the publication does not carry yet (``filtered`` mode adds them
+        at start, so their earlier changes must come from a snapshot)."""
+        if self.config["publication.autocreate.mode"] != "filtered":
+            return []
+        included = table_filter_from_config(self.config, self.system_schemas).is_included
+        conn = pgconn.connect(self.config)
+        try:
+            tables = [t for t, _ in pgconn.list_tables(conn, self.config["database.dbname"])]
+            return not_published(conn, self.config, [t for t in tables if included(t)])
+        finally:
+            conn.close()
 
     def _position_available(self, offset: Mapping[str, Any]) -> bool:
         conn = pgconn.connect(self.config)
@@ -78,7 +123,9 @@ class PostgresConnector(Connector):
         return info is not None and info.wal_status != "lost"
 
     def snapshot_source(self) -> SnapshotSource:
-        return PostgresSnapshot(self.config, self.modes, self.registry)
+        gaps = self._new_tables_snapshotter
+        only = gaps.new_tables if gaps is not None else None
+        return PostgresSnapshot(self.config, self.modes, self.registry, only_tables=only)
 
     def streaming_source(self) -> StreamingSource:
         self._streaming = PostgresStreaming(self.config, self.modes, registry=self.registry)

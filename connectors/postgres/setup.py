@@ -9,33 +9,9 @@ from typing import Any
 
 from cdc.config import Config
 from cdc.errors import FatalError, RetriableError
-from cdc.spi import TableId
 from connectors.postgres import connection as pgconn
 
 log = logging.getLogger("tidemark.postgres")
-
-
-def ensure_publication(conn: Any, cfg: Config, tables: list[TableId]) -> None:
-    """``publication.autocreate.mode``: ``all_tables`` creates FOR ALL TABLES, ``filtered``
-    FOR TABLE the captured tables, ``disabled`` requires it to exist already."""
-    name = cfg["publication.name"]
-    if pgconn.publication_exists(conn, name):
-        return
-    mode = cfg["publication.autocreate.mode"]
-    if mode == "disabled":
-        raise FatalError(
-            f"publication {name!r} does not exist and publication.autocreate.mode=disabled. "
-            f"Create it (CREATE PUBLICATION {name} FOR TABLE ...) or change the mode."
-        )
-    try:
-        pgconn.create_publication(conn, name, None if mode == "all_tables" else tables)
-    except Exception as exc:
-        raise FatalError(
-            f"cannot create publication {name!r} ({mode}): {exc}. Creating a publication FOR "
-            f"ALL TABLES needs superuser; create it beforehand or use "
-            f"publication.autocreate.mode=filtered with table ownership."
-        ) from exc
-    log.info("created publication %s (%s)", name, mode)
 
 
 def wait_for_inactive_slot(conn: Any, cfg: Config) -> None:

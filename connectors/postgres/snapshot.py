@@ -32,10 +32,10 @@ from cdc.spi import Operation, RowChange, SnapshotSource, SourceContext, Table, 
 from connectors.postgres import connection as pgconn
 from connectors.postgres.offsets import handover_offset
 from connectors.postgres.pgoutput import lsn_to_str, str_to_lsn
+from connectors.postgres.publication import sync_publication
 from connectors.postgres.schema import PgSchema
 from connectors.postgres.setup import (
     check_slot,
-    ensure_publication,
     temporary_slot_name,
     wait_for_inactive_slot,
 )
@@ -64,10 +64,19 @@ def select_override(cfg: Config, table_id: TableId) -> str | None:
 
 
 class PostgresSnapshot(SnapshotSource):
-    def __init__(self, cfg: Config, modes: Modes, registry: TypeRegistry) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        modes: Modes,
+        registry: TypeRegistry,
+        *,
+        only_tables: list[TableId] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.modes = modes
         self.registry = registry
+        #: snapshot just these newly published tables, then resume the stored offset
+        self.only_tables = only_tables
 
     def execute(
         self, ctx: SourceContext, previous_offset: Mapping[str, Any] | None, include_data: bool
@@ -81,8 +90,10 @@ class PostgresSnapshot(SnapshotSource):
             tables = [
                 (tid, oid) for tid, oid in pgconn.list_tables(meta, dbname) if ctx.is_included(tid)
             ]
-            ensure_publication(meta, cfg, [t for t, _ in tables])
             existing = pgconn.slot_info(meta, slot)
+            if self.only_tables and previous_offset is not None and existing is not None:
+                return self._new_tables(ctx, meta, schema, tables, previous_offset)
+            sync_publication(meta, cfg, [t for t, _ in tables])
             if existing is not None and not include_data:
                 # Structure only (no_data / schema_only): the slot's backlog is the data
                 # still to stream, so keep the slot and stream from where it is.
@@ -106,6 +117,28 @@ class PostgresSnapshot(SnapshotSource):
         finally:
             meta.close()
 
+    def _new_tables(
+        self,
+        ctx: SourceContext,
+        meta: Any,
+        schema: PgSchema,
+        tables: list[tuple[TableId, int]],
+        previous_offset: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """The publication gains tables (a changed include list): their changes before the
+        ``ALTER PUBLICATION`` were never published, so they are read from a temporary slot's
+        exported snapshot taken after it, and streaming resumes the stored offset on the kept
+        slot. The restart position is recorded before the publication changes: if this is
+        interrupted, the next start re-snapshots every table (it cannot tell which were new)
+        and still resumes from the stored offset."""
+        wait_for_inactive_slot(meta, self.cfg)
+        handover = handover_offset(ctx.snapshot_starting(handover_offset(dict(previous_offset))))
+        added = sync_publication(meta, self.cfg, [t for t, _ in tables])
+        new = {(t.schema, t.table) for t in added}
+        log.info("snapshot of the newly published table(s): %s", ", ".join(map(str, added)))
+        only = [(tid, oid) for tid, oid in tables if (tid.schema, tid.table) in new]
+        return self._snapshot(ctx, meta, schema, only, True, True, handover)
+
     def _snapshot(
         self,
         ctx: SourceContext,
@@ -114,6 +147,7 @@ class PostgresSnapshot(SnapshotSource):
         tables: list[tuple[TableId, int]],
         include_data: bool,
         keep_slot: bool,
+        handover: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Read ``tables`` inside an exported snapshot: the new slot's when there is none, else
         a temporary slot's, streaming later from the kept slot (which holds every change
@@ -144,9 +178,10 @@ class PostgresSnapshot(SnapshotSource):
             position = handover_offset({"lsn": lsn, "ts_usec": time.time_ns() // 1000})
             # Recorded durably before the first row; an earlier attempt's position comes back
             # when there is one, and streaming must start there (its events are downstream).
-            handover = (
-                handover_offset(ctx.snapshot_starting(position)) if include_data else position
-            )
+            if handover is None:
+                handover = (
+                    handover_offset(ctx.snapshot_starting(position)) if include_data else position
+                )
             if handover["lsn_commit"] < lsn and not keep_slot:
                 log.warning(
                     "an earlier snapshot attempt began at LSN %s but its slot %s is gone: "

@@ -41,8 +41,9 @@ from cdc.spi import (
 )
 from connectors.postgres import connection as pgconn
 from connectors.postgres import pgoutput as po
+from connectors.postgres.publication import not_published, sync_publication
 from connectors.postgres.schema import PgSchema
-from connectors.postgres.setup import check_slot, ensure_publication, wait_for_inactive_slot
+from connectors.postgres.setup import check_slot, wait_for_inactive_slot
 from connectors.postgres.types import Modes, TypeRegistry
 
 log = logging.getLogger("tidemark.postgres.streaming")
@@ -55,6 +56,15 @@ _W_COMMIT = struct.Struct("!xQQ8xxBQQq")
 _CREATE, _UPDATE, _DELETE = Operation.CREATE, Operation.UPDATE, Operation.DELETE
 #: pg_replication_slots.wal_status as a number, for the metric
 _WAL_STATUS = {"reserved": 0, "extended": 1, "unreserved": 2, "lost": 3}
+
+
+#: modes that never snapshot tables a publication gains (they stream them from the ALTER on)
+_NO_NEW_TABLE_SNAPSHOT = ("never", "no_data", "schema_only", "initial_only")
+
+
+class PublicationLacksTables(RetriableError):
+    """Included tables appeared (or the include list changed) while streaming: the task
+    restarts, and its start snapshots them before streaming resumes the stored offset."""
 
 
 class _Resume:
@@ -117,6 +127,8 @@ class PostgresStreaming(StreamingSource):
             try:
                 self._stream(ctx, resume, start_lsn, offset is None and attempt == 0)
                 return
+            except PublicationLacksTables:
+                raise
             except (RetriableError, OSError, _ConnectionLost, psycopg.OperationalError) as exc:
                 attempt += 1
                 if self.metrics is not None:
@@ -147,7 +159,15 @@ class PostgresStreaming(StreamingSource):
         try:
             schema = PgSchema(meta, self.dbname, self.registry)
             tables = [t for t, _ in pgconn.list_tables(meta, self.dbname) if ctx.is_included(t)]
-            ensure_publication(meta, cfg, tables)
+            if cfg["snapshot.mode"] not in _NO_NEW_TABLE_SNAPSHOT:
+                new = not_published(meta, cfg, tables)
+                if new and cfg["publication.autocreate.mode"] == "filtered":
+                    raise PublicationLacksTables(
+                        f"included table(s) {', '.join(map(str, new))} are not in publication "
+                        f"{cfg['publication.name']!r} yet; restarting the task adds and "
+                        f"snapshots them before streaming goes on"
+                    )
+            sync_publication(meta, cfg, tables)
             info = pgconn.slot_info(meta, slot)
             if info is None and not first:
                 raise FatalError(
