@@ -103,3 +103,22 @@ def column_matches(patterns: Sequence[re.Pattern[str]], table_id: TableId, colum
 
 def compile_patterns(patterns: Iterable[str]) -> list[re.Pattern[str]]:
     return _compile(patterns)
+
+
+def describe_unmatched(patterns: Iterable[str], existing: Iterable[str]) -> str:
+    """Why an include list captures nothing, for the start-up error: each pattern with the
+    existing names closest to it (a typo shows at once), or the few names there are."""
+    import difflib
+
+    names = sorted(set(existing))
+    if not names:
+        return f"no pattern of {', '.join(patterns)} can match: there are no tables"
+    parts = []
+    for pattern in patterns:
+        plain = pattern.replace("\\.", ".").strip("^$")
+        near = difflib.get_close_matches(plain, names, n=3, cutoff=0.4)
+        parts.append(f"{pattern!r} (nearest: {', '.join(near) if near else 'none close'})")
+    return (
+        f"no table matches {'; '.join(parts)}; {len(names)} table(s) exist, e.g. "
+        f"{', '.join(names[:5])}"
+    )

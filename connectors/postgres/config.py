@@ -291,6 +291,15 @@ PG_FIELDS = ConfigDef(
             group="Replication",
             doc="pgoutput protocol version (2 needs PostgreSQL 14).",
         ),
+        ConfigField(
+            "table.include.list.allow.empty",
+            Kind.BOOLEAN,
+            False,
+            group="Filters",
+            doc="Start even when table.include.list (or schema.include.list) matches no "
+            "table, with a warning; by default such a start fails listing the patterns and "
+            "the nearest table names (a typo would otherwise capture nothing, silently).",
+        ),
     ]
 )
 

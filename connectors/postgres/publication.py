@@ -21,6 +21,7 @@ from psycopg import sql
 
 from cdc.config import Config
 from cdc.errors import FatalError
+from cdc.filters import describe_unmatched
 from cdc.spi import TableId
 from connectors.postgres import connection as pgconn
 
@@ -136,3 +137,25 @@ def _set_tables(conn: Any, name: str, tables: list[TableId], carried: set[TableI
             f"the tables; or set the tables yourself and use publication.autocreate.mode="
             f"disabled."
         ) from exc
+
+
+def check_included(cfg: Config, included: list[TableId], every: list[TableId]) -> None:
+    """An include list that matches no table fails the start (Debezium: DBZ-2885) naming
+    the patterns and the nearest table names, unless ``table.include.list.allow.empty``."""
+    if included:
+        return
+    key = "table.include.list" if cfg.get("table.include.list") else "schema.include.list"
+    patterns = list(cfg.get(key) or [])
+    if not patterns:
+        return  # nothing was asked for by name: an empty database is not a typo
+    existing = [
+        f"{t.schema}.{t.table}" if key == "table.include.list" else str(t.schema) for t in every
+    ]
+    reason = f"{key} captures nothing: {describe_unmatched(patterns, existing)}"
+    if cfg["table.include.list.allow.empty"]:
+        log.warning("%s (running anyway: table.include.list.allow.empty=true)", reason)
+        return
+    raise FatalError(
+        f"{reason}. Fix the patterns (anchored regular expressions on <schema>.<table>), or "
+        f"set table.include.list.allow.empty=true to run with no table."
+    )

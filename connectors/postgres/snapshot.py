@@ -32,7 +32,7 @@ from cdc.spi import Operation, RowChange, SnapshotSource, SourceContext, Table, 
 from connectors.postgres import connection as pgconn
 from connectors.postgres.offsets import handover_offset
 from connectors.postgres.pgoutput import lsn_to_str, str_to_lsn
-from connectors.postgres.publication import sync_publication
+from connectors.postgres.publication import check_included, sync_publication
 from connectors.postgres.schema import PgSchema
 from connectors.postgres.setup import (
     check_slot,
@@ -87,9 +87,9 @@ class PostgresSnapshot(SnapshotSource):
         meta = pgconn.connect(cfg)
         try:
             schema = PgSchema(meta, dbname, self.registry)
-            tables = [
-                (tid, oid) for tid, oid in pgconn.list_tables(meta, dbname) if ctx.is_included(tid)
-            ]
+            every = pgconn.list_tables(meta, dbname)
+            tables = [(tid, oid) for tid, oid in every if ctx.is_included(tid)]
+            check_included(cfg, [t for t, _ in tables], [t for t, _ in every])
             existing = pgconn.slot_info(meta, slot)
             if self.only_tables and previous_offset is not None and existing is not None:
                 return self._new_tables(ctx, meta, schema, tables, previous_offset)

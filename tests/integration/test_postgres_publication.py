@@ -123,3 +123,24 @@ def test_modes_that_do_not_manage_tables_fail_naming_them(h: PgHarness) -> None:
     run = h.start(cfg)
     stopped(run)
     assert run.errors and "not FOR ALL TABLES" in str(run.errors[0]), run.errors
+
+
+def test_include_list_matching_nothing_fails_unless_allowed(h: PgHarness) -> None:
+    h.sql("CREATE TABLE orders (id int PRIMARY KEY)")
+    cfg = h.config(table_include_list="public.ordres,public.nothing_like_it")
+    run = h.start(cfg)
+    stopped(run)
+    assert run.errors and isinstance(run.errors[0], FatalError), run.errors
+    message = str(run.errors[0])
+    assert "table.include.list" in message and "'public.ordres'" in message
+    assert "(nearest: public.orders" in message
+    assert "table.include.list.allow.empty=true" in message
+
+    cfg = h.config(
+        table_include_list="public.ordres",
+        table_include_list_allow_empty="true",
+        publication_autocreate_mode="filtered",
+    )
+    with h.running(cfg) as run:
+        h.wait_streaming(run)
+    assert published(h, cfg) == []
