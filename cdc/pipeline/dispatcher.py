@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from cdc import __version__
-from cdc.envelope import envelope_schema
+from cdc.envelope import V1_2, V3, envelope_schema, source_shaper
 from cdc.errors import ConversionError, SchemaError
 from cdc.filters import TableFilter
 from cdc.metrics import CommonMetrics, TaskMetrics
 from cdc.pipeline.failures import FailureHandler
 from cdc.pipeline.queue import ChangeEventQueue, QueueClosed
+from cdc.pipeline.snapshot_marks import SnapshotMarks
 from cdc.pipeline.special_records import SpecialRecords
 from cdc.record import SourceRecord
 from cdc.schema.model import Schema
@@ -84,6 +85,8 @@ class EventDispatcher:
         heartbeat_interval_ms: int = 0,
         heartbeat_action: Callable[[], None] | None = None,
         include_schema_changes: bool = False,
+        envelope_version: str = V1_2,
+        source_derive: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.connector_type = connector_type
         self.server_name = server_name
@@ -104,7 +107,17 @@ class EventDispatcher:
             "connector": connector_type,
             "name": server_name,
         }
-        self.special = SpecialRecords(namer, source_schema, self._source_prefix)
+        self.envelope_version = envelope_version
+        #: the snapshot's first/last markers (Debezium 3.x envelope only, while snapshotting)
+        self._marks: SnapshotMarks | None = None
+        if envelope_version == V3:
+            # Chosen once: the 3.x source shape and record builder replace the 1.2 ones, so
+            # the per-event path never tests the generation.
+            self._shape = source_shaper(source_schema, self._source_prefix, source_derive)
+            self._records = self._records_v3  # type: ignore[method-assign]
+            self.special = SpecialRecords(namer, source_schema, self._source_prefix, self._shape)
+        else:
+            self.special = SpecialRecords(namer, source_schema, self._source_prefix)
         self.stop_event = threading.Event()
         #: the registered table schemas (set by ``register_table`` only)
         self.schemas: dict[TableId, TableSchema] = {}
@@ -134,6 +147,7 @@ class EventDispatcher:
             ts.value_schema,
             self.source_schema,
             with_transaction=self.tx_metadata,
+            version=self.envelope_version,
         )
         ts.topic = self.namer.data_topic(table.id)
         self.schemas[table.id] = ts
@@ -146,6 +160,8 @@ class EventDispatcher:
 
     def snapshot_started(self, table_ids: list[TableId]) -> None:
         self.metrics.snapshot.start([t.identifier for t in table_ids])
+        if self.envelope_version == V3:
+            self._marks = SnapshotMarks(table_ids)
 
     def snapshot_starting(self, position: Mapping[str, Any]) -> dict[str, Any]:
         hook = self.snapshot_start_hook
@@ -158,6 +174,10 @@ class EventDispatcher:
         snap.rows_scanned[table_id.identifier] = rows
         snap.rows_expected[table_id.identifier] = rows
         snap.remaining_table_count = max(snap.remaining_table_count - 1, 0)
+        marks = self._marks
+        if marks is not None:
+            for record in marks.table_completed(table_id):
+                self._put(record)
 
     def snapshot_progress(self, table_id: TableId, rows: int, total: int | None) -> None:
         snap = self.metrics.snapshot
@@ -169,6 +189,10 @@ class EventDispatcher:
         if isinstance(event, RowChange):
             self._row(event)
         elif isinstance(event, PositionReached):
+            if self._marks is not None:  # the snapshot is over: its last record goes now
+                marks, self._marks = self._marks, None
+                for record in marks.finish():
+                    self._put(record)
             self._position(event.offset)
         elif isinstance(event, TransactionBegin):
             self._begin(event)
@@ -348,15 +372,66 @@ class EventDispatcher:
                 "transaction": tx,
             }
         else:
-            tx = None
             value = {"before": before, "after": after, "source": source, "op": op, "ts_ms": now}
+        return self._finish(ts, op, key, value, before_row, offset)
+
+    def _records_v3(
+        self,
+        ts: TableSchema,
+        op: str,
+        before_row: Sequence[Any] | None,
+        after_row: Sequence[Any] | None,
+        connector_source: dict[str, Any],
+        offset: dict[str, Any],
+        transaction_id: str | None,
+        partial: bool,
+    ) -> list[SourceRecord]:
+        """``_records`` for the Debezium 3.x envelope: the source shaped for its schema,
+        ``ts_us``/``ts_ns`` from the same clock reading as ``ts_ms``, ``transaction`` always
+        present; a snapshot row goes through the first/last markers. (Its first lines repeat
+        ``_records`` on purpose: a shared helper would add a call to every 1.2 event.)"""
+        now_ns = time.time_ns()
+        now = now_ns // 1_000_000
+        self.phase.last_event_ms = now
+        source = self._shape(connector_source, offset)
+        value_fn = ts.value_from_partial_row if partial else ts.value_from_row
+        before = None if before_row is None else value_fn(before_row)
+        after = None if after_row is None else value_fn(after_row)
+        key = ts.key_from_row(after_row if after_row is not None else before_row)  # type: ignore[arg-type]
+        value = {
+            "before": before,
+            "after": after,
+            "source": source,
+            "op": op,
+            "ts_ms": now,
+            "ts_us": now_ns // 1000,
+            "ts_ns": now_ns,
+            "transaction": self._tx_block(transaction_id, ts) if self.tx_metadata else None,
+        }
+        marks = self._marks
+        if marks is not None and op == "r":
+            record = SourceRecord(
+                ts.topic, ts.key_schema, key, ts.envelope_schema, value, self.partition, offset
+            )
+            return marks.push(ts.table_id, record)
+        return self._finish(ts, op, key, value, before_row, offset)
+
+    def _finish(
+        self,
+        ts: TableSchema,
+        op: str,
+        key: Any,
+        value: dict[str, Any],
+        before_row: Sequence[Any] | None,
+        offset: dict[str, Any],
+    ) -> list[SourceRecord]:
+        """The records of one row event: the primary-key-change split, or the event and,
+        for a delete, its tombstone."""
         topic = ts.topic
         if op == "u" and before_row is not None and ts.key_schema is not None:
             old_key = ts.key_from_row(before_row)
             if old_key is not None and old_key != key:
-                return self._key_change(
-                    ts, topic, old_key, key, before, after, source, now, tx, offset
-                )
+                return self._key_change(ts, topic, old_key, key, value, offset)
         record = SourceRecord(
             topic, ts.key_schema, key, ts.envelope_schema, value, self.partition, offset
         )
@@ -367,25 +442,13 @@ class EventDispatcher:
             ]
         return [record]
 
-    def _envelope(
-        self, op: str, before: Any, after: Any, source: dict[str, Any], now: int, tx: Any
-    ) -> dict[str, Any]:
-        value = {"before": before, "after": after, "source": source, "op": op, "ts_ms": now}
-        if self.tx_metadata:
-            value["transaction"] = tx
-        return value
-
     def _key_change(
         self,
         ts: TableSchema,
         topic: str,
         old_key: dict[str, Any],
         new_key: dict[str, Any] | None,
-        before: Any,
-        after: Any,
-        source: dict[str, Any],
-        now: int,
-        tx: Any,
+        value: dict[str, Any],
         offset: dict[str, Any],
     ) -> list[SourceRecord]:
         """The seed's PK-change rule: delete (old key) + tombstone + create (new key), with the
@@ -401,7 +464,7 @@ class EventDispatcher:
                 ts.key_schema,
                 old_key,
                 ts.envelope_schema,
-                self._envelope("d", before, None, source, now, tx),
+                {**value, "after": None, "op": "d"},
                 p,
                 offset,
                 new_h,
@@ -415,7 +478,7 @@ class EventDispatcher:
                 ts.key_schema,
                 new_key,
                 ts.envelope_schema,
-                self._envelope("c", None, after, source, now, tx),
+                {**value, "before": None, "op": "c"},
                 p,
                 offset,
                 old_h,
@@ -460,22 +523,23 @@ class EventDispatcher:
         if "t" in self.skipped:
             self._position(ev.offset)
             return
-        now = time.time_ns() // 1_000_000
-        source_base = {**self.special.source_prefix, **ev.source}
+        now_ns = time.time_ns()
+        now = now_ns // 1_000_000
         for table_id in ev.table_ids:
             ts = self.schemas.get(table_id)
             if ts is None or not self.filter.is_included(table_id):
                 continue
-            source = {**source_base, "schema": table_id.schema, "table": table_id.table}
-            source = {k: source.get(k) for k in self.source_schema.field_names()}
+            table_source = {**ev.source, "schema": table_id.schema, "table": table_id.table}
             value: dict[str, Any] = {
                 "before": None,
                 "after": None,
-                "source": source,
+                "source": self.special.source_of(table_source, ev.offset),
                 "op": Operation.TRUNCATE.value,
                 "ts_ms": now,
             }
-            if self.tx_metadata:
+            if self.envelope_version == V3:
+                value.update(ts_us=now_ns // 1000, ts_ns=now_ns, transaction=None)
+            elif self.tx_metadata:
                 value["transaction"] = None
             self._put(
                 SourceRecord(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from cdc.envelope import SourceShaper
 from cdc.record import SourceRecord
 from cdc.schema.model import (
     BOOLEAN,
@@ -49,10 +50,19 @@ def _now_ms() -> int:
 
 
 class SpecialRecords:
-    def __init__(self, namer: TopicNamer, source_schema: Schema, source_prefix: dict[str, Any]):
+    def __init__(
+        self,
+        namer: TopicNamer,
+        source_schema: Schema,
+        source_prefix: dict[str, Any],
+        shape: SourceShaper | None = None,
+    ):
         self.namer = namer
         self.source_schema = source_schema
         self.source_prefix = source_prefix
+        #: ``source_of(connector_source, offset)``: the source value in schema order; the
+        #: envelope generation's shaper when there is one (Debezium 3.x), else the 1.2 fields
+        self.source_of: SourceShaper = shape or self._source_v1
         # Schema change records use the connector's namespace (the seed's MySQL example:
         # io.debezium.connector.mysql.SchemaChangeKey / SchemaChangeValue).
         namespace = (source_schema.name or "io.debezium.connector.common.Source").rsplit(".", 1)[0]
@@ -83,7 +93,7 @@ class SpecialRecords:
             name="io.debezium.connector.postgresql.MessageValue",
         )
 
-    def _source(self, source: dict[str, Any]) -> dict[str, Any]:
+    def _source_v1(self, source: dict[str, Any], _offset: dict[str, Any]) -> dict[str, Any]:
         merged = {**self.source_prefix, **source}
         return {k: merged.get(k) for k in self.source_schema.field_names()}
 
@@ -143,7 +153,11 @@ class SpecialRecords:
 
     def schema_change(self, ev: SchemaChange, partition: dict[str, Any]) -> SourceRecord:
         database = ev.database or ""
-        value = {"databaseName": database, "ddl": ev.ddl, "source": self._source(ev.source)}
+        value = {
+            "databaseName": database,
+            "ddl": ev.ddl,
+            "source": self.source_of(ev.source, ev.offset),
+        }
         return SourceRecord(
             self.namer.schema_change_topic,
             self.schema_change_key,
@@ -158,7 +172,7 @@ class SpecialRecords:
         value = {
             "op": "m",
             "ts_ms": _now_ms(),
-            "source": self._source(ev.source),
+            "source": self.source_of(ev.source, ev.offset),
             "message": {
                 "prefix": ev.prefix,
                 "content": ev.content,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Protocol
 
 from cdc.spi.events import SourceEvent, TableId
@@ -114,6 +114,17 @@ class Connector(ABC):
     @abstractmethod
     def source_schema(self) -> Any:
         """The Connect schema of this connector's ``source`` block."""
+
+    def source_connector_name(self) -> str:
+        """The ``source.connector`` value of this connector's events (``type_name`` unless a
+        configuration says otherwise, e.g. MariaDB under the Debezium 3.x envelope)."""
+        return self.type_name
+
+    def source_derive(self) -> Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None:
+        """Under ``envelope.version=3``: ``derive(source, offset)`` giving the Debezium 3.x
+        source values this connector keeps in its offset rather than its 1.2 source block
+        (PostgreSQL's ``sequence`` and microsecond ``ts_us``). None: nothing to derive."""
+        return None
 
     @classmethod
     def validate_offset(

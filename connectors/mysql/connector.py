@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cdc.envelope import source_block_schema
+from cdc.envelope import V3, source_block_schema
 from cdc.schema.model import INT32, INT64, OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
 from cdc.snapshot_modes import MODES, WhenNeeded
 from cdc.spi import Connector, SnapshotSource, Snapshotter, SourceContext, StreamingSource
@@ -21,20 +21,27 @@ from connectors.mysql.state import BUILTIN_DATABASES, MySqlMetrics, TaskState
 from connectors.mysql.streaming import MySqlStreaming, position_available
 from connectors.mysql.types import Modes, MySqlValueConverters
 
-SOURCE_SCHEMA = source_block_schema(
-    "io.debezium.connector.mysql.Source",
-    [
-        ("db", STRING),
-        ("table", OPTIONAL_STRING),
-        ("server_id", INT64),
-        ("gtid", OPTIONAL_STRING),
-        ("file", STRING),
-        ("pos", INT64),
-        ("row", INT32),
-        ("thread", OPTIONAL_INT64),
-        ("query", OPTIONAL_STRING),
-    ],
+_SOURCE_FIELDS = [
+    ("db", STRING),
+    ("table", OPTIONAL_STRING),
+    ("server_id", INT64),
+    ("gtid", OPTIONAL_STRING),
+    ("file", STRING),
+    ("pos", INT64),
+    ("row", INT32),
+    ("thread", OPTIONAL_INT64),
+    ("query", OPTIONAL_STRING),
+]
+SOURCE_SCHEMA = source_block_schema("io.debezium.connector.mysql.Source", _SOURCE_FIELDS)
+#: Debezium 3.x (``envelope.version=3``): the MySQL connector's, and the MariaDB connector's
+#: (Debezium 2.7+ captures MariaDB with its own connector, ``source.connector=mariadb``).
+SOURCE_SCHEMA_V3 = source_block_schema(
+    "io.debezium.connector.mysql.Source", _SOURCE_FIELDS, version=V3
 )
+MARIADB_SOURCE_SCHEMA_V3 = source_block_schema(
+    "io.debezium.connector.mariadb.Source", _SOURCE_FIELDS, version=V3
+)
+MARIADB_CLASS = "io.debezium.connector.mariadb.MariaDbConnector"
 
 
 class SchemaOnlyRecovery(Snapshotter):
@@ -70,6 +77,7 @@ class MySqlConnector(Connector):
             binary=c["binary.handling.mode"],
             time_adjuster=c["enable.time.adjuster"],
             tinyint1_boolean=tinyint_boolean_selectors(c),
+            envelope=str(c.get("envelope.version", "1.2")),
         )
         # Built-in databases are never captured unless table.ignore.builtin=false.
         self.system_schemas = BUILTIN_DATABASES if c["table.ignore.builtin"] else frozenset()
@@ -98,8 +106,20 @@ class MySqlConnector(Connector):
     def value_converters(self) -> MySqlValueConverters:
         return MySqlValueConverters(self.modes)
 
+    def _mariadb_v3(self) -> bool:
+        """Debezium 3.x's MariaDbConnector: chosen by connector.class, under envelope 3."""
+        return (
+            self.config.get("envelope.version") == V3
+            and self.raw_config.get("connector.class") == MARIADB_CLASS
+        )
+
     def source_schema(self) -> Schema:
-        return SOURCE_SCHEMA
+        if self.config.get("envelope.version") != V3:
+            return SOURCE_SCHEMA
+        return MARIADB_SOURCE_SCHEMA_V3 if self._mariadb_v3() else SOURCE_SCHEMA_V3
+
+    def source_connector_name(self) -> str:
+        return "mariadb" if self._mariadb_v3() else self.type_name
 
     @classmethod
     def validate_offset(

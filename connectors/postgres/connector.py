@@ -6,8 +6,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cdc.engine import table_filter_from_config
-from cdc.envelope import source_block_schema
-from cdc.schema.model import INT64, STRING, Schema
+from cdc.envelope import V3, source_block_schema
+from cdc.schema.model import INT64, OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
 from cdc.snapshot_modes import MODES, WhenNeeded
 from cdc.spi import Connector, SnapshotSource, Snapshotter, StreamingSource, TableId
 from connectors.postgres import connection as pgconn
@@ -18,17 +18,36 @@ from connectors.postgres.snapshot import PostgresSnapshot
 from connectors.postgres.streaming import PostgresStreaming
 from connectors.postgres.types import Modes, PostgresValueConverters, TypeRegistry
 
-SOURCE_SCHEMA = source_block_schema(
+_SOURCE_FIELDS = [
+    ("db", STRING),
+    ("schema", STRING),
+    ("table", STRING),
+    ("txId", INT64.as_optional()),
+    ("lsn", INT64.as_optional()),
+    ("xmin", INT64.as_optional()),
+]
+SOURCE_SCHEMA = source_block_schema("io.debezium.connector.postgresql.Source", _SOURCE_FIELDS)
+#: Debezium 3.x (``envelope.version=3``): the replication origin of the change follows
+#: (null: tidemark reads no Origin messages, as Debezium writes it for unreplicated changes).
+SOURCE_SCHEMA_V3 = source_block_schema(
     "io.debezium.connector.postgresql.Source",
-    [
-        ("db", STRING),
-        ("schema", STRING),
-        ("table", STRING),
-        ("txId", INT64.as_optional()),
-        ("lsn", INT64.as_optional()),
-        ("xmin", INT64.as_optional()),
-    ],
+    [*_SOURCE_FIELDS, ("origin", OPTIONAL_STRING), ("origin_lsn", OPTIONAL_INT64)],
+    version=V3,
 )
+
+
+def _lsn_text(lsn: Any) -> str:
+    return f'"{lsn}"' if lsn else "null"
+
+
+def source_derive_v3(source: dict[str, Any], offset: dict[str, Any]) -> dict[str, Any]:
+    """Debezium 3.x's ``sequence`` and ``ts_us`` from the event's offset: ``sequence`` is the
+    JSON text ``["<end LSN of the last committed transaction>","<event LSN>"]`` (null before
+    the first commit seen, and in snapshots), ``ts_us`` the commit time in microseconds."""
+    return {
+        "sequence": f"[{_lsn_text(offset.get('flush_lsn'))},{_lsn_text(source.get('lsn'))}]",
+        "ts_us": offset.get("ts_usec"),
+    }
 
 
 class NewTables(Snapshotter):
@@ -135,7 +154,10 @@ class PostgresConnector(Connector):
         return PostgresValueConverters(self.registry)
 
     def source_schema(self) -> Schema:
-        return SOURCE_SCHEMA
+        return SOURCE_SCHEMA_V3 if self.config.get("envelope.version") == V3 else SOURCE_SCHEMA
+
+    def source_derive(self) -> Any:
+        return source_derive_v3 if self.config.get("envelope.version") == V3 else None
 
     def close(self) -> None:
         if self.config["slot.drop.on.stop"]:

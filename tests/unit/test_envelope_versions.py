@@ -1,0 +1,261 @@
+"""envelope.version: the seed's Debezium 1.2 shape (default) and Debezium 3.x's, schema and
+value, through the real dispatcher and JSON converter (what a consumer reads)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from cdc.config import ConfigError
+from cdc.converters import converter_from_config
+from cdc.filters import TableFilter
+from cdc.metrics import TaskMetrics
+from cdc.pipeline.dispatcher import EventDispatcher
+from cdc.pipeline.failures import FailureHandler
+from cdc.pipeline.queue import ChangeEventQueue
+from cdc.record import SourceRecord
+from cdc.schema.table_schema import TableSchemaBuilder
+from cdc.spi import Column, Operation, PositionReached, RowChange, Table, TableId
+from cdc.topics import TopicNamer
+from connectors.mysql.connector import MySqlConnector
+from connectors.postgres import types as t
+from connectors.postgres.connector import (
+    SOURCE_SCHEMA,
+    SOURCE_SCHEMA_V3,
+    PostgresConnector,
+    source_derive_v3,
+)
+from connectors.postgres.types import Modes, PostgresValueConverters, TypeRegistry
+
+TABLE = Table(
+    TableId("inv", "public", "t"),
+    (Column("id", 0, "int4", native_type=t.INT4, optional=False),),
+    ("id",),
+)
+T2 = Table(TableId("inv", "public", "u"), TABLE.columns, ("id",))
+T3 = Table(TableId("inv", "public", "v"), TABLE.columns, ("id",))
+SOURCE = {
+    "ts_ms": 1700000000123,
+    "snapshot": False,
+    "db": "inv",
+    "schema": "public",
+    "table": "t",
+    "txId": 7,
+    "lsn": 500,
+    "xmin": None,
+}
+OFFSET = {"lsn": 500, "ts_usec": 1700000000123456, "flush_lsn": 400}
+V3_FIELDS = ["before", "after", "source", "op", "ts_ms", "ts_us", "ts_ns", "transaction"]
+
+
+def dispatcher(version: str) -> tuple[EventDispatcher, ChangeEventQueue[SourceRecord]]:
+    namer = TopicNamer("srv")
+    metrics = TaskMetrics("postgres", "srv", "t")
+    queue: ChangeEventQueue[SourceRecord] = ChangeEventQueue(200, 100, 100)
+    d = EventDispatcher(
+        connector_type="postgresql",
+        server_name="srv",
+        source_partition={"server": "srv"},
+        source_schema=SOURCE_SCHEMA_V3 if version == "3" else SOURCE_SCHEMA,
+        schema_builder=TableSchemaBuilder(PostgresValueConverters(TypeRegistry(Modes())), namer),
+        table_filter=TableFilter(),
+        queue=queue,
+        metrics=metrics,
+        namer=namer,
+        failures=FailureHandler("fail", metrics),
+        envelope_version=version,
+        source_derive=source_derive_v3 if version == "3" else None,
+    )
+    for table in (TABLE, T2, T3):
+        d.register_table(table)
+    return d, queue
+
+
+def as_json(rec: SourceRecord) -> dict[str, Any]:
+    conv = converter_from_config({}, is_key=False)
+    return dict(json.loads(conv.from_connect(rec.topic, rec.value_schema, rec.value) or b""))
+
+
+def fields(schema_doc: dict[str, Any]) -> list[str]:
+    return [f["field"] for f in schema_doc["fields"]]
+
+
+def emitted(queue: ChangeEventQueue[SourceRecord]) -> list[SourceRecord]:
+    return [r for r in queue.poll(0) if r.topic]
+
+
+def test_v3_schema_is_debezium_3s() -> None:
+    d, queue = dispatcher("3")
+    d.emit(RowChange(Operation.CREATE, TABLE.id, None, ("1",), SOURCE, OFFSET))
+    doc = as_json(emitted(queue)[0])["schema"]
+    assert doc["version"] == 2 and doc["name"] == "srv.public.t.Envelope"
+    assert fields(doc) == V3_FIELDS
+    by = {f["field"]: f for f in doc["fields"]}
+    assert by["transaction"] == {
+        "type": "struct",
+        "fields": [
+            {"type": "string", "optional": False, "field": "id"},
+            {"type": "int64", "optional": False, "field": "total_order"},
+            {"type": "int64", "optional": False, "field": "data_collection_order"},
+        ],
+        "optional": True,
+        "name": "event.block",
+        "version": 1,
+        "field": "transaction",
+    }
+    source = by["source"]
+    assert source["name"] == "io.debezium.connector.postgresql.Source"
+    assert source["version"] == 1
+    assert fields(source) == [
+        "version",
+        "connector",
+        "name",
+        "ts_ms",
+        "snapshot",
+        "db",
+        "sequence",
+        "ts_us",
+        "ts_ns",
+        "schema",
+        "table",
+        "txId",
+        "lsn",
+        "xmin",
+        "origin",
+        "origin_lsn",
+    ]
+    assert source["fields"][4] == {
+        "type": "string",
+        "optional": True,
+        "name": "io.debezium.data.Enum",
+        "version": 1,
+        "parameters": {
+            "allowed": "true,first,first_in_data_collection,last_in_data_collection,last,"
+            "false,incremental"
+        },
+        "default": "false",
+        "field": "snapshot",
+    }
+
+
+def test_v3_value_is_debezium_3s() -> None:
+    d, queue = dispatcher("3")
+    d.emit(RowChange(Operation.CREATE, TABLE.id, None, ("1",), SOURCE, OFFSET))
+    payload = as_json(emitted(queue)[0])["payload"]
+    assert list(payload) == V3_FIELDS
+    assert payload["ts_us"] // 1000 == payload["ts_ms"]
+    assert payload["ts_ns"] // 1000 == payload["ts_us"]
+    assert payload["transaction"] is None
+    source = payload["source"]
+    source.pop("version")
+    assert source == {
+        "connector": "postgresql",
+        "name": "srv",
+        "ts_ms": 1700000000123,
+        "snapshot": "false",
+        "db": "inv",
+        "sequence": '["400","500"]',
+        "ts_us": 1700000000123456,
+        "ts_ns": 1700000000123456000,
+        "schema": "public",
+        "table": "t",
+        "txId": 7,
+        "lsn": 500,
+        "xmin": None,
+        "origin": None,
+        "origin_lsn": None,
+    }
+
+
+def test_v1_2_shape_is_unchanged_by_default() -> None:
+    d, queue = dispatcher("1.2")
+    d.emit(RowChange(Operation.CREATE, TABLE.id, None, ("1",), SOURCE, OFFSET))
+    doc = as_json(emitted(queue)[0])
+    assert "version" not in doc["schema"]
+    assert fields(doc["schema"]) == ["before", "after", "source", "op", "ts_ms"]
+    assert list(doc["payload"]) == ["before", "after", "source", "op", "ts_ms"]
+    assert doc["payload"]["source"]["snapshot"] is False
+    assert "sequence" not in doc["payload"]["source"]
+
+
+def _snapshot_markers(
+    d: EventDispatcher, queue: ChangeEventQueue[SourceRecord], rows: dict[Table, int]
+) -> list[tuple[str, int, str]]:
+    d.snapshot_started([t.id for t in rows])
+    snap = {**SOURCE, "snapshot": True}
+    for table, n in rows.items():
+        for i in range(n):
+            d.emit(RowChange(Operation.READ, table.id, None, (str(i),), snap, {"lsn": 9}))
+        d.snapshot_table_completed(table.id, n)
+    d.emit(PositionReached({"lsn": 9}))
+    return [
+        (r.topic.rsplit(".", 1)[1], r.value["after"]["id"], r.value["source"]["snapshot"])
+        for r in emitted(queue)
+    ]
+
+
+def test_v3_snapshot_markers_follow_debezium() -> None:
+    d, queue = dispatcher("3")
+    assert _snapshot_markers(d, queue, {TABLE: 3, T2: 1, T3: 2}) == [
+        ("t", 0, "first"),
+        ("t", 1, "true"),
+        ("t", 2, "last_in_data_collection"),
+        ("u", 0, "last_in_data_collection"),  # last wins over first in the table
+        ("v", 0, "first_in_data_collection"),
+        ("v", 1, "last"),
+    ]
+
+
+def test_v3_snapshot_ending_with_empty_tables_still_ends_with_last() -> None:
+    d, queue = dispatcher("3")
+    # An empty first table: no record is "first" (as in Debezium).
+    assert _snapshot_markers(d, queue, {T3: 0, TABLE: 2, T2: 0}) == [
+        ("t", 0, "first_in_data_collection"),
+        ("t", 1, "last"),
+    ]
+
+
+def test_v1_2_snapshot_rows_keep_the_boolean() -> None:
+    d, queue = dispatcher("1.2")
+    assert [m for *_, m in _snapshot_markers(d, queue, {TABLE: 2})] == [True, True]
+
+
+def test_v3_key_change_and_truncate_carry_the_v3_fields() -> None:
+    d, queue = dispatcher("3")
+    d.emit(RowChange(Operation.UPDATE, TABLE.id, ("1",), ("2",), SOURCE, OFFSET))
+    delete, _tombstone, create = emitted(queue)
+    assert (delete.value["op"], create.value["op"]) == ("d", "c")
+    for rec in (delete, create):
+        assert list(rec.value) == V3_FIELDS
+    assert delete.value["after"] is None and create.value["before"] is None
+
+
+def test_connectors_choose_the_shape_from_envelope_version() -> None:
+    pg = {
+        "name": "c",
+        "topic.prefix": "srv",
+        "database.hostname": "h",
+        "database.user": "u",
+        "database.dbname": "d",
+    }
+    assert PostgresConnector(pg).source_schema() is SOURCE_SCHEMA
+    v3 = PostgresConnector({**pg, "envelope.version": 3})  # a YAML number is accepted
+    assert v3.source_schema() is SOURCE_SCHEMA_V3 and v3.source_derive() is source_derive_v3
+    with pytest.raises(ConfigError, match=r"envelope\.version"):
+        PostgresConnector({**pg, "envelope.version": "2"})
+    maria = {
+        "name": "m",
+        "topic.prefix": "srv",
+        "database.hostname": "h",
+        "database.user": "u",
+        "database.server.id": "5",
+        "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+    }
+    assert MySqlConnector(maria).source_connector_name() == "mysql"
+    m3 = MySqlConnector({**maria, "envelope.version": "3"})
+    assert m3.source_connector_name() == "mariadb"
+    assert m3.source_schema().name == "io.debezium.connector.mariadb.Source"
+    assert MySqlConnector({**maria, "envelope.version": "3", "connector.class": "mysql"})
+    assert m3.modes.envelope == "3"
