@@ -89,13 +89,18 @@ def envelope_schema(
         (BEFORE, value_schema.as_optional()),
         (AFTER, value_schema.as_optional()),
         (SOURCE, source_schema),
-        (OP, STRING),
-        (TS_MS, OPTIONAL_INT64),
     ]
     if version == V3:
-        fields += [(TS_US, OPTIONAL_INT64), (TS_NS, OPTIONAL_INT64)]
-        fields.append((TRANSACTION, TRANSACTION_BLOCK_V3))
+        # Debezium 3.x declares the transaction block right after source.
+        fields += [
+            (TRANSACTION, TRANSACTION_BLOCK_V3),
+            (OP, STRING),
+            (TS_MS, OPTIONAL_INT64),
+            (TS_US, OPTIONAL_INT64),
+            (TS_NS, OPTIONAL_INT64),
+        ]
         return struct(fields, name=name, version=2)
+    fields += [(OP, STRING), (TS_MS, OPTIONAL_INT64)]
     if with_transaction:
         fields.append((TRANSACTION, TRANSACTION_BLOCK))
     return struct(fields, name=name)

@@ -84,6 +84,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--offset-flush-ms", type=int, default=10000)
     p.add_argument("--parity-sample", type=int, default=200, help="messages per topic (200)")
     p.add_argument(
+        "--envelope-version",
+        choices=("1.2", "3"),
+        default="3",
+        help="tidemark's envelope.version: 3 (default) writes Debezium 3.x's event shape and "
+        "the parity check allows no version difference; 1.2 writes the seed's shape and "
+        "accepts the documented 1.2 -> 3.x differences (K*)",
+    )
+    p.add_argument(
         "--strict",
         action="store_true",
         help="fail on the documented tidemark deviations (T*) too, not only on unknown ones",
@@ -194,6 +202,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         profile=args.profile,
         offset_flush_ms=args.offset_flush_ms,
         jvm_opts=shlex.split(args.jvm_opts),
+        envelope_version=args.envelope_version,
     )
     if "debezium" in contenders:
         opts.debezium_home = debezium.resolve_distribution()
@@ -238,6 +247,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "profile": {args.profile: PROFILES[args.profile]},
         "producer": PRODUCER,
         "offset_flush_ms": args.offset_flush_ms,
+        "envelope_version": args.envelope_version,
         "jvm_opts": args.jvm_opts,
         "load_avg_start": round(loadavg(), 2),
         "machine": report.machine(),

@@ -67,6 +67,8 @@ class Options:
     jvm_opts: list[str] = field(default_factory=list)
     java: str | None = None
     debezium_home: Path | None = None
+    #: tidemark's ``envelope.version``: "3" compares like with like (no version allow-list)
+    envelope_version: str = "3"
 
 
 @dataclass
@@ -126,6 +128,7 @@ def start_capture(
             # from where it is, which is what Debezium 3.x's no_data does.
             "snapshot.mode": "never" if snapshot_mode == "no_data" else snapshot_mode,
             "snapshot.max.threads": "2" if name == TIDEMARK_2R else "1",
+            "envelope.version": opts.envelope_version,
             **{k: v for k, v in queue.items()},
         }
         settings = {

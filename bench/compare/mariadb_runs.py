@@ -148,6 +148,10 @@ def _tidemark_config(
         "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
         "schema.history.internal.file.filename": str(run_dir / "history.jsonl"),
         "include.schema.changes": False,
+        # Debezium 3.x captures MariaDB with its own connector; under envelope 3 the class
+        # makes tidemark write its source.connector and source struct name.
+        "connector.class": debezium.MARIADB_CONNECTOR,
+        "envelope.version": opts.envelope_version,
         **PROFILES[opts.profile],
     }
 

@@ -253,6 +253,7 @@ def _parity(
         strict=ctx.strict,
         namespace=namespace,
         also_ignored=also_ignored,
+        allow_version=ctx.opts.envelope_version != "3",
     )
     ctx.parity[workload] = rep.as_dict()
     ctx.log("   " + rep.summary().replace("\n", "\n   "))

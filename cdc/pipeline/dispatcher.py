@@ -402,11 +402,11 @@ class EventDispatcher:
             "before": before,
             "after": after,
             "source": source,
+            "transaction": self._tx_block(transaction_id, ts) if self.tx_metadata else None,
             "op": op,
             "ts_ms": now,
             "ts_us": now_ns // 1000,
             "ts_ns": now_ns,
-            "transaction": self._tx_block(transaction_id, ts) if self.tx_metadata else None,
         }
         marks = self._marks
         if marks is not None and op == "r":
@@ -534,13 +534,14 @@ class EventDispatcher:
                 "before": None,
                 "after": None,
                 "source": self.special.source_of(table_source, ev.offset),
-                "op": Operation.TRUNCATE.value,
-                "ts_ms": now,
             }
             if self.envelope_version == V3:
-                value.update(ts_us=now_ns // 1000, ts_ns=now_ns, transaction=None)
-            elif self.tx_metadata:
-                value["transaction"] = None
+                value.update(transaction=None, op="t", ts_ms=now, ts_us=now_ns // 1000)
+                value["ts_ns"] = now_ns
+            else:
+                value.update(op=Operation.TRUNCATE.value, ts_ms=now)
+                if self.tx_metadata:
+                    value["transaction"] = None
             self._put(
                 SourceRecord(
                     self.namer.data_topic(table_id),

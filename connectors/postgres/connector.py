@@ -94,6 +94,7 @@ class PostgresConnector(Connector):
             hstore=c["hstore.handling.mode"],
             interval=c["interval.handling.mode"],
             include_unknown=c["include.unknown.datatypes"],
+            envelope=str(c.get("envelope.version", "1.2")),
         )
         # The schema builder asks for converters of every table; the registry it consults is
         # filled with catalog types by the sources as they load tables.

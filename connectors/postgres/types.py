@@ -102,6 +102,8 @@ class Modes:
     hstore: str = "json"
     interval: str = "numeric"
     include_unknown: bool = False
+    #: ``envelope.version``: under "3" ZonedTimestamp fractions have the column's digits
+    envelope: str = "1.2"
 
 
 # -- text parsers --------------------------------------------------------------------------
@@ -190,6 +192,23 @@ def _timestamptz(v: str) -> str:
         micros -= _tz_offset_seconds(m.group(1)) * 1_000_000
     ts = _EPOCH + dt.timedelta(microseconds=micros)
     return logical.zoned_timestamp_str(ts)
+
+
+def _timestamptz_digits(digits: int) -> Conv:
+    """Debezium 2.2+ (DBZ-5996): the fraction always has the column's precision
+    (``…00:00:01.000000Z`` for a ``timestamptz``); precision 0 keeps the ISO form."""
+    if digits <= 0:
+        return _timestamptz
+    zeros = "0" * digits
+
+    def convert(v: str) -> str:
+        text = _timestamptz(v)
+        if not text.endswith("Z"):  # infinity, -infinity
+            return text
+        whole, _, fraction = text[:-1].partition(".")
+        return f"{whole}.{(fraction + zeros)[:digits]}Z"
+
+    return convert
 
 
 def _timetz(v: str) -> str:
@@ -409,6 +428,8 @@ def _temporal(oid: int, typmod: int, modes: Modes) -> tuple[Schema, Conv] | None
             return logical.timestamp_millis(), lambda v: _timestamp_micros(v) // 1000
         return logical.micro_timestamp(), _timestamp_micros
     if oid == TIMESTAMPTZ:
+        if modes.envelope == "3":
+            return logical.zoned_timestamp(), _timestamptz_digits(_precision(typmod))
         return logical.zoned_timestamp(), _timestamptz
     if oid == TIMETZ:
         return logical.zoned_time(), _timetz

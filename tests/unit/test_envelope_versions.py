@@ -47,7 +47,7 @@ SOURCE = {
     "xmin": None,
 }
 OFFSET = {"lsn": 500, "ts_usec": 1700000000123456, "flush_lsn": 400}
-V3_FIELDS = ["before", "after", "source", "op", "ts_ms", "ts_us", "ts_ns", "transaction"]
+V3_FIELDS = ["before", "after", "source", "transaction", "op", "ts_ms", "ts_us", "ts_ns"]
 
 
 def dispatcher(version: str) -> tuple[EventDispatcher, ChangeEventQueue[SourceRecord]]:
@@ -259,3 +259,17 @@ def test_connectors_choose_the_shape_from_envelope_version() -> None:
     assert m3.source_schema().name == "io.debezium.connector.mariadb.Source"
     assert MySqlConnector({**maria, "envelope.version": "3", "connector.class": "mysql"})
     assert m3.modes.envelope == "3"
+
+
+def test_v3_zoned_timestamps_carry_the_columns_fraction_digits() -> None:
+    from connectors.postgres.types import TIMESTAMPTZ, _temporal
+
+    v3 = _temporal(TIMESTAMPTZ, -1, Modes(envelope="3"))
+    v3_ms = _temporal(TIMESTAMPTZ, 3, Modes(envelope="3"))
+    v1 = _temporal(TIMESTAMPTZ, -1, Modes())
+    assert v3 is not None and v3_ms is not None and v1 is not None
+    assert v3[1]("2024-02-29 11:45:59.1+00") == "2024-02-29T11:45:59.100000Z"
+    assert v3[1]("1970-01-01 00:00:00+00") == "1970-01-01T00:00:00.000000Z"
+    assert v3[1]("infinity") == "infinity"
+    assert v3_ms[1]("2024-02-29 13:45:59.1+02") == "2024-02-29T11:45:59.100Z"
+    assert v1[1]("2024-02-29 11:45:59.1+00") == "2024-02-29T11:45:59.1Z"
