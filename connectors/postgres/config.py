@@ -7,6 +7,7 @@ from typing import Any
 
 from cdc.common_config import common_def, schema_filter_fields
 from cdc.config import ConfigDef, ConfigField, Kind, at_least, one_of
+from connectors.postgres.identity import validate_autoset
 
 SNAPSHOT_MODES = (
     "initial",
@@ -299,6 +300,17 @@ PG_FIELDS = ConfigDef(
             doc="Start even when table.include.list (or schema.include.list) matches no "
             "table, with a warning; by default such a start fails listing the patterns and "
             "the nearest table names (a typo would otherwise capture nothing, silently).",
+        ),
+        ConfigField(
+            "replica.identity.autoset.values",
+            Kind.LIST,
+            [],
+            validator=validate_autoset,
+            group="Replication",
+            doc="Comma-separated <schema>.<table>:<identity> entries (identity DEFAULT, FULL, "
+            "NOTHING or INDEX <index name>); the connector sets REPLICA IDENTITY of each "
+            "matching included table at start (needs table ownership). Table names are "
+            "regular expressions, as in Debezium.",
         ),
     ]
 )

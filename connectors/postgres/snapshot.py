@@ -30,6 +30,7 @@ from cdc.config import Config
 from cdc.errors import FatalError
 from cdc.spi import Operation, RowChange, SnapshotSource, SourceContext, Table, TableId
 from connectors.postgres import connection as pgconn
+from connectors.postgres.identity import check_identities
 from connectors.postgres.offsets import handover_offset
 from connectors.postgres.pgoutput import lsn_to_str, str_to_lsn
 from connectors.postgres.publication import check_included, sync_publication
@@ -90,6 +91,7 @@ class PostgresSnapshot(SnapshotSource):
             every = pgconn.list_tables(meta, dbname)
             tables = [(tid, oid) for tid, oid in every if ctx.is_included(tid)]
             check_included(cfg, [t for t, _ in tables], [t for t, _ in every])
+            check_identities(meta, cfg, tables)
             existing = pgconn.slot_info(meta, slot)
             if self.only_tables and previous_offset is not None and existing is not None:
                 return self._new_tables(ctx, meta, schema, tables, previous_offset)

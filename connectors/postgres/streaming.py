@@ -41,6 +41,7 @@ from cdc.spi import (
 )
 from connectors.postgres import connection as pgconn
 from connectors.postgres import pgoutput as po
+from connectors.postgres.identity import check_identities
 from connectors.postgres.publication import check_included, not_published, sync_publication
 from connectors.postgres.schema import PgSchema
 from connectors.postgres.setup import check_slot, wait_for_inactive_slot
@@ -158,9 +159,11 @@ class PostgresStreaming(StreamingSource):
             raise _ConnectionLost(f"cannot connect to PostgreSQL: {exc}") from exc
         try:
             schema = PgSchema(meta, self.dbname, self.registry)
-            every = [t for t, _ in pgconn.list_tables(meta, self.dbname)]
-            tables = [t for t in every if ctx.is_included(t)]
-            check_included(cfg, tables, every)
+            listed = pgconn.list_tables(meta, self.dbname)
+            included = [(t, oid) for t, oid in listed if ctx.is_included(t)]
+            tables = [t for t, _ in included]
+            check_included(cfg, tables, [t for t, _ in listed])
+            check_identities(meta, cfg, included)
             if cfg["snapshot.mode"] not in _NO_NEW_TABLE_SNAPSHOT:
                 new = not_published(meta, cfg, tables)
                 if new and cfg["publication.autocreate.mode"] == "filtered":
