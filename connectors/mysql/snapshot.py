@@ -14,6 +14,17 @@ The first step of a snapshot is recording the table definitions in the schema hi
 snapshot position, then publishing them on the schema change topic; rows follow as ``op=r``
 events whose offsets carry ``snapshot: true`` until the snapshot completes, so an interrupted
 snapshot is redone from scratch.
+
+Before the first row the snapshot tells the core its position (``ctx.snapshot_starting``),
+which records it durably. When an earlier attempt may already have emitted events — an
+interrupted snapshot, or the streaming offset that ``always``/``when_needed`` replaces — the
+core answers with that earlier position, and streaming starts there instead of at this
+snapshot's position: replaying the binlog between the two re-delivers the deletes of rows the
+earlier attempt emitted (the newer snapshot holds only what still exists). The schema is then
+recovered from the history as of that earlier position, and DDL replayed in between is
+decoded in order (see ``TaskState.recover``). If the server no longer has the earlier
+position, streaming starts at this snapshot's position with a warning that deletes may be
+missing downstream.
 """
 
 from __future__ import annotations
@@ -38,8 +49,8 @@ from cdc.spi import (
 )
 from connectors.mysql import connection as myconn
 from connectors.mysql import ddl
-from connectors.mysql.errors import UnparseableDdl
-from connectors.mysql.offsets import BinlogPosition
+from connectors.mysql.errors import UnparseableDdl, describe_position
+from connectors.mysql.offsets import BinlogPosition, is_at_or_before
 from connectors.mysql.schema import MySqlSchema
 from connectors.mysql.state import BUILTIN_DATABASES, TaskState
 from connectors.mysql.types import base_type
@@ -123,6 +134,7 @@ class SnapshotRun:
 
     def run(self, recovery: bool) -> dict[str, Any]:
         cfg = self.cfg
+        handover: dict[str, Any] | None = None
         conn = myconn.connect(cfg, autocommit=True)
         try:
             info = myconn.server_info(conn)
@@ -158,6 +170,7 @@ class SnapshotRun:
                     self._unlock(conn)
                 self._record_schema(position, databases, tables, db_ddl, ddl_texts)
                 if self.include_data:
+                    handover = self._handover(conn, info, position)
                     known = [self.state.schema.table(t) for t in captured]
                     scan = [t for t in known if t is not None]
                     self._read_rows(conn, scan, position.to_offset(), position)
@@ -167,13 +180,49 @@ class SnapshotRun:
                 self._unlock(conn)
         finally:
             conn.close()
-        self.state.schema_ready = True
+        # Streaming from an earlier position needs the schema as of that position.
+        self.state.schema_ready = handover is None
+        if handover is not None:
+            return handover
         if recovery:
             assert self.previous is not None
             out = dict(self.previous)
             out.pop("snapshot", None)
             return out
         return position.with_(snapshot=False).to_offset()
+
+    def _handover(
+        self, conn: Any, info: myconn.ServerInfo, position: BinlogPosition
+    ) -> dict[str, Any] | None:
+        """Record this snapshot's position with the core before its first row; the earlier
+        position streaming must start from instead, if any (None: this snapshot's own)."""
+        from connectors.mysql.streaming import missing_reason  # streaming imports this module
+
+        own = position.with_(snapshot=False).to_offset()
+        resume = dict(self.ctx.snapshot_starting(own))
+        for key in ("snapshot", "snapshot_completed", "snapshot_origin"):
+            resume.pop(key, None)
+        if resume == own or is_at_or_before(own, resume):
+            return None
+        why = missing_reason(conn, info, resume)
+        if why is not None:
+            log.warning(
+                "an earlier snapshot attempt or the replaced streaming offset emitted events "
+                "from %s, but the server no longer has that position (%s): streaming starts "
+                "at this snapshot's position %s, so deletes of rows emitted before may be "
+                "missing downstream (consumers may keep rows the table no longer has)",
+                describe_position(resume),
+                why,
+                describe_position(own),
+            )
+            return None
+        log.info(
+            "events may have been emitted from %s by an earlier attempt; streaming starts "
+            "there after this snapshot (at %s) so their deletes are replayed",
+            describe_position(resume),
+            describe_position(own),
+        )
+        return resume
 
     def new_tables(self, table_ids: list[TableId], rows_offset: dict[str, Any]) -> BinlogPosition:
         """``snapshot.new.tables=parallel``: a consistent snapshot of just ``table_ids`` at a new

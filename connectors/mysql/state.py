@@ -148,7 +148,13 @@ class TaskState:
             self._history = None
 
     def recover(self, offset: Mapping[str, Any] | None, *, everything: bool = False) -> int:
-        """Rebuild the schema from the history up to ``offset`` (seed §2.1.1)."""
+        """Rebuild the schema from the history up to ``offset`` (seed §2.1.1).
+
+        Records are applied in the order written, except one positioned before a snapshot's
+        records already applied: after a snapshot that streaming resumed from an earlier
+        position, the DDL between the two is read again and recorded after the snapshot's
+        definitions, which already include it. Recovering to a position inside that window
+        excludes the snapshot's records and so applies the replayed DDL."""
         history = self.history
         m = self.metrics
         m.set_history_status("RECOVERING")
@@ -169,7 +175,15 @@ class TaskState:
             return not is_at_or_before(position, offset)
 
         count = 0
+        snapshot_at: dict[str, Any] | None = None
         for record in history.recover(self.partition, after_offset):
+            position = dict(record.position or {})
+            if snapshot_at is not None and not is_at_or_before(snapshot_at, position):
+                # DDL replayed after a snapshot from an earlier position (an interrupted
+                # attempt's or the replaced offset's): the snapshot's definitions include it
+                continue
+            if position.get("snapshot"):
+                snapshot_at = position
             changes = record.changes()
             if changes:
                 self.schema.apply_changes(changes)

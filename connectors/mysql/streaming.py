@@ -73,12 +73,12 @@ def position_available(state: TaskState, offset: Mapping[str, Any]) -> bool:
     """Whether the server still has everything after ``offset`` (``when_needed``)."""
     conn = myconn.connect(state.cfg)
     try:
-        return _missing(conn, myconn.server_info(conn), offset) is None
+        return missing_reason(conn, myconn.server_info(conn), offset) is None
     finally:
         conn.close()
 
 
-def _missing(conn: Any, info: myconn.ServerInfo, offset: Mapping[str, Any]) -> str | None:
+def missing_reason(conn: Any, info: myconn.ServerInfo, offset: Mapping[str, Any]) -> str | None:
     """Why the offset cannot be streamed from, or None."""
     gtids = offset.get("gtids")
     if gtids and info.gtid_mode:
@@ -291,7 +291,7 @@ class MySqlStreaming(StreamingSource):
                 gtids = parse_gtid_set(purged, mariadb=info.is_mariadb)
             return Resume(first, 4, None), gtids
         position = BinlogPosition.from_offset(offset)
-        why = _missing(conn, info, offset)
+        why = missing_reason(conn, info, offset)
         if why is not None:
             raise BinlogPositionLost(
                 f"cannot resume from {describe_position(offset)}: {why}. {LOST_POSITION_ADVICE}"
