@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+from collections.abc import Callable
 from typing import Any
 
 from cdc.schema.model import BYTES, FLOAT64, INT32, Schema, Type, primitive, struct
@@ -218,6 +219,26 @@ def zoned_timestamp_str(value: dt.datetime) -> str:
     if utc.microsecond:
         base += ("." + f"{utc.microsecond:06d}").rstrip("0")
     return base + "Z"
+
+
+def fixed_fraction(convert: Callable[[Any], Any], digits: int | None) -> Callable[[Any], Any]:
+    """``convert`` (giving ZonedTimestamp text) with the fraction padded to ``digits``, as
+    Debezium 2.2+ writes it (DBZ-5996: ``…00:00:01.000000Z`` for a 6-digit column); values
+    that are not ``…Z`` timestamps (``infinity``, nulls) pass as they are. No digits (or 0):
+    ``convert`` itself, the ISO form without trailing zeros."""
+    if not digits or digits <= 0:
+        return convert
+    width = min(digits, 9)
+    zeros = "0" * width
+
+    def padded(value: Any) -> Any:
+        text = convert(value)
+        if not isinstance(text, str) or not text.endswith("Z"):
+            return text
+        whole, _, fraction = text[:-1].partition(".")
+        return f"{whole}.{(fraction + zeros)[:width]}Z"
+
+    return padded
 
 
 def unscaled_bytes(value: decimal.Decimal, scale: int | None = None) -> bytes:

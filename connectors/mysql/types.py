@@ -491,6 +491,10 @@ class MySqlValueConverters:
         if base == "TIMESTAMP":
             epoch = "1970-01-01T00:00:00Z"
             zero = _zero_value(column, _timestamp_conv(epoch), epoch)
+            if m.envelope == "3":  # Debezium 2.2+: the fraction has the column's fsp digits
+                return logical.zoned_timestamp(), logical.fixed_fraction(
+                    _timestamp_conv(zero), column.length
+                )
             return logical.zoned_timestamp(), _timestamp_conv(zero)
         if base in SPATIAL:
             return logical.geometry(), _geometry

@@ -3,6 +3,7 @@ value, through the real dispatcher and JSON converter (what a consumer reads).""
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Any
 
@@ -273,3 +274,27 @@ def test_v3_zoned_timestamps_carry_the_columns_fraction_digits() -> None:
     assert v3[1]("infinity") == "infinity"
     assert v3_ms[1]("2024-02-29 13:45:59.1+02") == "2024-02-29T11:45:59.100Z"
     assert v1[1]("2024-02-29 11:45:59.1+00") == "2024-02-29T11:45:59.1Z"
+
+
+def test_v3_mysql_timestamp_fraction_has_the_columns_fsp() -> None:
+    from connectors.mysql.types import Modes as MyModes
+    from connectors.mysql.types import MySqlValueConverters
+
+    table = Table(TableId("db", None, "t"), (), ())
+
+    def resolve(type_name: str, length: int | None, envelope: str) -> Any:
+        col = Column("c", 0, type_name, optional=True, length=length)
+        return MySqlValueConverters(MyModes(envelope=envelope)).resolve(table, col)
+
+    def convert(type_name: str, length: int | None, envelope: str, value: Any) -> Any:
+        schema, fn = resolve(type_name, length, envelope)
+        assert schema.name == "io.debezium.time.ZonedTimestamp"
+        return fn(value)
+
+    ts = datetime.datetime(2024, 2, 29, 13, 45, 59, 100000)
+    assert convert("TIMESTAMP", 3, "3", ts) == "2024-02-29T13:45:59.100Z"
+    assert convert("TIMESTAMP", 6, "3", ts.replace(microsecond=0)) == "2024-02-29T13:45:59.000000Z"
+    assert convert("TIMESTAMP", None, "3", ts) == "2024-02-29T13:45:59.1Z"
+    assert convert("TIMESTAMP", 3, "1.2", ts) == "2024-02-29T13:45:59.1Z"
+    assert resolve("FLOAT", None, "3")[0].type == "float32"
+    assert resolve("FLOAT", None, "1.2")[0].type == "float64"
