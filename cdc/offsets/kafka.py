@@ -120,6 +120,30 @@ def create_topic(
         time.sleep(0.05)
 
 
+def ensure_compacted(
+    admin: AdminClient,
+    topic: str,
+    partitions: int,
+    replication_factor: int,
+    timeout_s: float,
+    error: type[CDCError],
+) -> tuple[int, str | None]:
+    """Create ``topic`` compacted unless it exists; its partition count and the
+    ``cleanup.policy`` it has (an existing topic may have been created otherwise)."""
+    count = topic_partitions(admin, topic, timeout_s, error)
+    if count is None:
+        count = create_topic(
+            admin,
+            topic,
+            partitions,
+            replication_factor,
+            {"cleanup.policy": "compact"},
+            timeout_s,
+            error,
+        )
+    return count, topic_config(admin, topic, timeout_s, error).get("cleanup.policy")
+
+
 def topic_config(
     admin: AdminClient, topic: str, timeout_s: float, error: type[CDCError]
 ) -> dict[str, str | None]:
@@ -539,18 +563,9 @@ class KafkaOffsetStore(OffsetStore):
         return self._producer
 
     def _ensure_topic(self, admin: AdminClient) -> int:
-        count = topic_partitions(admin, self.topic, self.timeout_s, OffsetError)
-        if count is None:
-            count = create_topic(
-                admin,
-                self.topic,
-                self.partitions,
-                self.replication_factor,
-                {"cleanup.policy": "compact"},
-                self.timeout_s,
-                OffsetError,
-            )
-        policy = topic_config(admin, self.topic, self.timeout_s, OffsetError).get("cleanup.policy")
+        count, policy = ensure_compacted(
+            admin, self.topic, self.partitions, self.replication_factor, self.timeout_s, OffsetError
+        )
         if policy != "compact":
             # Connect's own check: with deletion, offsets of an idle connector expire and it
             # would restart from scratch.

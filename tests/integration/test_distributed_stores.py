@@ -1,0 +1,112 @@
+"""The distributed worker's config and status topics on the real Kafka: Kafka Connect's record
+formats, a second reader rebuilding the same state, deletes, and stale statuses ignored."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import orjson
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from worker.distributed.config_store import ConfigStore, Restart
+from worker.distributed.status_store import StatusStore, task_key
+
+pytestmark = [pytest.mark.kafka]
+
+
+def raw_records(bootstrap: str, topic: str) -> list[tuple[str, object]]:
+    """Every record of the topic, keys decoded, values parsed: what Kafka Connect would read."""
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"t-{uuid.uuid4().hex}",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    parts = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic).topics[topic]
+    c.assign([TopicPartition(topic, p, 0) for p in parts.partitions])
+    out, eof = [], set()
+    while len(eof) < len(parts.partitions):
+        m = c.poll(5)
+        assert m is not None, "topic not read to its end"
+        if m.error():
+            eof.add(m.partition())
+            continue
+        value = m.value()
+        out.append((m.key().decode(), None if value is None else orjson.loads(value)))
+    c.close()
+    return out
+
+
+@pytest.fixture
+def topics(kafka: str) -> Iterator[tuple[str, str]]:
+    suffix = uuid.uuid4().hex[:8]
+    names = (f"t-dist-configs-{suffix}", f"t-dist-status-{suffix}")
+    yield names
+    AdminClient({"bootstrap.servers": kafka}).delete_topics(list(names))
+
+
+def test_config_topic_in_kafka_connect_format_and_rebuilt_by_a_second_worker(
+    kafka: str, topics: tuple[str, str]
+) -> None:
+    client = {"bootstrap.servers": kafka}
+    restarts: list[Restart] = []
+    a = ConfigStore(client, topics[0], on_restart=restarts.append)
+    a.start()
+    a.put_connector("inv", {"connector.class": "memory", "name": "inv"}, "STARTED")
+    a.put_connector("gone", {"connector.class": "memory", "name": "gone"}, "STARTED")
+    a.put_target("inv", "STOPPED")
+    a.delete_connector("gone")
+    a.request_restart("inv", True, False)
+    assert a.connectors() == {"inv": {"connector.class": "memory", "name": "inv"}}
+    assert a.target("inv") == "STOPPED"
+    assert restarts == [Restart("inv", True, False)]  # read live: acted on
+
+    records = dict(raw_records(kafka, topics[0]))
+    assert records["connector-inv"] == {"properties": {"connector.class": "memory", "name": "inv"}}
+    assert records["task-inv-0"] == records["connector-inv"]
+    assert records["commit-inv"] == {"tasks": 1}
+    # Kafka Connect 3.5+ writes STOPPED so that older workers read PAUSED.
+    assert records["target-state-inv"] == {"state": "PAUSED", "state.v2": "STOPPED"}
+    assert records["connector-gone"] is None and records["target-state-gone"] is None
+    assert records["restart-connector-inv"] == {"include-tasks": True, "only-failed": False}
+
+    later: list[Restart] = []
+    b = ConfigStore(client, topics[0], on_restart=later.append)
+    b.start()
+    assert b.connectors() == a.connectors()
+    assert b.target("inv") == "STOPPED" and b.task_count("inv") == 1
+    assert later == []  # an old restart request found at start is not acted on again
+    a.put_target("inv", "PAUSED")
+    b.log.sync()
+    assert b.target("inv") == "PAUSED"  # followed live
+    a.close()
+    b.close()
+
+
+def test_status_topic_format_and_stale_generation_ignored(
+    kafka: str, topics: tuple[str, str]
+) -> None:
+    client = {"bootstrap.servers": kafka}
+    a = StatusStore(client, topics[1], partitions=3)
+    a.start()
+    key = task_key("inv", 0)
+    new = {"state": "RUNNING", "trace": None, "worker_id": "w2:8083", "generation": 200}
+    a.put([(key, new)], sync=True)
+    # A worker that lost the task without knowing it writes with its older generation.
+    zombie = {"state": "FAILED", "trace": "fenced", "worker_id": "w1:8083", "generation": 100}
+    a.put([(key, zombie)], sync=True)
+    assert a.get(key) == new
+    b = StatusStore(client, topics[1], partitions=3)
+    b.start()
+    assert b.get(key) == new
+    assert (key, new) in raw_records(kafka, topics[1])
+    a.put([(key, None)], sync=True)
+    b.log.sync()
+    assert a.get(key) is None and b.get(key) is None
+    a.close()
+    b.close()

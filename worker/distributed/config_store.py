@@ -1,0 +1,183 @@
+"""Connector configs, task configs and target states in the config topic, as Kafka Connect's
+``KafkaConfigBackingStore`` writes them (string keys, JSON values without schemas):
+
+=============================== ==============================================================
+key                              value
+=============================== ==============================================================
+``connector-<name>``             ``{"properties": {...}}`` (null: the connector was deleted)
+``task-<name>-<n>``              ``{"properties": {...}}``
+``commit-<name>``                ``{"tasks": <count>}``: the task configs before it are complete
+``target-state-<name>``          ``{"state": "STARTED"|"PAUSED", "state.v2": ...}`` (STOPPED is
+                                 written as ``"state": "PAUSED", "state.v2": "STOPPED"``, as
+                                 Kafka Connect 3.5+ does for older readers)
+``restart-connector-<name>``     ``{"include-tasks": bool, "only-failed": bool}``
+=============================== ==============================================================
+
+The topic has one partition, so every worker sees the writes in the same order and builds the
+same table. A restart request is a command, not state: it is acted on only when read live
+(the owner of the task restarts it), never when found while reading the topic at start.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from worker.distributed.kafka_log import KafkaLog
+
+log = logging.getLogger("tidemark.worker.distributed")
+
+STATES = ("STARTED", "PAUSED", "STOPPED")
+
+
+@dataclass(frozen=True)
+class Restart:
+    connector: str
+    include_tasks: bool
+    only_failed: bool
+
+
+def target_value(state: str) -> bytes:
+    legacy = "PAUSED" if state == "STOPPED" else state
+    return orjson.dumps({"state": legacy, "state.v2": state})
+
+
+class ConfigStore:
+    def __init__(
+        self,
+        client: Mapping[str, Any],
+        topic: str,
+        *,
+        replication_factor: int = 1,
+        on_change: Callable[[str], None] = lambda name: None,
+        on_restart: Callable[[Restart], None] = lambda r: None,
+    ) -> None:
+        self.on_change = on_change
+        self.on_restart = on_restart
+        self._lock = threading.Lock()
+        self._configs: dict[str, dict[str, str]] = {}
+        self._targets: dict[str, str] = {}
+        self._tasks: dict[tuple[str, int], dict[str, str]] = {}
+        self._commits: dict[str, int] = {}
+        self._live = False
+        self.log = KafkaLog(
+            client, topic, self._apply, partitions=1, replication_factor=replication_factor
+        )
+
+    def start(self) -> None:
+        self.log.start()
+        self._live = True
+
+    def close(self) -> None:
+        self.log.close()
+
+    # -- reads --------------------------------------------------------------------------------
+    def connectors(self) -> dict[str, dict[str, str]]:
+        with self._lock:
+            return {n: dict(c) for n, c in self._configs.items()}
+
+    def config(self, name: str) -> dict[str, str] | None:
+        with self._lock:
+            c = self._configs.get(name)
+            return dict(c) if c is not None else None
+
+    def target(self, name: str) -> str:
+        with self._lock:
+            return self._targets.get(name, "STARTED")
+
+    def task_count(self, name: str) -> int:
+        with self._lock:
+            return self._commits.get(name, 0)
+
+    # -- writes -------------------------------------------------------------------------------
+    def put_connector(self, name: str, config: Mapping[str, str], target: str | None) -> None:
+        """The connector's config, its (single) task config and commit record, and optionally
+        its target state, then wait until this worker's view has them."""
+        props = orjson.dumps({"properties": dict(config)})
+        records: list[tuple[str, bytes | None]] = []
+        if target is not None:
+            records.append((f"target-state-{name}", target_value(target)))
+        records += [
+            (f"connector-{name}", props),
+            (f"task-{name}-0", props),
+            (f"commit-{name}", orjson.dumps({"tasks": 1})),
+        ]
+        self.log.send(records)
+        self.log.sync()
+
+    def put_target(self, name: str, state: str) -> None:
+        self.log.send([(f"target-state-{name}", target_value(state))])
+        self.log.sync()
+
+    def delete_connector(self, name: str) -> None:
+        self.log.send(
+            [
+                (f"connector-{name}", None),
+                (f"target-state-{name}", None),
+                (f"task-{name}-0", None),
+                (f"commit-{name}", None),
+            ]
+        )
+        self.log.sync()
+
+    def request_restart(self, name: str, include_tasks: bool, only_failed: bool) -> None:
+        value = {"include-tasks": include_tasks, "only-failed": only_failed}
+        self.log.send([(f"restart-connector-{name}", orjson.dumps(value))])
+        self.log.sync()
+
+    # -- the reader ---------------------------------------------------------------------------
+    def _apply(self, key: str, raw: bytes | None) -> None:
+        value: Any = None
+        if raw is not None:
+            try:
+                value = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                log.warning("ignoring config record %s: not JSON", key)
+                return
+        changed: str | None = None
+        with self._lock:
+            if key.startswith("connector-"):
+                changed = key[len("connector-") :]
+                if value is None:
+                    self._configs.pop(changed, None)
+                    self._targets.pop(changed, None)
+                elif isinstance(value.get("properties"), dict):
+                    props = value["properties"].items()
+                    self._configs[changed] = {str(k): str(v) for k, v in props}
+            elif key.startswith("target-state-"):
+                changed = key[len("target-state-") :]
+                state = (value or {}).get("state.v2") or (value or {}).get("state")
+                if state in STATES:
+                    self._targets[changed] = state
+                elif value is None:
+                    self._targets.pop(changed, None)
+            elif key.startswith("task-"):
+                name, _, n = key[len("task-") :].rpartition("-")
+                if n.isdigit():
+                    if value is None:
+                        self._tasks.pop((name, int(n)), None)
+                    else:
+                        self._tasks[(name, int(n))] = dict(value.get("properties") or {})
+            elif key.startswith("commit-"):
+                name = key[len("commit-") :]
+                if value is None:
+                    self._commits.pop(name, None)
+                else:
+                    self._commits[name] = int(value.get("tasks", 0))
+                changed = name
+            elif key.startswith("restart-connector-"):
+                if value is not None and self._live:
+                    restart = Restart(
+                        key[len("restart-connector-") :],
+                        bool(value.get("include-tasks")),
+                        bool(value.get("only-failed")),
+                    )
+                    self.on_restart(restart)
+                return
+        if changed is not None:
+            self.on_change(changed)
