@@ -104,6 +104,50 @@ class WorkerSettings(BaseModel):
     rest_allow_unauthenticated_remote: bool = Field(
         False, alias="rest.allow.unauthenticated.remote"
     )
+    # -- distributed mode (docs/distributed.md) ---------------------------------------------
+    mode: Literal["standalone", "distributed"] = Field("standalone", alias="mode")
+    group_id: str = Field("tidemark-cluster", alias="group.id", min_length=1)
+    config_storage_topic: str = Field("tidemark-configs", alias="config.storage.topic")
+    config_storage_replication_factor: int = Field(
+        1, alias="config.storage.replication.factor", ge=-1
+    )
+    status_storage_topic: str = Field("tidemark-status", alias="status.storage.topic")
+    status_storage_partitions: int = Field(5, alias="status.storage.partitions", ge=1)
+    status_storage_replication_factor: int = Field(
+        1, alias="status.storage.replication.factor", ge=-1
+    )
+    assignment_storage_topic: str = Field("tidemark-assignments", alias="assignment.storage.topic")
+    assignment_storage_partitions: int = Field(25, alias="assignment.storage.partitions", ge=1)
+    session_timeout_ms: int = Field(10000, alias="session.timeout.ms", ge=1000)
+    heartbeat_interval_ms: int = Field(3000, alias="heartbeat.interval.ms", ge=100)
+    rebalance_timeout_ms: int = Field(60000, alias="rebalance.timeout.ms", ge=1000)
+    scheduled_rebalance_max_delay_ms: int = Field(
+        300000, alias="scheduled.rebalance.max.delay.ms", ge=0
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _distributed_offsets(cls, data: Any) -> Any:
+        """Distributed workers share offsets through Kafka: that is the default there."""
+        if isinstance(data, dict) and data.get("mode") == "distributed":
+            data = {"offset.storage": "kafka", **data}
+        return data
+
+    @model_validator(mode="after")
+    def _check_distributed(self) -> WorkerSettings:
+        if self.mode != "distributed":
+            return self
+        if self.offset_storage != "kafka":
+            raise ValueError(
+                "mode: distributed keeps offsets in Kafka, where every worker reads them; "
+                f"offset.storage must be kafka, not {self.offset_storage}"
+            )
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError(
+                f"heartbeat.interval.ms ({self.heartbeat_interval_ms}) must be lower than "
+                f"session.timeout.ms ({self.session_timeout_ms}), typically a third of it"
+            )
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -284,15 +284,28 @@ class Daemon:
             self.store.start()
             self.server = rest_server(s)
             self.metrics_server = metrics_server(s)
-            self.herder = Herder(
-                s,
-                self.store,
-                worker_id=f"{s.rest_bind[0]}:{self.server.port}",
-                registry=registry,
-                engine_factory=engine_factory,
-                state_file=Path(s.state_dir) / "connectors.json",
-                secrets=secrets or WorkerSecrets(),
-            )
+            worker_id = f"{s.rest_bind[0]}:{self.server.port}"
+            if s.mode == "distributed":
+                from worker.distributed.herder import DistributedHerder
+
+                self.herder = DistributedHerder(
+                    s,
+                    self.store,
+                    worker_id=worker_id,
+                    registry=registry,
+                    engine_factory=engine_factory,
+                    secrets=secrets or WorkerSecrets(),
+                )
+            else:
+                self.herder = Herder(
+                    s,
+                    self.store,
+                    worker_id=worker_id,
+                    registry=registry,
+                    engine_factory=engine_factory,
+                    state_file=Path(s.state_dir) / "connectors.json",
+                    secrets=secrets or WorkerSecrets(),
+                )
         except BaseException:
             self._release()
             raise

@@ -436,6 +436,21 @@ class Herder:
     def create(
         self, name: str, config: Mapping[str, Any], initial_state: str = "RUNNING"
     ) -> dict[str, Any]:
+        checked = self._check_new(name, config, initial_state)
+        with self._lock:
+            if name in self._connectors:
+                raise Conflict(f"Connector {name} already exists")
+            c = _Connector(name, checked.stored, TargetState.from_initial(initial_state))
+            self._connectors[name] = c
+            with c.lock:
+                self._start_tasks(c)
+            self._persist()
+        log.info("connector %s created (%s)", name, initial_state)
+        return self.connector_info(name)
+
+    def _check_new(self, name: str, config: Mapping[str, Any], initial_state: str) -> CheckedConfig:
+        """The checks of a create (shared with the distributed herder): name, initial state,
+        and the config itself."""
         if not isinstance(name, str) or not _NAME.match(name) or name != name.strip():
             raise BadRequest(
                 "Connector name must be 1-249 characters without control characters, '/' or "
@@ -454,16 +469,7 @@ class Herder:
         checked = self._check({**config, "name": name})
         if not checked.ok:
             raise BadRequest(invalid_config_message(name, checked))
-        with self._lock:
-            if name in self._connectors:
-                raise Conflict(f"Connector {name} already exists")
-            c = _Connector(name, checked.stored, TargetState.from_initial(initial_state))
-            self._connectors[name] = c
-            with c.lock:
-                self._start_tasks(c)
-            self._persist()
-        log.info("connector %s created (%s)", name, initial_state)
-        return self.connector_info(name)
+        return checked
 
     def put_config(self, name: str, config: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]:
         """Create or replace; True when created (201 rather than 200)."""

@@ -73,6 +73,10 @@ class Worker:
         # connector, shared by each engine it builds as its sink's ``known_topics``, so a
         # topic is added when the first record goes to it and a reset (clear) re-tracks it.
         self.topics: dict[str, set[str]] = {}
+        # Distributed mode: another worker may have run the task and moved its offsets, so
+        # every start reads the offsets topic again; transactional ids carry the group id.
+        self.refresh_offsets = False
+        self.transactional_prefix = "tidemark"
 
     def engine_settings(self, name: str, config: Mapping[str, str], task_id: int) -> EngineSettings:
         s = self.settings
@@ -93,7 +97,9 @@ class Worker:
             offset_flush_interval_ms=s.offset_flush_interval_ms,
             offset_flush_timeout_ms=s.offset_flush_timeout_ms,
             exactly_once=s.exactly_once,
-            transactional_id=f"tidemark-{name}-{task_id}" if s.exactly_once else None,
+            transactional_id=(
+                f"{self.transactional_prefix}-{name}-{task_id}" if s.exactly_once else None
+            ),
             shutdown_timeout_ms=max(s.task_shutdown_graceful_timeout_ms // 3, 100),
             task_id=task_id,
         )
@@ -154,7 +160,7 @@ class Worker:
             if problems:
                 raise ConfigError(problems)
             refresh = getattr(self.store, "refresh", None)
-            if settings.exactly_once and callable(refresh):
+            if (settings.exactly_once or self.refresh_offsets) and callable(refresh):
                 refresh()  # offsets the transactional producer wrote since the last start
             config = self.with_defaults(plugin, resolved)
             engine = self.engine_factory(plugin, config, settings, self.store)
