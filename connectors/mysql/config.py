@@ -299,6 +299,16 @@ MYSQL_FIELDS = ConfigDef(
             "in one result set; 0 always streams.",
         ),
         ConfigField(
+            "table.include.list.allow.empty",
+            Kind.BOOLEAN,
+            False,
+            group="Filters",
+            doc="Start even when table.include.list (or database.include.list) matches no "
+            "existing table (or database), with a warning; by default such a start fails "
+            "listing the patterns and the nearest existing names (a typo would otherwise "
+            "capture nothing, silently). tidemark.",
+        ),
+        ConfigField(
             "converters",
             Kind.LIST,
             [],

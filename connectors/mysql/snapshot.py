@@ -50,6 +50,7 @@ from cdc.spi import (
 from connectors.mysql import connection as myconn
 from connectors.mysql import ddl
 from connectors.mysql.errors import UnparseableDdl, describe_position
+from connectors.mysql.include_check import check_include_lists
 from connectors.mysql.offsets import BinlogPosition, is_at_or_before
 from connectors.mysql.schema import MySqlSchema
 from connectors.mysql.state import BUILTIN_DATABASES, TaskState
@@ -143,6 +144,9 @@ class SnapshotRun:
             timeout_s = max(math.ceil(int(cfg["snapshot.lock.timeout.ms"]) / 1000), 1)
             myconn.execute(conn, f"SET SESSION lock_wait_timeout = {timeout_s}")
             myconn.execute(conn, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            check_include_lists(
+                cfg, conn, lambda t: self.state.included(self.ctx, t), self.state.database_filter
+            )
             databases = self._databases(conn)
             tables = self._tables(conn, databases)
             captured = [t for t in tables if self.ctx.is_included(t)]

@@ -29,6 +29,7 @@ from connectors.mysql.gtid import (
     parse_gtid_set,
     restart_gtid_set,
 )
+from connectors.mysql.include_check import check_include_lists
 from connectors.mysql.new_tables import (
     FILTER_KEYS,
     NewTablesGate,
@@ -121,6 +122,7 @@ class MySqlStreaming(StreamingSource):
         try:
             info = myconn.server_info(conn)
             check_server(info)
+            check_include_lists(cfg, conn, lambda t: state.included(ctx, t), state.database_filter)
             state.metrics.is_gtid_mode_enabled = info.gtid_mode
             resume, gtids = self._start(conn, info, offset)
             if not state.schema_ready:

@@ -307,7 +307,11 @@ def test_type_mapping_modes(h: MySqlHarness, types_table: None) -> None:
 def test_boolean_streamed_vs_snapshotted(h: MySqlHarness) -> None:
     """AC-26: BOOLEAN from streamed DDL → boolean; after a snapshot (SHOW CREATE TABLE says
     tinyint(1)) → int16, unless the TinyIntOneToBooleanConverter is configured."""
-    cfg = h.config(table_include_list=rf"{h.dbname}\.flags", snapshot_mode="schema_only")
+    cfg = h.config(
+        table_include_list=rf"{h.dbname}\.flags",
+        snapshot_mode="schema_only",
+        table_include_list_allow_empty="true",  # created below
+    )
     with h.running(cfg) as run:
         h.wait_streaming(run)
         h.sql(
