@@ -69,6 +69,16 @@ PARITY_DML = [
     """INSERT INTO parity_types (id, i4, tx, n, tstz, da) VALUES
         (2, 0, '', 0, '1970-01-01 00:00:00+00', '1970-01-01')""",
     "INSERT INTO parity_types (id) VALUES (3)",
+    # Values at the edges (issues 12.6, 20.3): ±infinity dates and timestamps, years beyond
+    # 9999 and BC, -0 and non-finite doubles, a 1000-digit numeric. Numeric NaN/±Infinity
+    # are not here: Debezium's default decimal.handling.mode=precise stops the task on them.
+    """INSERT INTO parity_types (id, f4, f8, n, da, tsp, tsp3, tstz) VALUES
+        (4, '-0', 'NaN', repeat('9', 1000)::numeric, 'infinity', '-infinity', 'infinity',
+         '-infinity'),
+        (5, 'Infinity', '-Infinity', ('-' || repeat('1', 600) || '.' || repeat('2', 400))::numeric,
+         '10000-01-01', '0044-03-15 12:00:00 BC', '12345-06-07 08:09:10.5',
+         '0001-01-01 00:00:00+00 BC'),
+        (6, NULL, NULL, NULL, '-infinity', 'infinity', '-infinity', 'infinity')""",
     """UPDATE parity_types SET i4 = 42, tx = 'changed', jb = '{"new": true}',
         ia = '{}', n = -0.5 WHERE id = 1""",
     "DELETE FROM parity_types WHERE id = 2",
@@ -77,8 +87,8 @@ PARITY_DML = [
     "generate_series(1, 640) g",
     "UPDATE parity_toast SET n = 2 WHERE id = 1",
 ]
-# Events per parity topic in a drain: parity_types 3 c + 1 u + 1 d + 1 tombstone.
-PARITY_STREAM_EVENTS = {"parity_types": 6, "parity_toast": 2}
+# Events per parity topic in a drain: parity_types 6 c + 1 u + 1 d + 1 tombstone.
+PARITY_STREAM_EVENTS = {"parity_types": 9, "parity_toast": 2}
 
 
 @dataclass

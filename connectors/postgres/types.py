@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import logging
 import re
 import struct
 from collections.abc import Callable
@@ -37,6 +38,7 @@ from cdc.schema.model import (
 from cdc.spi import Column, Table
 
 Conv = Callable[[Any], Any]
+log = logging.getLogger("tidemark.postgres.types")
 
 # Built-in type OIDs (pg_type.h); user types (enums, domains, extensions) are resolved from
 # the catalog by name.
@@ -124,15 +126,51 @@ def _money(v: str) -> decimal.Decimal:
     return -d if neg else d
 
 
+def civil_days(year: int, month: int, day: int) -> int:
+    """Days since 1970-01-01 of a proleptic Gregorian date, for any astronomical year (year 0
+    is 1 BC): Python's ``date`` stops at 1..9999, PostgreSQL goes from 4713 BC to 5874897."""
+    y = year - (month <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+
+
+def civil_date(days: int) -> tuple[int, int, int]:
+    """The inverse of :func:`civil_days`."""
+    z = days + 719468
+    era = z // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (month <= 2), month, doy - (153 * mp + 2) // 5 + 1
+
+
+def _date_parts(v: str) -> int:
+    """'YYYY-MM-DD' with any number of year digits and an optional ' BC' → epoch days."""
+    bc = v.endswith(" BC")
+    y, m, d = (int(x) for x in (v[:-3] if bc else v).split("-"))
+    return civil_days(1 - y if bc else y, m, d)
+
+
+#: What Debezium (3.x, pgoutput) emits for ``infinity`` / ``-infinity``: pgjdbc's sentinel
+#: instants (``PGStatement.DATE_POSITIVE_INFINITY`` / ``..._NEGATIVE_...``, milliseconds taken
+#: as microseconds) and, for dates, the epoch days of the LocalDates Debezium maps them to.
+#: Odd values, but the ones existing consumers of Debezium topics know (found by the
+#: side-by-side parity run of bench.compare).
+INFINITY_DAYS = {"infinity": -2147472692, "-infinity": -2147472691}
+INFINITY_MICROS = {"infinity": 9223372036825200000, "-infinity": -9223372036832400000}
+
+
 def _date_days(v: str) -> int:
-    if v == "infinity":
-        return 2**31 - 1
-    if v == "-infinity":
-        return -(2**31)
-    if v.endswith(" BC"):
-        y, m, d = (int(x) for x in v[:-3].split("-"))
-        return (dt.date(1, m, d) - logical.EPOCH_DATE).days - (y - 1) * 365  # approximate BC
-    return (dt.date.fromisoformat(v) - logical.EPOCH_DATE).days
+    special = INFINITY_DAYS.get(v)
+    if special is not None:
+        return special
+    if len(v) == 10:
+        return (dt.date.fromisoformat(v) - logical.EPOCH_DATE).days
+    return _date_parts(v)
 
 
 def _time_micros(v: str) -> int:
@@ -141,23 +179,20 @@ def _time_micros(v: str) -> int:
     return ((int(hh) * 60 + int(mm)) * 60 + int(sec)) * 1_000_000 + int((frac + "000000")[:6])
 
 
-_EPOCH = dt.datetime(1970, 1, 1)
-
-
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 _fromisoformat = dt.datetime.fromisoformat
 
 
 def _timestamp_micros(v: str) -> int:
-    if v == "infinity":
-        return 2**63 - 1
-    if v == "-infinity":
-        return -(2**63)
+    special = INFINITY_MICROS.get(v)
+    if special is not None:
+        return special
     try:
         d = _fromisoformat(v)  # C fast path for the usual 'YYYY-MM-DD HH:MM:SS[.ffffff]'
     except ValueError:
-        date_part, _, time_part = v.partition(" ")
-        days = (dt.date.fromisoformat(date_part) - logical.EPOCH_DATE).days
+        bc = v.endswith(" BC")
+        date_part, _, time_part = (v[:-3] if bc else v).partition(" ")
+        days = _date_parts(date_part + " BC" if bc else date_part)
         return days * 86_400_000_000 + (_time_micros(time_part) if time_part else 0)
     seconds = (d.toordinal() - _EPOCH_ORDINAL) * 86400 + d.hour * 3600 + d.minute * 60 + d.second
     return seconds * 1_000_000 + d.microsecond
@@ -185,30 +220,27 @@ def _timestamptz(v: str) -> str:
         # Sessions run in UTC, so this is the common case; PostgreSQL already prints the
         # fraction without trailing zeros, as Debezium's ISO format does.
         return v[:10] + "T" + v[11:-3] + "Z"
-    m = _TZ_SPLIT.search(v)
-    base = v[: m.start()] if m else v
-    micros = _timestamp_micros(base)
+    bc = v.endswith(" BC")  # PostgreSQL prints it after the offset
+    core = v[:-3] if bc else v
+    m = _TZ_SPLIT.search(core)
+    base = core[: m.start()] if m else core
+    micros = _timestamp_micros(base + " BC" if bc else base)
     if m:
         micros -= _tz_offset_seconds(m.group(1)) * 1_000_000
-    ts = _EPOCH + dt.timedelta(microseconds=micros)
-    return logical.zoned_timestamp_str(ts)
+    return _iso_utc(micros)
 
 
-def _timestamptz_digits(digits: int) -> Conv:
-    """Debezium 2.2+ (DBZ-5996): the fraction always has the column's precision
-    (``…00:00:01.000000Z`` for a ``timestamptz``); precision 0 keeps the ISO form."""
-    if digits <= 0:
-        return _timestamptz
-    zeros = "0" * digits
-
-    def convert(v: str) -> str:
-        text = _timestamptz(v)
-        if not text.endswith("Z"):  # infinity, -infinity
-            return text
-        whole, _, fraction = text[:-1].partition(".")
-        return f"{whole}.{(fraction + zeros)[:digits]}Z"
-
-    return convert
+def _iso_utc(micros: int) -> str:
+    """ISO-8601 UTC text of any instant, as Java's ISO formatter prints it: years outside
+    0000..9999 get a sign and at least four digits, the fraction only as long as needed."""
+    days, rest = divmod(micros, 86_400_000_000)
+    year, month, day = civil_date(days)
+    secs, us = divmod(rest, 1_000_000)
+    y = f"{year:04d}" if 0 <= year <= 9999 else f"{'+' if year > 0 else '-'}{abs(year):04d}"
+    text = f"{y}-{month:02d}-{day:02d}T{secs // 3600:02d}:{secs // 60 % 60:02d}:{secs % 60:02d}"
+    if us:
+        text += ("." + f"{us:06d}").rstrip("0")
+    return text + "Z"
 
 
 def _timetz(v: str) -> str:
@@ -385,26 +417,47 @@ def _binary(mode: str) -> tuple[Schema, Conv]:
     return BYTES, _bytea
 
 
+#: numeric's special values and their names in ``decimal.handling.mode=string`` (Debezium's
+#: SpecialValueDecimal names); ``double`` gives the IEEE values (``float`` parses the text).
+SPECIAL_NUMERIC = {"NaN": "NAN", "Infinity": "POSITIVE_INFINITY", "-Infinity": "NEGATIVE_INFINITY"}
+#: numeric has at most 131072 digits before and 16383 after the point
+_EXACT = decimal.Context(prec=150_000, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+
+
+class NotRepresentable(ValueError):
+    """A value the configured mode has no encoding for (numeric NaN/Infinity as a Connect
+    Decimal): the column gets null if it may, else the event goes to
+    ``event.processing.failure.handling.mode`` with this reason."""
+
+
+def _not_representable(v: str) -> NotRepresentable:
+    return NotRepresentable(
+        f"numeric {v} has no representation with decimal.handling.mode=precise (a Connect "
+        f"Decimal has no NaN or Infinity); set decimal.handling.mode=string or double to "
+        f"capture it"
+    )
+
+
 def _decimal(modes: Modes, typmod: int) -> tuple[Schema, Conv]:
     precision, scale = _numeric_scale(typmod)
     if modes.decimal == "double":
         return FLOAT64, float
     if modes.decimal == "string":
-        return STRING, lambda v: "NAN" if v == "NaN" else v
+        return STRING, lambda v: SPECIAL_NUMERIC.get(v, v)
     if scale is None:
 
         def variable(v: str) -> Any:
-            if v == "NaN":
-                return None
+            if v in SPECIAL_NUMERIC:
+                raise _not_representable(v)
             return logical.variable_scale_value(decimal.Decimal(v))
 
         return logical.variable_scale_decimal(), variable
     q = decimal.Decimal(1).scaleb(-scale)
 
     def fixed(v: str) -> Any:
-        if v == "NaN":
-            return None
-        return decimal.Decimal(v).quantize(q)
+        if v in SPECIAL_NUMERIC:
+            raise _not_representable(v)
+        return decimal.Decimal(v).quantize(q, context=_EXACT)
 
     return logical.connect_decimal(scale, precision), fixed
 
@@ -429,7 +482,10 @@ def _temporal(oid: int, typmod: int, modes: Modes) -> tuple[Schema, Conv] | None
         return logical.micro_timestamp(), _timestamp_micros
     if oid == TIMESTAMPTZ:
         if modes.envelope == "3":
-            return logical.zoned_timestamp(), _timestamptz_digits(_precision(typmod))
+            # Debezium 2.2+: the fraction has the column's precision (6 when unstated)
+            return logical.zoned_timestamp(), logical.fixed_fraction(
+                _timestamptz, _precision(typmod)
+            )
         return logical.zoned_timestamp(), _timestamptz
     if oid == TIMETZ:
         return logical.zoned_time(), _timetz
@@ -531,6 +587,18 @@ class TypeRegistry:
             return logical.geography(), _ewkb_hex
         return self._unknown()
 
+    def is_numeric(self, column: Column) -> bool:
+        """Is the column numeric, or a domain over numeric?"""
+        oid = column.native_type or 0
+        for _ in range(10):
+            if oid == NUMERIC:
+                return True
+            info = self.catalog.get(oid)
+            if info is None or not info.base_oid:
+                return False
+            oid = info.base_oid
+        return False
+
     def _unknown(self) -> tuple[Schema, Conv | None] | None:
         if not self.modes.include_unknown:
             return None
@@ -553,4 +621,25 @@ class PostgresValueConverters:
 
     def converter_for(self, table: Table, column: Column) -> Conv | None:
         res = self.registry.resolve(column.native_type or 0, column.type_modifier)
-        return None if res is None else res[1]
+        conv = None if res is None else res[1]
+        if conv is None or not column.optional or not self.registry.is_numeric(column):
+            return conv
+        return _null_if_not_representable(conv, f"{table.id}.{column.name}")
+
+
+def _null_if_not_representable(conv: Conv, name: str) -> Conv:
+    """An optional numeric column gets null for a value its mode cannot carry (logged once
+    per column); a required one raises, so the event follows the failure handling mode."""
+    warned = False
+
+    def lenient(v: Any) -> Any:
+        nonlocal warned
+        try:
+            return conv(v)
+        except NotRepresentable as exc:
+            if not warned:
+                warned = True
+                log.warning("%s: %s; emitting null (logged once per column)", name, exc)
+            return None
+
+    return lenient

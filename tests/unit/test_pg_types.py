@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import decimal
+import math
 
 import pytest
 
@@ -110,3 +111,95 @@ def test_arrays_enums_hstore_domains_unknown() -> None:
     assert t.TypeRegistry(t.Modes(), info).resolve(9003, -1) is None
     schema, fn = conv(9003, modes=t.Modes(include_unknown=True), info=info)
     assert fn("abc") == b"abc"
+
+
+def test_numeric_special_values_per_decimal_mode() -> None:
+    """Debezium's SpecialValueDecimal: names in string mode, IEEE values in double mode; a
+    Connect Decimal has neither, so precise mode raises NotRepresentable (issue 12.6/20.3)."""
+    for typmod in (-1, (10 << 16 | 2) + 4):
+        _, fn = conv(t.NUMERIC, typmod, t.Modes(decimal="string"))
+        assert [fn(v) for v in ("NaN", "Infinity", "-Infinity", "-1.50")] == [
+            "NAN",
+            "POSITIVE_INFINITY",
+            "NEGATIVE_INFINITY",
+            "-1.50",
+        ]
+        _, fn = conv(t.NUMERIC, typmod, t.Modes(decimal="double"))
+        assert math.isnan(fn("NaN")) and fn("Infinity") == math.inf
+        assert fn("-Infinity") == -math.inf
+        _, fn = conv(t.NUMERIC, typmod)
+        for special in ("NaN", "Infinity", "-Infinity"):
+            with pytest.raises(t.NotRepresentable, match=r"decimal\.handling\.mode=string"):
+                fn(special)
+
+
+def test_precise_special_value_is_null_only_where_the_schema_allows_it() -> None:
+    from cdc.spi import Column, Table, TableId
+
+    provider = t.PostgresValueConverters(t.TypeRegistry(t.Modes()))
+    nullable = Column("n", 1, "numeric", native_type=t.NUMERIC, optional=True)
+    required = Column("nn", 2, "numeric", native_type=t.NUMERIC, optional=False)
+    table = Table(TableId("db", "public", "specials"), [nullable, required], ["nn"])
+    lenient = provider.converter_for(table, nullable)
+    strict = provider.converter_for(table, required)
+    assert lenient is not None and strict is not None
+    assert lenient("NaN") is None and lenient("Infinity") is None
+    assert lenient("2.5") == {"scale": 1, "value": (25).to_bytes(1, "big")}
+    with pytest.raises(t.NotRepresentable):
+        strict("NaN")
+
+
+def test_thousand_digit_numerics_are_exact() -> None:
+    digits = "9" * 1000
+    _, fn = conv(t.NUMERIC)
+    value = fn(f"-{digits}.{digits[:500]}")
+    unscaled = int.from_bytes(value["value"], "big", signed=True)
+    assert value["scale"] == 500 and unscaled == -int(digits + digits[:500])
+    _, fn = conv(t.NUMERIC, (1000 << 16 | 0) + 4)
+    assert fn(digits) == decimal.Decimal(digits)
+    _, fn = conv(t.NUMERIC, (1000 << 16 | 0) + 4, t.Modes(decimal="string"))
+    assert fn(digits) == digits
+    _, fn = conv(t.NUMERIC, -1, t.Modes(decimal="double"))
+    assert fn("1" + "0" * 400) == math.inf  # beyond a double, as Java's doubleValue()
+
+
+def test_dates_and_timestamps_beyond_9999_and_bc() -> None:
+    """Proleptic Gregorian with year 0 = 1 BC (Java's ISO chronology, as Debezium)."""
+    _, days = conv(t.DATE)
+    assert days("0001-01-01") == -719162
+    assert days("0001-12-31 BC") == -719163 and days("0001-01-01 BC") == -719162 - 366
+    assert days("10000-01-01") == t.civil_days(10000, 1, 1) == 2932897
+    assert days("4713-01-01 BC") == t.civil_days(-4712, 1, 1)
+    assert days("5874897-12-31") == 2145042905  # PostgreSQL's last date
+    # Debezium 3.x's values for ±infinity (seen in the bench.compare parity run)
+    assert (days("infinity"), days("-infinity")) == (-2147472692, -2147472691)
+    _, micros = conv(t.TIMESTAMP)
+    assert micros("10000-01-01 00:00:00") == 2932897 * 86_400_000_000
+    assert micros("0044-03-15 12:00:00.5 BC") == (
+        t.civil_days(-43, 3, 15) * 86_400_000_000 + 12 * 3_600_000_000 + 500_000
+    )
+    assert micros("294276-12-31 23:59:59") == t.civil_days(294276, 12, 31) * 86_400_000_000 + (
+        86_399_000_000
+    )
+    assert (micros("infinity"), micros("-infinity")) == (
+        9223372036825200000,
+        -9223372036832400000,
+    )
+    _, millis = conv(t.TIMESTAMP, 3)
+    assert (millis("infinity"), millis("-infinity")) == (9223372036825200, -9223372036832400)
+    _, zoned = conv(t.TIMESTAMPTZ)
+    assert zoned("12345-06-07 08:09:10+00") == "+12345-06-07T08:09:10Z"
+    assert zoned("0044-03-15 12:00:00+00 BC") == "-0043-03-15T12:00:00Z"
+    assert zoned("0001-01-01 00:30:00+01 BC") == "-0001-12-31T23:30:00Z"
+    assert zoned("9999-12-31 23:30:00.25-01") == "+10000-01-01T00:30:00.25Z"
+    assert zoned("infinity") == "infinity"
+    for d in (-2440550, -1, 0, 59, 2932897, 2145042905):
+        assert t.civil_days(*t.civil_date(d)) == d
+
+
+def test_negative_zero_and_non_finite_floats() -> None:
+    _, fn = conv(t.FLOAT8)
+    assert math.copysign(1.0, fn("-0")) == -1.0
+    assert math.isnan(fn("NaN")) and fn("-Infinity") == -math.inf
+    _, fn = conv(t.NUMERIC)
+    assert fn("0") == fn("-0") == {"scale": 0, "value": b"\x00"}
