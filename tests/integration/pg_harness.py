@@ -84,6 +84,16 @@ class PgHarness:
     def topic(self, cfg: dict[str, Any], table: str, schema: str = "public") -> str:
         return f"{cfg['database.server.name']}.{schema}.{table}"
 
+    def dispose(self) -> None:
+        """Drop this harness's database and the inactive slots on it (module teardown)."""
+        with psycopg.connect(self.pg.dsn(), autocommit=True) as c:
+            c.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE database = %s AND NOT active",
+                (self.dbname,),
+            )
+            c.execute(f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
+
     def drop_slot(self, cfg: dict[str, Any]) -> None:
         self.sql(
             "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "

@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 
 from cdc.errors import FatalError
@@ -24,13 +23,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
 def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
     harness = PgHarness(postgres, kafka, f"tm_pub_{uuid.uuid4().hex[:8]}")
     yield harness
-    with psycopg.connect(postgres.dsn(), autocommit=True) as c:
-        c.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-            "WHERE database = %s AND NOT active",
-            (harness.dbname,),
-        )
-        c.execute(f'DROP DATABASE IF EXISTS "{harness.dbname}" WITH (FORCE)')
+    harness.dispose()
 
 
 def published(h: PgHarness, cfg: dict[str, Any]) -> list[tuple[str, str]]:

@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
 
 from connectors.postgres.types import civil_days
@@ -34,13 +33,7 @@ def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
         f"'12345-06-07 08:09:10+00', 'NaN', '-{DIGITS}.{DIGITS[:300]}')",
     )
     yield harness
-    with psycopg.connect(postgres.dsn(), autocommit=True) as c:
-        c.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-            "WHERE database = %s AND NOT active",
-            (harness.dbname,),
-        )
-        c.execute(f'DROP DATABASE IF EXISTS "{harness.dbname}" WITH (FORCE)')
+    harness.dispose()
 
 
 def capture(h: PgHarness, cfg: dict[str, Any], count: int) -> list[Any]:
