@@ -259,6 +259,10 @@ def start_workers(c: Cluster, group: str, n: int, exactly_once: bool = False) ->
     workers = [Worker(c, f"{group}-w{i}", group, exactly_once) for i in range(n)]
     for w in workers:
         wait_for(w.healthy, 60, f"{w.id} healthy")
+    # Connectors are created once the group has settled (every worker holds slots): a task
+    # moved in the middle of its first snapshot redoes it, with duplicates by design.
+    for w in workers:
+        wait_for(lambda w=w: "assigned slot" in w.log(), 30, f"{w.id} to hold slots")
     return workers
 
 
@@ -338,6 +342,61 @@ def test_three_workers_share_connectors_and_fail_over(cluster: Cluster) -> None:
             seen = ids_in(c.kafka, c.topic(table), len(writer.written[table]), "read_uncommitted")
             missing = set(writer.written[table]) - set(seen)
             assert not missing, f"{table}: {len(missing)} rows lost: {sorted(missing)[:20]}"
+    finally:
+        for w in workers:
+            w.end()
+
+
+def test_frozen_worker_is_fenced_and_exactly_once_holds(cluster: Cluster) -> None:
+    c = cluster
+    group = f"{c.tag}-g2"
+    workers = start_workers(c, group, 2, exactly_once=True)
+    try:
+        code, doc = workers[0].client.request(
+            "POST", "/connectors", {"name": "e", "config": c.connector("e")}
+        )
+        assert code == 201, doc
+        wait_for(lambda: bool(running_on(workers, "e")()), 60, "e running")
+        with Writer(c, ["e"]) as writer:
+            time.sleep(2)
+            owner = running_on(workers, "e")()
+            zombie = next(w for w in workers if w.id == owner)
+            other = next(w for w in workers if w is not zombie)
+            os.kill(zombie.proc.pid, signal.SIGSTOP)
+            t0 = time.monotonic()
+            wait_for(
+                lambda: other.task("e").get("worker_id") == other.id,
+                SESSION_MS / 1000 + 20,
+                "task e taken over by the other worker",
+            )
+            moved_s = time.monotonic() - t0
+            # The frozen worker still holds the replication slot; its producer is fenced.
+            time.sleep(max(SESSION_MS / 1000 + 2 - moved_s, 1))
+            os.kill(zombie.proc.pid, signal.SIGCONT)
+            wait_for(
+                lambda: "longer than session.timeout.ms" in zombie.log(),
+                20,
+                "the woken worker to fence itself",
+            )
+            wait_for(
+                lambda: other.task("e").get("state") == "RUNNING", 30, "e running after the wake"
+            )
+            print(f"\nSIGSTOP: task e assigned to the other worker after {moved_s:.1f} s")
+            time.sleep(3)
+        # Both workers agree on the one that runs the task (the woken one may have been given
+        # its slot back by the rebalance its rejoin caused: the group balances slots).
+        views = [w.task("e") for w in workers]
+        assert views[0] == views[1] and views[0]["state"] == "RUNNING", views
+        seen = ids_in(c.kafka, c.topic("e"), len(writer.written["e"]), "read_committed")
+        missing = set(writer.written["e"]) - set(seen)
+        assert not missing, f"{len(missing)} rows lost: {sorted(missing)[:20]}"
+        twice = {i: n for i, n in seen.items() if n > 1}
+        assert not twice, f"duplicates seen by a read_committed consumer: {twice}"
+        # The woken worker's pending transaction was rejected: its producer was fenced by the
+        # new owner's (same transactional.id, newer epoch).
+        fenced = [line for line in zombie.log().splitlines() if "fenced by a newer" in line]
+        print("woken worker:", *fenced[:3], sep="\n  ")
+        assert fenced, zombie.log()
     finally:
         for w in workers:
             w.end()

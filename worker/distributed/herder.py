@@ -159,21 +159,36 @@ class DistributedHerder(Herder):
             self._generation[s] = now
         self._reconcile()
 
-    def _revoked(self, slots: set[int]) -> None:
-        """Stop the tasks of these slots (all at once, then wait): they are handed over."""
+    def _revoked(self, slots: set[int], lost: bool) -> None:
+        """Stop the tasks of these slots (all at once, then wait): they are handed over. A
+        graceful hand-over marks them UNASSIGNED until the new owner reports; slots *lost*
+        (session expired) may be someone else's already, so nothing is written then."""
         with self._lock:
             moving = [c for c in self._connectors.values() if self._slot(c.name) in slots]
         for c in moving:
             if c.runner is not None:
                 c.runner.shutdown()
+        handed: list[tuple[str, dict[str, Any] | None]] = []
         for c in moving:
             with c.lock:
+                had_task = c.runner is not None
                 self._stop_tasks(c)
-            self._applied.pop(c.name, None)
+            if self._applied.pop(c.name, None) is not None and had_task and not lost:
+                handed.append((task_key(c.name, 0), self._status_value("UNASSIGNED", None, c)))
             for key in (connector_key(c.name), task_key(c.name, 0)):
                 self._written.pop(key, None)
+        if handed:
+            self._put_status(handed)
         for s in slots:
             self._generation.pop(s, None)
+
+    def _status_value(self, state: str, trace: str | None, c: _Connector) -> dict[str, Any]:
+        return {
+            "state": state,
+            "trace": trace,
+            "worker_id": self.worker_id,
+            "generation": self._generation.get(self._slot(c.name), 0),
+        }
 
     def _restart_requested(self, restart: Restart) -> None:
         with self._lock:
@@ -263,28 +278,14 @@ class DistributedHerder(Herder):
         for c in mine:
             if c.name not in self._applied:
                 continue
-            generation = self._generation.get(self._slot(c.name), 0)
-            conn: dict[str, Any] = {
-                "state": self._connector_state(c),
-                "trace": c.failure if c.target is not TargetState.STOPPED else None,
-                "worker_id": self.worker_id,
-                "generation": generation,
-            }
+            trace = c.failure if c.target is not TargetState.STOPPED else None
+            conn = self._status_value(self._connector_state(c), trace, c)
             entries: list[tuple[str, dict[str, Any] | None]] = [(connector_key(c.name), conn)]
             runner = c.runner
             if runner is not None:
                 t = runner.status()
-                entries.append(
-                    (
-                        task_key(c.name, 0),
-                        {
-                            "state": t["state"],
-                            "trace": t.get("trace"),
-                            "worker_id": self.worker_id,
-                            "generation": generation,
-                        },
-                    )
-                )
+                task = self._status_value(t["state"], t.get("trace"), c)
+                entries.append((task_key(c.name, 0), task))
             out += [(k, v) for k, v in entries if self._written.get(k, {}) != v]
         if out:
             self._put_status(out)

@@ -51,7 +51,7 @@ class Membership:
         heartbeat_interval_ms: int,
         rebalance_timeout_ms: int,
         on_assigned: Callable[[set[int]], None],
-        on_revoked: Callable[[set[int]], None],
+        on_revoked: Callable[[set[int], bool], None],
         tick: Callable[[], None],
     ) -> None:
         self.group_id = group_id
@@ -121,20 +121,29 @@ class Membership:
         self._in_callbacks += time.monotonic() - t0
 
     def _revoke(self, consumer: Consumer, parts: list[TopicPartition]) -> None:
+        self._take_back(parts, lost=False)
+
+    def _lost(self, consumer: Consumer, parts: list[TopicPartition]) -> None:
+        self._take_back(parts, lost=True)
+
+    def _take_back(self, parts: list[TopicPartition], *, lost: bool) -> None:
+        """``lost``: the slots may already be someone else's (session expired), so this
+        worker must not write anything about their tasks any more."""
         t0 = time.monotonic()
-        lost = {p.partition for p in parts}
+        gone = {p.partition for p in parts}
         with self._lock:
-            lost &= self._owned
-            self._owned -= lost
-        if lost:
-            log.info("group %s: slot(s) %s revoked", self.group_id, sorted(lost))
-            self._on_revoked(lost)
+            gone &= self._owned
+            self._owned -= gone
+        if gone:
+            how = "lost" if lost else "revoked"
+            log.info("group %s: slot(s) %s %s", self.group_id, sorted(gone), how)
+            self._on_revoked(gone, lost)
         self._in_callbacks += time.monotonic() - t0
 
     def _consumer(self) -> Consumer:
         consumer = Consumer(self._conf)
         consumer.subscribe(
-            [self.topic], on_assign=self._assign, on_revoke=self._revoke, on_lost=self._revoke
+            [self.topic], on_assign=self._assign, on_revoke=self._revoke, on_lost=self._lost
         )
         return consumer
 
@@ -150,7 +159,7 @@ class Membership:
         with self._lock:
             lost, self._owned = set(self._owned), set()
         if lost:
-            self._on_revoked(lost)
+            self._on_revoked(lost, True)
         try:
             consumer.close()
         except Exception as exc:  # a broken membership must not stop the rejoin
@@ -179,4 +188,4 @@ class Membership:
             with self._lock:
                 left, self._owned = set(self._owned), set()
             if left:
-                self._on_revoked(left)
+                self._on_revoked(left, False)
