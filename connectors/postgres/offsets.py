@@ -43,7 +43,15 @@ def validate_offset(
     tx = offset.get("txId")
     if tx is not None and not nonneg_int(tx):
         problems.append(f"offset.txId must be a non-negative integer or null, got {tx!r}")
-    unknown = sorted(set(offset) - {*PG_INT_KEYS, *PG_BOOL_KEYS, *PG_OTHER_KEYS})
+    origin = offset.get("snapshot_origin")
+    if "snapshot_origin" in offset and not (
+        isinstance(origin, dict) and nonneg_int(origin.get("lsn"))
+    ):
+        problems.append(
+            "offset.snapshot_origin (where streaming resumes after an interrupted snapshot) "
+            f"must be an object with a non-negative integer lsn, got {origin!r}"
+        )
+    unknown = sorted(set(offset) - {*PG_INT_KEYS, *PG_BOOL_KEYS, *PG_OTHER_KEYS, "snapshot_origin"})
     if unknown:
         problems.append(f"unknown offset key(s) {', '.join(unknown)}")
     if problems:
