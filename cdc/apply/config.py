@@ -81,6 +81,10 @@ class ApplyConfig:
         """The side table holding the ordering position of deleted keys (see merge.py)."""
         return _join(self.target_path, "_tidemark", "deletes", table)
 
+    def keychanges_location(self, table: str) -> str:
+        """The side table of primary-key change images and held rows (see handover.py)."""
+        return _join(self.target_path, "_tidemark", "keychanges", table)
+
     def with_overrides(self, **changes: Any) -> ApplyConfig:
         return replace(self, **changes)
 

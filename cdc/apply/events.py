@@ -45,6 +45,9 @@ _SCHEMA_HEAD = b'{"schema":'
 _SANITIZE = re.compile(r"[^A-Za-z0-9_]")
 _CACHE_LIMIT = 512
 _NONE: frozenset[str] = frozenset()
+OLD_KEY_HEADER = "__debezium.oldkey"
+NEW_KEY_HEADER = "__debezium.newkey"
+Headers = list[tuple[str, bytes | None]]
 
 
 class BadInput(ValueError):
@@ -97,6 +100,10 @@ class Change:
     shape: RowShape
     layout: str
     descriptor: str = ""
+    #: key JSON of the other key of a primary-key change: ``__debezium.oldkey`` on the create
+    #: of the new key, ``__debezium.newkey`` on the delete of the old key (see handover.py)
+    old_key: str | None = None
+    new_key: str | None = None
 
     @property
     def key_json(self) -> str:
@@ -136,10 +143,19 @@ class Parser:
     _layouts: dict[str, str] = field(default_factory=dict)
 
     def parse(
-        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None = None,
     ) -> Parsed:
         try:
-            return self._parse(topic, partition, offset, key, value)
+            parsed = self._parse(topic, partition, offset, key, value)
+            if headers and isinstance(parsed, Change):
+                _key_change_headers(parsed, headers)
+            return parsed
         except BadInput as exc:
             return BadEvent(topic, partition, offset, str(exc))
         except OrderingError as exc:
@@ -400,6 +416,29 @@ class _Meta:
             None if tx is None else str(tx),
             snapshot,
         )
+
+
+def _key_change_headers(change: Change, headers: Headers) -> None:
+    """Reads the other key of a primary-key change from Debezium's headers (JSON text of the
+    key, with or without the converter's schema wrapper)."""
+    wanted = OLD_KEY_HEADER if change.op == "c" else NEW_KEY_HEADER if change.op == "d" else None
+    if wanted is None:
+        return
+    for name, raw in headers:
+        if name != wanted or raw is None:
+            continue
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise BadInput(f"header {name} is not the JSON text of a key") from None
+        if isinstance(doc, dict) and set(doc) == {"schema", "payload"}:
+            doc = doc["payload"]
+        if not isinstance(doc, dict) or not doc:
+            raise BadInput(f"header {name} is not a JSON object with the key columns")
+        if change.op == "c":
+            change.old_key = key_json(doc)
+        else:
+            change.new_key = key_json(doc)
 
 
 def _opt_int(value: Any) -> int | None:

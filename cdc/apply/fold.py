@@ -16,6 +16,12 @@ table already holds something newer than the candidate (a late batch).
 This is incremental and O(placeholder columns) per change, which matters: it runs in Python for
 every event. Events usually arrive in position order; older ones (out of order) only ever fill
 placeholders or move the delete horizon.
+
+Primary-key changes (see handover.py): the create of the new key (``__debezium.oldkey``) starts
+a new life, so its placeholders are never filled from the key's earlier changes; they become a
+:class:`Ref` to the image the old key hands over at that position. The delete of the old key
+(``__debezium.newkey``) captures that image: the old key's values just before the delete, as far
+as this batch knows them (an :class:`Image`; the driver completes it from the table).
 """
 
 from __future__ import annotations
@@ -29,19 +35,100 @@ from cdc.apply.events import Change
 Pos = tuple[int, ...]
 
 
+def key_change_id(pos: Pos) -> Pos:
+    """What the delete of the old key and the create of the new key share: the position
+    without the Kafka offset (the last element in every layout)."""
+    return pos[:-1]
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A column's value is the one in the image handed over to key ``key`` at the key change
+    ``kc`` (not known in this batch)."""
+
+    key: str
+    kc: Pos
+
+
+@dataclass(slots=True)
+class Image:
+    """The old key's values just before a key change, as far as one batch knows them: column ->
+    (position, value or :class:`Ref`). Columns in ``names`` but not in ``cols`` come from the
+    stored row (or are held) — the driver completes the image."""
+
+    new_key: str
+    kc: Pos
+    old_key: str
+    pos: Pos
+    key_row: dict[str, Any]
+    names: tuple[str, ...]
+    cols: dict[str, tuple[Pos, Any]]
+
+
 @dataclass(slots=True)
 class Folded:
     winner: Change
-    #: column -> (position, value): candidates for the winner's unavailable columns
+    #: column -> (position, value or Ref): candidates for the winner's unavailable columns
     fills: dict[str, tuple[Pos, Any]] = field(default_factory=dict)
     #: the highest delete position below the winner's; candidates must be above it
     delete_horizon: Pos | None = None
     #: number of changes folded into this one
     count: int = 1
+    #: images handed over by deletes of this key that changed the key
+    images: list[Image] = field(default_factory=list)
+
+
+def is_key_change_create(change: Change) -> bool:
+    return change.op == "c" and change.old_key is not None
+
+
+def _candidate(change: Change, col: str) -> tuple[Pos, Any] | None:
+    """What ``change`` says about ``col``: its value, a Ref (the create of a key change), or
+    nothing (a placeholder, or a column it does not have)."""
+    if col in change.unavailable:
+        if is_key_change_create(change):
+            return change.pos, Ref(change.key_json, key_change_id(change.pos))
+        return None
+    if col in change.row:
+        return change.pos, change.row[col]
+    return None
+
+
+def _pre_image(state: Folded | None, delete: Change) -> Image:
+    names = tuple(delete.shape.placeholder_forms)
+    cols: dict[str, tuple[Pos, Any]] = {}
+    if state is not None:
+        w = state.winner
+        if w.op != "d" and w.pos < delete.pos:
+            for col in names:
+                cand = _candidate(w, col)
+                if cand is None and col in w.unavailable:
+                    cand = state.fills.get(col)
+                if cand is not None:
+                    cols[col] = cand
+    assert delete.new_key is not None
+    return Image(
+        delete.new_key,
+        key_change_id(delete.pos),
+        delete.key_json,
+        delete.pos,
+        {k: delete.row.get(k) for k in delete.key_fields},
+        names,
+        cols,
+    )
 
 
 def fold(state: Folded | None, change: Change) -> Folded:
     """Folds one more change of the same key into ``state`` (which it may update in place)."""
+    if change.op == "d" and change.new_key is not None:
+        image = _pre_image(state, change)
+        state = _fold(state, change)
+        state.images.append(image)
+        return state
+    return _fold(state, change)
+
+
+def _fold(state: Folded | None, change: Change) -> Folded:
     if state is None:
         return Folded(change)
     state.count += 1
@@ -57,30 +144,33 @@ def fold(state: Folded | None, change: Change) -> Folded:
             state.delete_horizon = change.pos
             state.fills = {c: v for c, v in state.fills.items() if v[0] > change.pos}
         return state
-    if winner.op == "d" or not winner.unavailable:
+    if winner.op == "d" or not winner.unavailable or is_key_change_create(winner):
         return state
     if horizon is not None and change.pos < horizon:
         return state
     for col in winner.unavailable:
-        if col in change.unavailable or col not in change.row:
+        cand = _candidate(change, col)
+        if cand is None:
             continue
         best = state.fills.get(col)
         if best is None or change.pos > best[0]:
-            state.fills[col] = (change.pos, change.row[col])
+            state.fills[col] = cand
     return state
 
 
 def _new_winner(state: Folded, change: Change) -> Folded:
     old = state.winner
     if old.op == "d":
-        return Folded(change, {}, old.pos, state.count)
+        return Folded(change, {}, old.pos, state.count, state.images)
     fills: dict[str, tuple[Pos, Any]] = {}
-    for col in change.unavailable:
-        if col not in old.unavailable and col in old.row:
-            fills[col] = (old.pos, old.row[col])
-        elif col in state.fills:
-            fills[col] = state.fills[col]
-    return Folded(change, fills, state.delete_horizon, state.count)
+    if not is_key_change_create(change):  # a key change's create starts a new life
+        for col in change.unavailable:
+            cand = _candidate(old, col)
+            if cand is None and col in old.unavailable and not is_key_change_create(old):
+                cand = state.fills.get(col)
+            if cand is not None:
+                fills[col] = cand
+    return Folded(change, fills, state.delete_horizon, state.count, state.images)
 
 
 @dataclass
@@ -93,6 +183,9 @@ class Resolved:
     unavailable: tuple[str, ...]
     #: column -> position of the in-batch value used for a placeholder column
     fill_positions: dict[str, Pos]
+    #: placeholder columns whose value another key hands over in a key change (column ->
+    #: (position of the create, Ref)): the driver fills them, or holds the row until it can
+    refs: dict[str, tuple[Pos, Ref]] = field(default_factory=dict)
 
 
 def resolve(state: Folded) -> Resolved:
@@ -102,15 +195,20 @@ def resolve(state: Folded) -> Resolved:
     row = dict(change.row)
     missing: list[str] = []
     positions: dict[str, Pos] = {}
+    refs: dict[str, tuple[Pos, Ref]] = {}
+    own = _candidate if is_key_change_create(change) else None
     for col in sorted(change.unavailable):
-        cand = state.fills.get(col)
+        cand = own(change, col) if own is not None else state.fills.get(col)
         if cand is None:
             row[col] = None
             missing.append(col)
+        elif isinstance(cand[1], Ref):
+            row[col] = None
+            refs[col] = (cand[0], cand[1])
         else:
             row[col] = cand[1]
             positions[col] = cand[0]
-    return Resolved(change, row, tuple(missing), positions)
+    return Resolved(change, row, tuple(missing), positions, refs)
 
 
 def reduce_changes(changes: Iterable[Change]) -> dict[tuple[str, str], Resolved]:

@@ -28,10 +28,12 @@ from typing import Any
 
 import orjson
 
+from cdc.apply import keychanges as kc
 from cdc.apply import policy as pol
 from cdc.apply.avro_input import RegistrySettings
 from cdc.apply.config import ApplyConfig
 from cdc.apply.events import ParseSettings
+from cdc.apply.handover import KeyChanges, Outcome, decode_image, lookup_keys, step
 from cdc.apply.merge import (
     MergeCounts,
     compact_deletes,
@@ -81,7 +83,8 @@ class BatchReport:
         return (
             f"batch {self.batch_id}: events={self.events} changes={self.changes} "
             f"keys={self.rows} inserted={t.inserted} updated={t.updated} deleted={t.deleted} "
-            f"unchanged={t.unchanged} tombstones={self.tombstones} skipped={self.skipped} "
+            f"unchanged={t.unchanged} held={t.held} filled={t.filled} "
+            f"tombstones={self.tombstones} skipped={self.skipped} "
             f"quarantined={self.quarantined} tables={len(self.tables)} lag_ms={lag} "
             f"took_ms={self.duration_ms} ("
             + " ".join(f"{k}={v}" for k, v in self.timings.items())
@@ -104,6 +107,8 @@ class _Side:
     deletes: dict[str, int] = field(default_factory=dict)
     #: table -> rows (changed keys) in the batch
     rows: dict[str, int] = field(default_factory=dict)
+    #: table -> key-change images and rows with refs in the batch (see handover.py)
+    handover: dict[str, int] = field(default_factory=dict)
 
 
 class ApplyJob:
@@ -124,6 +129,7 @@ class ApplyJob:
         self.error: BaseException | None = None
         self.query: Any = None
         self._preloaded = False
+        self._keychanges: dict[str, KeyChanges] = {}
 
     # -- the query ----------------------------------------------------------------------------
     def source(self) -> Any:
@@ -135,6 +141,7 @@ class ApplyJob:
             .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
             .option("startingOffsets", cfg.starting_offsets)
             .option("failOnDataLoss", "true" if cfg.fail_on_data_loss else "false")
+            .option("includeHeaders", "true")  # __debezium.oldkey / newkey of key changes
         )
         if cfg.topics:
             reader = reader.option("subscribe", ",".join(cfg.topics))
@@ -292,6 +299,7 @@ class ApplyJob:
                     )
                     side.deletes[table] = side.deletes.get(table, 0) + int(per["deletes"])
                     side.rows[table] = side.rows.get(table, 0) + int(per["rows"])
+                    side.handover[table] = side.handover.get(table, 0) + int(per.get("handover", 0))
             elif r["kind"] == "truncate":
                 pos = list(r["pos"])
                 old = side.truncates.get(r["tbl"])
@@ -391,14 +399,24 @@ class ApplyJob:
             dpath = self.cfg.deletes_location(table)
             trunc = side.truncates.get(table)
             table_rows = rows.filter(F.col("tbl") == table)
+            keys = self._keychanges_of(table)
+            stored_keys = kc.encoded(keys)
             if trunc is not None:
                 truncate(self.spark, path, dpath, trunc)
                 bound = F.array(*[F.lit(p).cast("long") for p in trunc])
                 table_rows = table_rows.filter(F.col("pos") > bound)
+                keys.truncate(tuple(trunc))
+                if kc.encoded(keys) != stored_keys:
+                    kc.save(self.spark, self.cfg.keychanges_location(table), keys)
+                    stored_keys = kc.encoded(keys)
             sources = side.sources.get(table, set())
             if not sources:
                 continue
-            typed = typed_rows(table_rows, plan, dedupe=len(sources) > 1)
+            handed: Outcome | None = None
+            if side.handover.get(table) or keys.pending or keys.images:
+                table_rows, handed = self._hand_over(parsed, table_rows, table, plan, info, keys)
+            extra = handed is not None and bool(handed.merge)
+            typed = typed_rows(table_rows, plan, dedupe=len(sources) > 1 or extra)
             counts = merge_table(
                 self.spark,
                 typed,
@@ -418,11 +436,78 @@ class ApplyJob:
             if side.deletes.get(table, 0):
                 counts.deletes_recorded = side.deletes[table]
                 self.catalog.mark_deletes(table)
+            if handed is not None:
+                counts.held, counts.filled = handed.held, handed.filled
+            if kc.encoded(keys) != stored_keys:
+                kc.save(self.spark, self.cfg.keychanges_location(table), keys)
             report.tables[table] = counts
             every = self.cfg.deletes_compact_every
             if every and info.deletes_nonempty and batch_id % every == every - 1:
                 compact_deletes(self.spark, path, dpath, list(plan.key))
                 clock.lap("compact")
+
+    def _keychanges_of(self, table: str) -> KeyChanges:
+        state = self._keychanges.get(table)
+        if state is None:
+            state = self._keychanges[table] = kc.load(
+                self.spark, self.cfg.keychanges_location(table)
+            )
+        return state
+
+    def _hand_over(
+        self,
+        parsed: Any,
+        table_rows: Any,
+        table: str,
+        plan: pol.TablePlan,
+        info: Any,
+        keys: KeyChanges,
+    ) -> tuple[Any, Outcome]:
+        """Fills unavailable values across key changes (handover.py): takes the batch's rows
+        with refs and the rows of held keys out of the MERGE source, puts back what can be
+        filled, keeps the rest held. Images are saved before the MERGE deletes their old keys."""
+        from pyspark.sql import functions as F
+
+        held = sorted(keys.pending)
+        cond = F.col("refs").isNotNull()
+        if held:
+            cond = cond | F.col("key_json").isin(held)
+        incoming = [kc.record(r) for r in table_rows.filter(cond).collect()]
+        images = [
+            decode_image(orjson.loads(r["info"]))
+            for r in parsed.filter((F.col("kind") == "image") & (F.col("tbl") == table))
+            .select("info")
+            .collect()
+        ]
+        before = keys.copy()
+        lookups = kc.lookup(
+            self.spark,
+            plan,
+            self.cfg.table_location(table),
+            self.cfg.deletes_location(table),
+            deletes_nonempty=info.deletes_nonempty,
+            keys=lookup_keys(keys, images, incoming, plan.key),
+        )
+        out = step(keys, images, incoming, lookups, plan.key)
+        if out.images_added:
+            # Durable before the MERGE deletes the old keys: a crash in between replays the
+            # batch, which then finds the images (never recomputed from a later state).
+            before.images.update({k: v for k, v in keys.images.items() if k not in before.images})
+            kc.save(self.spark, self.cfg.keychanges_location(table), before)
+        log.info(
+            "table %s: key changes: images=%d filled=%d held=%d dropped=%d no_value=%d",
+            table,
+            len(images),
+            out.filled,
+            out.held,
+            out.dropped,
+            len(out.missing),
+        )
+        rest = table_rows.filter(~cond)
+        if not out.merge:
+            return rest, out
+        extra = kc.records_frame(self.spark, out.merge).select(*rest.columns)
+        return rest.unionByName(extra), out
 
 
 def _lap(clock: _Clock, table: str | None, phase: str) -> None:

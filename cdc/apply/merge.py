@@ -56,6 +56,10 @@ class MergeCounts:
     #: rows of the batch that changed nothing (older than the table, replayed, deletes of
     #: absent keys)
     unchanged: int = 0
+    #: rows held after this batch until a key change's old key hands over a value
+    held: int = 0
+    #: held or batch rows filled with values handed over across key changes
+    filled: int = 0
 
     def add(self, other: MergeCounts) -> None:
         self.inserted += other.inserted
@@ -63,6 +67,8 @@ class MergeCounts:
         self.deleted += other.deleted
         self.deletes_recorded += other.deletes_recorded
         self.unchanged += other.unchanged
+        self.held += other.held
+        self.filled += other.filled
 
 
 def q(name: str) -> str:

@@ -24,12 +24,14 @@ import orjson
 from cdc.apply.events import (
     BadEvent,
     Change,
+    Headers,
     Parser,
     ParseSettings,
     Skipped,
     descriptor_id,
 )
-from cdc.apply.fold import Folded, fold, resolve
+from cdc.apply.fold import Folded, Image, fold, resolve
+from cdc.apply.handover import encode_candidate, encode_image
 from cdc.apply.policy import Descriptor, Policy, TablePlan, TableState, check_descriptor
 from cdc.apply.sparktypes import merge_inferred
 
@@ -41,9 +43,9 @@ OUTPUT_DDL = (
     "op string, pos array<bigint>, source_ts_ms bigint, ts_ms bigint, tx_id string, "
     "snapshot boolean, position string, row_json string, unavailable array<string>, "
     "fills map<string,array<bigint>>, descriptor string, info string, raw_key binary, "
-    "raw_value binary"
+    "raw_value binary, refs string"
 )
-INPUT_COLUMNS = ("key", "value", "topic", "partition", "offset")
+INPUT_COLUMNS = ("key", "value", "topic", "partition", "offset", "headers")
 FLUSH_ROWS = 4096
 
 
@@ -108,10 +110,16 @@ class PartitionProcessor:
 
     # -- per record -----------------------------------------------------------------------------
     def record(
-        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Headers | None = None,
     ) -> None:
         self.stats["events"] += 1
-        parsed = self.parser.parse(topic, partition, offset, key, value)
+        parsed = self.parser.parse(topic, partition, offset, key, value, headers)
         if isinstance(parsed, Skipped):
             self.stats["tombstones" if parsed.reason == "tombstone" else "skipped"] += 1
             return
@@ -201,16 +209,20 @@ class PartitionProcessor:
     def finish(self) -> None:
         tables: dict[str, dict[str, Any]] = {}
         resolved = []
+        images: list[tuple[str, Image, Change]] = []
         for (table, kj), state in self.states.items():
             res = resolve(state)
             ch = res.change
             per = tables.get(table)
             if per is None:
-                per = tables[table] = {"sources": set(), "deletes": 0, "rows": 0}
+                per = tables[table] = {"sources": set(), "deletes": 0, "rows": 0, "handover": 0}
             per["sources"].add((ch.topic, ch.partition))
             per["rows"] += 1
             if ch.op == "d":
                 per["deletes"] += 1
+            if res.refs or state.images:
+                per["handover"] += len(state.images) + (1 if res.refs else 0)
+            images.extend((table, image, ch) for image in state.images)
             resolved.append((table, kj, res, ch))
         # Column-wise: one list per output column (this runs once per changed key).
         cols = self.out.data
@@ -238,9 +250,28 @@ class PartitionProcessor:
             ]
         )
         cols["descriptor"].extend([ch.descriptor for _, _, _, ch in resolved])
+        cols["refs"].extend(
+            [
+                orjson.dumps({c: encode_candidate(v) for c, v in res.refs.items()}).decode()
+                if res.refs
+                else None
+                for _, _, res, _ in resolved
+            ]
+        )
         for name in ("info", "raw_key", "raw_value"):
             cols[name].extend([None] * n)
         self.out.rows += n
+        for table, image, ch in images:
+            self.out.add(
+                kind="image",
+                topic=ch.topic,
+                partition=ch.partition,
+                offset=ch.offset,
+                tbl=table,
+                key_json=image.new_key,
+                pos=list(image.pos),
+                info=orjson.dumps(encode_image(image)).decode(),
+            )
         self.stats["rows"] = len(self.states)
         self.states = {}
         for did, d in self.descriptors.items():
@@ -281,7 +312,12 @@ class PartitionProcessor:
             "counts": self.stats,
             "max_source_ts_ms": self.max_source_ts_ms,
             "tables": {
-                t: {"sources": sorted(v["sources"]), "deletes": v["deletes"], "rows": v["rows"]}
+                t: {
+                    "sources": sorted(v["sources"]),
+                    "deletes": v["deletes"],
+                    "rows": v["rows"],
+                    "handover": v["handover"],
+                }
                 for t, v in tables.items()
             },
         }
@@ -302,11 +338,22 @@ def process(
     schema = arrow_schema()
     proc = PartitionProcessor(settings)
     for batch in batches:
-        cols = {name: batch.column(name).to_pylist() for name in INPUT_COLUMNS}
+        # headers: absent when a caller reads Kafka without includeHeaders
+        names = [n for n in INPUT_COLUMNS if batch.schema.get_field_index(n) >= 0]
+        cols = {name: batch.column(name).to_pylist() for name in names}
         keys, values = cols["key"], cols["value"]
         topics, partitions, offsets = cols["topic"], cols["partition"], cols["offset"]
+        headers = cols.get("headers") or [None] * batch.num_rows
         for i in range(batch.num_rows):
-            proc.record(topics[i], partitions[i], offsets[i], keys[i], values[i])
+            hs = headers[i]
+            proc.record(
+                topics[i],
+                partitions[i],
+                offsets[i],
+                keys[i],
+                values[i],
+                [(h["key"], h["value"]) for h in hs] if hs else None,
+            )
         if proc.out.rows >= FLUSH_ROWS:
             yield pa.RecordBatch.from_pydict(proc.take(), schema=schema)
     proc.finish()
@@ -342,5 +389,6 @@ def arrow_schema() -> pa.Schema:
             ("info", pa.string()),
             ("raw_key", pa.binary()),
             ("raw_value", pa.binary()),
+            ("refs", pa.string()),
         ]
     )

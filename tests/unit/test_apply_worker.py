@@ -64,7 +64,9 @@ def test_one_row_per_key_plus_schema_and_stats() -> None:
         "changes": 4,
         "rows": 2,
     }
-    assert s["tables"] == {"srv_public_items": {"sources": [[T.topic, 0]], "deletes": 1, "rows": 2}}
+    assert s["tables"] == {
+        "srv_public_items": {"sources": [[T.topic, 0]], "deletes": 1, "rows": 2, "handover": 0}
+    }
 
 
 def test_bad_events_become_error_rows_with_the_raw_record() -> None:
