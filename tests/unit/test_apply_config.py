@@ -150,9 +150,10 @@ def test_batch_report_line() -> None:
     from cdc.apply.merge import MergeCounts
 
     r = BatchReport(4, events=10, changes=9, rows=5, lag_ms=12, duration_ms=30)
-    r.tables["t"] = MergeCounts(inserted=2, updated=1, deleted=1, unchanged=1)
+    r.tables["t"] = MergeCounts(inserted=2, updated=1, deleted=1, unchanged=1, filled=1)
     r.timings = {"parse": 10, "merge": 20}
     assert r.line() == (
         "batch 4: events=10 changes=9 keys=5 inserted=2 updated=1 deleted=1 unchanged=1 "
-        "tombstones=0 skipped=0 quarantined=0 tables=1 lag_ms=12 took_ms=30 (parse=10 merge=20)"
+        "held=0 filled=1 tombstones=0 skipped=0 quarantined=0 tables=1 lag_ms=12 took_ms=30 "
+        "(parse=10 merge=20)"
     )
