@@ -26,6 +26,7 @@ from typing import Any
 
 import pymysql  # type: ignore[import-untyped]
 import pymysql.cursors  # type: ignore[import-untyped]
+from pymysql.constants import FIELD_TYPE  # type: ignore[import-untyped]
 from pymysql.protocol import MysqlPacket  # type: ignore[import-untyped]
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
@@ -53,6 +54,7 @@ from pymysqlreplication.row_event import (
 
 from cdc.config import Config
 from connectors.mysql.config import initial_statements
+from connectors.mysql.types import snapshot_timestamp_decoder
 
 __all__ = [
     "BinlogReader",
@@ -194,15 +196,26 @@ def connection_settings(cfg: Config) -> dict[str, Any]:
     return settings
 
 
-def connect(cfg: Config, *, autocommit: bool = True, read_timeout: float | None = None) -> Any:
+def connect(
+    cfg: Config,
+    *,
+    autocommit: bool = True,
+    read_timeout: float | None = None,
+    snapshot: bool = False,
+) -> Any:
     """A session for metadata and snapshots: UTC session time zone (so TIMESTAMP values come
-    back in UTC, whatever the server's zone), then ``database.initial.statements``."""
+    back in UTC, whatever the server's zone), then ``database.initial.statements``. A
+    ``snapshot`` session marks its TIMESTAMP values as read by the snapshot
+    (:class:`~connectors.mysql.types.SnapshotTimestamp`)."""
     conn = pymysql.connect(
         **connection_settings(cfg),
         charset="utf8mb4",
         autocommit=autocommit,
         read_timeout=read_timeout,
     )
+    if snapshot:
+        ts = FIELD_TYPE.TIMESTAMP
+        conn.decoders = {**conn.decoders, ts: snapshot_timestamp_decoder(conn.decoders[ts])}
     try:
         with conn.cursor() as cur:
             cur.execute("SET time_zone = '+00:00'")

@@ -136,7 +136,7 @@ class SnapshotRun:
     def run(self, recovery: bool) -> dict[str, Any]:
         cfg = self.cfg
         handover: dict[str, Any] | None = None
-        conn = myconn.connect(cfg, autocommit=True)
+        conn = myconn.connect(cfg, autocommit=True, snapshot=True)
         try:
             info = myconn.server_info(conn)
             if not info.log_bin:
@@ -234,7 +234,7 @@ class SnapshotRun:
         old filters), so an interruption repeats this step; streaming then resumes from that
         offset and drops these tables' changes up to P2, which the snapshot already holds."""
         cfg = self.cfg
-        conn = myconn.connect(cfg, autocommit=True)
+        conn = myconn.connect(cfg, autocommit=True, snapshot=True)
         try:
             info = myconn.server_info(conn)
             timeout_s = max(math.ceil(int(cfg["snapshot.lock.timeout.ms"]) / 1000), 1)

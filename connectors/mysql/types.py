@@ -16,8 +16,9 @@ UUID (MariaDB)     16 raw bytes, trailing ``\\x00``   ``'fc1a4092-1b2c-…'``
 INET4 / INET6      4 / 16 raw bytes, trailing         ``'10.0.0.1'`` / ``'2001:db8::1'``
 (MariaDB)          ``\\x00`` stripped
 zero dates         None (+ a ``none_sources`` note)   ``'0000-00-00'`` strings
-TIMESTAMP          naive datetime in UTC              naive datetime in the session zone,
-                                                      which the snapshot sets to UTC
+TIMESTAMP          naive datetime in UTC              :class:`SnapshotTimestamp` (a naive
+                                                      datetime in the session zone, which
+                                                      the snapshot sets to UTC)
 YEAR 0000          1900                               0
 =================  ===============================  ==================================
 
@@ -25,6 +26,12 @@ Converters accept every form in the table, so a row reaches Kafka identically wh
 read it (``tests/unit/test_mysql_types.py`` compares them type by type). TIMESTAMP values are
 converted from UTC epoch seconds in both paths, so neither the server's nor the process's time
 zone changes the result. Zero dates become NULL in nullable columns and the epoch otherwise.
+
+One deliberate difference, Debezium's: under ``envelope.version=3`` a TIMESTAMP(n) value read
+by the binlog carries n fraction digits (``…08.000000Z``), one read by the snapshot the ISO
+form without trailing zeros (``…08Z``) — Debezium 3.6 formats its JDBC snapshot values and its
+binlog values differently. The snapshot's values are marked (:class:`SnapshotTimestamp`, set
+as the snapshot session's TIMESTAMP decoder) so the one converter can tell them apart.
 """
 
 from __future__ import annotations
@@ -243,6 +250,47 @@ def _timestamp_conv(zero: str | None) -> Conv:
         return logical.zoned_timestamp_str(value)
 
     return convert
+
+
+class SnapshotTimestamp(dt.datetime):
+    """A TIMESTAMP value as the snapshot's session read it: a plain datetime that the
+    converter writes unpadded under ``envelope.version=3`` (see the module docstring)."""
+
+    __slots__ = ()
+
+
+def snapshot_timestamp_decoder(decode: Conv) -> Conv:
+    """PyMySQL's TIMESTAMP decoder with its datetimes marked as :class:`SnapshotTimestamp`;
+    zero and invalid dates (returned as text) pass unchanged."""
+
+    def decoder(text: Any) -> Any:
+        value = decode(text)
+        if type(value) is dt.datetime:
+            return SnapshotTimestamp(
+                value.year,
+                value.month,
+                value.day,
+                value.hour,
+                value.minute,
+                value.second,
+                value.microsecond,
+            )
+        return value
+
+    return decoder
+
+
+def _timestamp_v3(convert: Conv, fsp: int | None) -> Conv:
+    """Debezium 3.x's TIMESTAMP: binlog values padded to the column's fsp (DBZ-5996), the
+    snapshot's values (:class:`SnapshotTimestamp`) in the unpadded ISO form."""
+    padded = logical.fixed_fraction(convert, fsp)
+    if padded is convert:
+        return convert
+
+    def timestamp(value: Any) -> Any:
+        return convert(value) if type(value) is SnapshotTimestamp else padded(value)
+
+    return timestamp
 
 
 def _year_conv(value: Any) -> int:
@@ -491,8 +539,8 @@ class MySqlValueConverters:
         if base == "TIMESTAMP":
             epoch = "1970-01-01T00:00:00Z"
             zero = _zero_value(column, _timestamp_conv(epoch), epoch)
-            if m.envelope == "3":  # Debezium 2.2+: the fraction has the column's fsp digits
-                return logical.zoned_timestamp(), logical.fixed_fraction(
+            if m.envelope == "3":  # Debezium 2.2+: binlog fractions have the column's fsp
+                return logical.zoned_timestamp(), _timestamp_v3(
                     _timestamp_conv(zero), column.length
                 )
             return logical.zoned_timestamp(), _timestamp_conv(zero)

@@ -183,3 +183,37 @@ def test_edge_values_never_stop_capture_nor_break_the_schema(h: MySqlHarness) ->
     assert (zero["y"], zero["yn"]) == (0, 0)
     assert (odd["nd"], odd["ndd"], odd["nn"], odd["dt"], odd["dtn"]) == (None, 10957, 0, None, 0)
     assert zero["bu"] == -1 and odd["bs"] == 2**63 - 1
+
+
+TS_DDL = "t6 timestamp(6) NULL, t3 timestamp(3) NULL, t0 timestamp NULL"
+TS_ROWS = [
+    "'2024-01-01 00:00:08', '2024-02-29 13:45:59.100', '2024-01-01 00:00:08'",
+    "'1999-12-31 23:59:59.999999', '1970-01-01 00:00:01.000', NULL",
+]
+
+
+def test_v3_timestamp_fraction_padded_when_streamed_not_when_snapshotted(
+    h: MySqlHarness,
+) -> None:
+    """Issue 12.4: Debezium 3.6 pads a TIMESTAMP(n) fraction to n digits in streamed events
+    (binlog values) but writes snapshot events (JDBC values) in the unpadded ISO form; under
+    ``envelope.version=3`` tidemark does the same, under 1.2 neither path pads."""
+    snap, stream = snapshot_and_stream(h, "ts3", TS_DDL, TS_ROWS, envelope_version="3")
+    assert snap == [
+        {
+            "t6": "2024-01-01T00:00:08Z",
+            "t3": "2024-02-29T13:45:59.1Z",
+            "t0": "2024-01-01T00:00:08Z",
+        },
+        {"t6": "1999-12-31T23:59:59.999999Z", "t3": "1970-01-01T00:00:01Z", "t0": None},
+    ]
+    assert stream == [
+        {
+            "t6": "2024-01-01T00:00:08.000000Z",
+            "t3": "2024-02-29T13:45:59.100Z",
+            "t0": "2024-01-01T00:00:08Z",
+        },
+        {"t6": "1999-12-31T23:59:59.999999Z", "t3": "1970-01-01T00:00:01.000Z", "t0": None},
+    ]
+    snap12, stream12 = snapshot_and_stream(h, "ts12", TS_DDL, TS_ROWS)
+    assert snap12 == stream12 == snap

@@ -20,8 +20,10 @@ from connectors.mysql.types import (
     ZERO_DATE,
     Modes,
     MySqlValueConverters,
+    SnapshotTimestamp,
     connect_table,
     driver_default,
+    snapshot_timestamp_decoder,
 )
 
 TABLE = Table(TableId("db", None, "t"), ())
@@ -195,6 +197,24 @@ def test_both_paths_give_the_same_connect_value(
 ) -> None:
     assert convert(column, binlog) == expected
     assert convert(column, snapshot) == expected
+
+
+def test_v3_timestamp_pads_binlog_values_not_the_snapshots() -> None:
+    """Under envelope.version=3, as Debezium 3.6: a binlog TIMESTAMP(6) value carries six
+    fraction digits, the same instant read by the snapshot the unpadded ISO form; the
+    snapshot session's decoder marks its datetimes and leaves zero dates as text."""
+    v3 = Modes(envelope="3")
+    column = col("TIMESTAMP", 6)
+    binlog = dt.datetime(2024, 1, 1, 0, 0, 8)
+    decode = snapshot_timestamp_decoder(lambda text: dt.datetime.fromisoformat(text))
+    snapshot = decode("2024-01-01 00:00:08")
+    assert type(snapshot) is SnapshotTimestamp and snapshot == binlog
+    assert convert(column, binlog, v3) == "2024-01-01T00:00:08.000000Z"
+    assert convert(column, snapshot, v3) == "2024-01-01T00:00:08Z"
+    assert convert(column, binlog) == convert(column, snapshot) == "2024-01-01T00:00:08Z"
+    assert snapshot_timestamp_decoder(lambda text: text)("0000-00-00 00:00:00") == (
+        "0000-00-00 00:00:00"
+    )
 
 
 def test_widest_decimal_is_scaled_without_overflow() -> None:
