@@ -42,7 +42,12 @@ from cdc.spi import (
 from connectors.postgres import connection as pgconn
 from connectors.postgres import pgoutput as po
 from connectors.postgres.identity import check_identities
-from connectors.postgres.publication import check_included, not_published, sync_publication
+from connectors.postgres.publication import (
+    as_partition_root,
+    check_included,
+    not_published,
+    sync_publication,
+)
 from connectors.postgres.schema import PgSchema
 from connectors.postgres.setup import check_slot, wait_for_inactive_slot
 from connectors.postgres.types import Modes, TypeRegistry
@@ -556,7 +561,7 @@ class _StreamState:
         )
 
     def relation(self, msg: po.Relation, lsn: int = 0) -> None:
-        table = self.schema.from_relation(msg)
+        table = as_partition_root(self.schema.conn, self.schema.from_relation(msg))
         pk = tuple(c.position for c in table.columns if c.name in table.primary_key)
         self.relations[msg.oid] = (table, self.ctx.is_included(table.id), pk)
         self.ctx.register_table(table)
