@@ -10,6 +10,9 @@ Tables (all captured by both contenders, ``database.include.list`` = the benchma
   and ``INET6`` are not in it: Debezium 3.6's MariaDB DDL parser rejects them ("no viable
   alternative at input ... inet4") and its connector stops, so there is nothing to compare;
   ``tests/integration/test_mysql_mariadb_types.py`` checks tidemark's text for them.
+* ``parity_geo`` — the spatial types: POINT (as ``io.debezium.data.geometry.Point``) with
+  and without an SRID, the other geometry types (``Geometry``), SRID 0 (null in both) and
+  NULLs.
 * ``bench_marker`` — drains only: the rows the harness commits while priming the
   contenders (see ``bench/compare/mariadb_runs.py``); never measured.
 
@@ -32,7 +35,7 @@ from bench.compare.common import BenchError, short_id
 
 TABLE = "bench_rows"
 MARKER = "bench_marker"
-PARITY_TABLES = ("parity_types",)
+PARITY_TABLES = ("parity_types", "parity_geo")
 TABLES = (TABLE, *PARITY_TABLES)
 
 # bench_row(i) of the PostgreSQL side, as a MariaDB select list over a bigint ``{i}``.
@@ -56,6 +59,10 @@ SCHEMA_SQL = [
         bl blob, bn binary(4), vb varbinary(8), da date, tm time(3), dtm datetime,
         dt6 datetime(6), tsp timestamp(3) NULL, yr year, en enum('sad','ok','happy'),
         st set('a','b','c'), js json, uu uuid, u4 uuid)""",
+    """CREATE TABLE parity_geo (
+        id int PRIMARY KEY, p point, ps point, pn point NOT NULL, l linestring,
+        pg polygon, g geometry, mp multipoint, ml multilinestring, mpg multipolygon,
+        gc geometrycollection)""",
     # Inserts k rows per transaction (k=1: single-row transactions); parallel sessions
     # call it on disjoint id ranges.
     f"""CREATE PROCEDURE load_inserts(first bigint, n bigint, k int)
@@ -86,9 +93,24 @@ PARITY_DML = [
     """UPDATE parity_types SET iu = 42, tx = 'changed', js = '{"new": true}', de = -0.5,
         st = '', uu = '00000000-0000-0000-0000-000000000000' WHERE id = 1""",
     "DELETE FROM parity_types WHERE id = 2",
+    """INSERT INTO parity_geo VALUES (
+        1, ST_GeomFromText('POINT(1.5 -2.25)'), ST_GeomFromText('POINT(13.4 52.5)', 4326),
+        ST_GeomFromText('POINT(0 0)'), ST_GeomFromText('LINESTRING(0 0, 1 1, 2 0)'),
+        ST_GeomFromText('POLYGON((0 0, 4 0, 4 4, 0 0), (1 1, 2 1, 2 2, 1 1))', 3857),
+        ST_GeomFromText('POINT(7 8)'), ST_GeomFromText('MULTIPOINT(1 2, 3 4)'),
+        ST_GeomFromText('MULTILINESTRING((0 0, 1 1), (2 2, 3 3))'),
+        ST_GeomFromText('MULTIPOLYGON(((0 0, 1 0, 1 1, 0 0)))', 4326),
+        ST_GeomFromText('GEOMETRYCOLLECTION(POINT(1 1), LINESTRING(0 0, 1 1))'))""",
+    "INSERT INTO parity_geo (id, pn) VALUES (2, ST_GeomFromText('POINT(-180 90)', 4326))",
+    """INSERT INTO parity_geo (id, pn, gc) VALUES
+        (3, ST_GeomFromText('POINT(1e300 -1e-300)'),
+         ST_GeomFromText('GEOMETRYCOLLECTION EMPTY'))""",
+    """UPDATE parity_geo SET p = ST_GeomFromText('POINT(3 4)', 4326),
+        g = ST_GeomFromText('LINESTRING(5 5, 6 6)') WHERE id = 1""",
+    "DELETE FROM parity_geo WHERE id = 3",
 ]
 # Events per parity topic in a drain: 3 c + 1 u + 1 d + 1 tombstone.
-PARITY_STREAM_EVENTS = {"parity_types": 6}
+PARITY_STREAM_EVENTS = {"parity_types": 6, "parity_geo": 6}
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,7 @@ SPATIAL = frozenset(
         "MULTILINESTRING",
         "MULTIPOLYGON",
         "GEOMETRYCOLLECTION",
+        "GEOMCOLLECTION",  # MySQL 8's alias
     }
 )
 TEXT_TYPES = frozenset({"CHAR", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT"})
@@ -349,9 +350,33 @@ def _json_conv(value: Any) -> str:
     return mysql_json_text(value)
 
 
-def _geometry(value: Any) -> dict[str, Any]:
+def _srid_and_wkb(value: Any) -> tuple[int | None, bytes]:
+    """The server's internal geometry form (both paths deliver it): a little-endian SRID,
+    then the WKB. SRID 0 (none given) is null, as in Debezium since its SRID support."""
     data = _as_bytes(value)
-    return {"wkb": data[4:], "srid": int.from_bytes(data[:4], "little")}
+    srid = int.from_bytes(data[:4], "little")
+    return (srid or None), data[4:]
+
+
+def _geometry(value: Any) -> dict[str, Any]:
+    srid, wkb = _srid_and_wkb(value)
+    return {"wkb": wkb, "srid": srid}
+
+
+_WKB_POINT_SIZE = 1 + 4 + 8 + 8
+
+
+def _point(value: Any) -> dict[str, Any]:
+    """``io.debezium.data.geometry.Point``: the coordinates read from the 2D point's WKB
+    (its first byte gives the byte order), plus ``wkb`` and ``srid`` as for Geometry."""
+    srid, wkb = _srid_and_wkb(value)
+    if len(wkb) != _WKB_POINT_SIZE:
+        raise ValueError(f"not a 2D POINT (WKB of {len(wkb)} bytes, {_WKB_POINT_SIZE} expected)")
+    order = "<" if wkb[0] else ">"
+    kind, x, y = struct.unpack(order + "Idd", wkb[1:])
+    if kind != 1:
+        raise ValueError(f"not a 2D POINT (WKB geometry type {kind})")
+    return {"x": x, "y": y, "wkb": wkb, "srid": srid}
 
 
 _WIDE = decimal.Context(prec=100)
@@ -544,6 +569,8 @@ class MySqlValueConverters:
                     _timestamp_conv(zero), column.length
                 )
             return logical.zoned_timestamp(), _timestamp_conv(zero)
+        if base == "POINT":
+            return logical.point(), _point
         if base in SPATIAL:
             return logical.geometry(), _geometry
         connect = m.time_precision == "connect"

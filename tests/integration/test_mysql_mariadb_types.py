@@ -217,3 +217,43 @@ def test_v3_timestamp_fraction_padded_when_streamed_not_when_snapshotted(
     ]
     snap12, stream12 = snapshot_and_stream(h, "ts12", TS_DDL, TS_ROWS)
     assert snap12 == stream12 == snap
+
+
+GEO_DDL = (
+    "p point, ps point, l linestring, pg polygon, g geometry, mp multipoint, gc geometrycollection"
+)
+GEO_ROWS = [
+    "ST_GeomFromText('POINT(1.5 -2.25)'), ST_GeomFromText('POINT(13.4 52.5)', 4326), "
+    "ST_GeomFromText('LINESTRING(0 0, 1 1)'), "
+    "ST_GeomFromText('POLYGON((0 0, 1 0, 1 1, 0 0))', 3857), ST_GeomFromText('POINT(7 8)'), "
+    "ST_GeomFromText('MULTIPOINT(1 2, 3 4)'), ST_GeomFromText('GEOMETRYCOLLECTION EMPTY')",
+    "NULL, NULL, NULL, NULL, NULL, NULL, NULL",
+]
+
+
+def test_spatial_types_as_debezium_writes_them(h: MySqlHarness) -> None:
+    """Issue 25.3: POINT as io.debezium.data.geometry.Point with x, y, wkb and srid, the other
+    spatial types as Geometry {wkb, srid}; SRID 0 (none given) is null, as Debezium writes
+    it (1.2 and 3.6 alike); snapshot and binlog give the same values."""
+    import base64
+    import struct
+
+    def wkb(text: str) -> bytes:
+        return bytes(h.sql(f"SELECT ST_AsBinary(ST_GeomFromText('{text}'))")[0][0])
+
+    def b64(text: str) -> str:
+        return base64.b64encode(wkb(text)).decode()
+
+    for envelope in ("1.2", "3"):
+        table = f"geo{envelope.replace('.', '')}"
+        snap, stream = snapshot_and_stream(h, table, GEO_DDL, GEO_ROWS, envelope_version=envelope)
+        assert snap == stream
+        row, nulls = snap
+        assert row["p"] == {"x": 1.5, "y": -2.25, "wkb": b64("POINT(1.5 -2.25)"), "srid": None}
+        assert row["ps"] == {"x": 13.4, "y": 52.5, "wkb": b64("POINT(13.4 52.5)"), "srid": 4326}
+        assert row["l"] == {"wkb": b64("LINESTRING(0 0, 1 1)"), "srid": None}
+        assert row["pg"] == {"wkb": b64("POLYGON((0 0, 1 0, 1 1, 0 0))"), "srid": 3857}
+        assert row["g"] == {"wkb": b64("POINT(7 8)"), "srid": None}  # GEOMETRY: no x, y
+        assert row["mp"] == {"wkb": b64("MULTIPOINT(1 2, 3 4)"), "srid": None}
+        assert base64.b64decode(row["gc"]["wkb"]) == b"\x01" + struct.pack("<II", 7, 0)
+        assert set(nulls.values()) == {None}

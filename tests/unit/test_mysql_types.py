@@ -7,6 +7,7 @@ import datetime as dt
 import decimal
 import os
 import re
+import struct
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -27,6 +28,7 @@ from connectors.mysql.types import (
 )
 
 TABLE = Table(TableId("db", None, "t"), ())
+POINT_WKB = b"\x01" + struct.pack("<Idd", 1, 1.5, -2.0)
 
 
 def col(
@@ -180,9 +182,15 @@ SAME_VALUE_CASES = [
     ),
     (
         col("POINT"),
-        bytes.fromhex("e6100000") + b"WKB",
-        bytes.fromhex("e6100000") + b"WKB",
-        {"wkb": b"WKB", "srid": 4326},
+        bytes.fromhex("e6100000") + POINT_WKB,
+        bytes.fromhex("e6100000") + POINT_WKB,
+        {"x": 1.5, "y": -2.0, "wkb": POINT_WKB, "srid": 4326},
+    ),
+    (
+        col("LINESTRING"),
+        bytes.fromhex("00000000") + b"WKB",
+        bytes.fromhex("00000000") + b"WKB",
+        {"wkb": b"WKB", "srid": None},  # SRID 0 is null, as in Debezium
     ),
 ]
 
@@ -249,6 +257,8 @@ def test_schemas_by_type() -> None:
         ("DATETIME", 3): (Type.INT64, "io.debezium.time.Timestamp"),
         ("DATETIME", 4): (Type.INT64, "io.debezium.time.MicroTimestamp"),
         ("GEOMETRY", None): (Type.STRUCT, "io.debezium.data.geometry.Geometry"),
+        ("POINT", None): (Type.STRUCT, "io.debezium.data.geometry.Point"),
+        ("GEOMETRYCOLLECTION", None): (Type.STRUCT, "io.debezium.data.geometry.Geometry"),
         ("UUID", None): (Type.STRING, "io.debezium.data.Uuid"),
         ("INET4", None): (Type.STRING, None),
         ("INET6", None): (Type.STRING, None),
