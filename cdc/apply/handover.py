@@ -199,6 +199,8 @@ def step(
             continue  # computed before (a replay): the first image is the true one
         held = state.pending.get(image.old_key)
         stored = lookups.get(key_text(image.key_row))
+        if stored is not None and _covers(stored, image.kc):
+            continue  # a re-sent key change applied before: its new key is past it too
         state.images[k] = _complete(image, held, stored)
         out.images_added = True
     for rec in sorted(incoming, key=_pos):
@@ -215,15 +217,15 @@ def step(
         else:
             out.merge.append(rec)
     for key, rec in list(state.pending.items()):
-        if _fill(rec, state.images, out):
+        stored = lookups.get(key_text(row_key(rec, key_cols)))
+        if stored is not None and _covers(stored, _pos(rec)[:-1]):
+            # The lake holds this source change (re-sent at another offset) or a later one.
+            del state.pending[key]
+            out.dropped += 1
+        elif _fill(rec, state.images, out):
             del state.pending[key]
             out.merge.append(rec)
             out.filled += 1
-            continue
-        stored = lookups.get(key_text(row_key(rec, key_cols)))
-        if stored is not None and _covers(stored, _pos(rec)):
-            del state.pending[key]  # the lake already holds a later state of the key
-            out.dropped += 1
     out.held = len(state.pending)
     _collect_images(state, lookups)
     return out
@@ -340,9 +342,11 @@ def _fill(rec: dict[str, Any], images: Mapping[tuple[str, Pos], Image], out: Out
     return True
 
 
-def _covers(stored: Lookup, pos: Pos) -> bool:
-    return (stored.pos is not None and stored.pos >= pos) or (
-        stored.deleted is not None and stored.deleted >= pos
+def _covers(stored: Lookup, source_pos: Pos) -> bool:
+    """Whether the lake holds the key at or after ``source_pos`` (a position without its Kafka
+    offset: a change re-sent at a later offset is still the same change)."""
+    return (stored.pos is not None and stored.pos[:-1] >= source_pos) or (
+        stored.deleted is not None and stored.deleted[:-1] >= source_pos
     )
 
 

@@ -240,6 +240,23 @@ def test_replayed_create_after_its_image_was_collected_is_dropped_not_held() -> 
     assert lake.side == [] and lake.rows() == {2: ("moved", "BIG")}
 
 
+def test_key_change_re_sent_at_later_offsets_keeps_the_handed_over_value() -> None:
+    """A connector restart re-sends the delete and the create (same source position, higher
+    offsets) after the image was collected and the old key deleted: not a NULL."""
+    lake = Lake()
+    d, c = key_change(1, 2, 20, "moved")
+    lake.send(0, ins(1, 10, "a", "BIG") + d + c)
+    lake.batch()
+    lake.batch()
+    assert lake.side == []
+    lake.send(0, d + c)
+    lake.batch()
+    assert lake.rows() == {2: ("moved", "BIG")}
+    lake.send(1, c)  # and once more, in a partition of its own
+    lake.batch()
+    assert lake.rows() == {2: ("moved", "BIG")} and lake.side == []
+
+
 def test_old_key_never_seen_by_the_lake_gives_null_not_a_placeholder() -> None:
     lake = Lake()
     d, c = key_change(1, 2, 20, "moved")
