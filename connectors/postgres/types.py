@@ -271,10 +271,17 @@ def _interval_parts(v: str) -> tuple[int, int, int, int, int, float]:
     return int(g["y"]), int(g["mo"]), days, int(g["h"]), int(g["mi"]), float(g["s"])
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _interval_micros(v: str) -> int:
+    """Debezium's MicroDuration: a month is 365.25 / 12 days. An interval beyond the int64
+    microsecond range (over about 292,000 years; PostgreSQL stores up to 178 million) is
+    clamped to it, as Java's ``(long)`` of the double does in Debezium."""
     y, mo, d, h, mi, s = _interval_parts(v)
     days = (y * 12 + mo) * DAYS_PER_MONTH + d
-    return round((((days * 24 + h) * 60 + mi) * 60 + s) * 1_000_000)
+    micros = round((((days * 24 + h) * 60 + mi) * 60 + s) * 1_000_000)
+    return min(max(micros, _INT64_MIN), _INT64_MAX)
 
 
 def _interval_string(v: str) -> str:
@@ -564,11 +571,12 @@ class TypeRegistry:
         info = self.catalog.get(oid)
         if info is None:
             return self._unknown()
-        if info.category == "E":
+        if info.category == "E" and not info.base_oid:  # a domain over an enum has "E" too
             return logical.enum(list(info.enum_labels)), None
         if info.base_oid:
             return self.resolve(info.base_oid, typmod if typmod >= 0 else info.base_typmod)
-        if info.element_oid:
+        if info.element_oid and info.category == "A":
+            # box, lseg and line also have a typelem (point, float8) but are no arrays
             inner = self.resolve(info.element_oid, typmod)
             if inner is None:
                 return None

@@ -203,3 +203,40 @@ def test_negative_zero_and_non_finite_floats() -> None:
     assert math.isnan(fn("NaN")) and fn("-Infinity") == -math.inf
     _, fn = conv(t.NUMERIC)
     assert fn("0") == fn("-0") == {"scale": 0, "value": b"\x00"}
+
+
+def test_wide_numerics_in_precise_mode_are_exact() -> None:
+    """numeric(p,s) beyond Python's 28-digit default context (issue 25.1)."""
+    for precision, scale, text in (
+        (38, 0, "9" * 38),
+        (30, 2, "9" * 28 + ".99"),
+        (40, 10, "-" + "9" * 30 + "." + "9" * 10),
+    ):
+        _, fn = conv(t.NUMERIC, (precision << 16 | scale) + 4)
+        assert fn(text) == decimal.Decimal(text)
+        assert fn(text).as_tuple().exponent == -scale
+
+
+def test_geometric_types_are_not_arrays() -> None:
+    """box and lseg have typelem point, line float8: they used to be parsed as arrays and
+    every event failed. Like Debezium they are unknown types (omitted, or the text as bytes
+    with include.unknown.datatypes)."""
+    info = {
+        603: t.TypeInfo(603, "box", "G", element_oid=t.POINT),
+        601: t.TypeInfo(601, "lseg", "G", element_oid=t.POINT),
+        628: t.TypeInfo(628, "line", "G", element_oid=t.FLOAT8),
+    }
+    for oid in info:
+        assert t.TypeRegistry(t.Modes(), info).resolve(oid, -1) is None
+        schema, fn = conv(oid, modes=t.Modes(include_unknown=True), info=info)
+        assert schema.type.value == "bytes" and fn("(3,4),(1,2)") == b"(3,4),(1,2)"
+
+
+def test_interval_beyond_int64_is_clamped() -> None:
+    """PostgreSQL stores intervals up to 178 million years; MicroDuration is int64."""
+    _, fn = conv(t.INTERVAL)
+    assert fn("P178000000Y") == 2**63 - 1
+    assert fn("P-178000000Y-11M") == -(2**63)
+    assert fn("P290000Y") == round(290000 * 12 * t.DAYS_PER_MONTH * 86_400_000_000)
+    _, fn = conv(t.INTERVAL, modes=t.Modes(interval="string"))
+    assert fn("P178000000Y") == "P178000000Y0M0DT0H0M0S"
