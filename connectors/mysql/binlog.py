@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc.spi import (
+    UNAVAILABLE,
     Operation,
     PositionReached,
     RowChange,
@@ -44,6 +45,7 @@ from connectors.mysql.errors import (
 from connectors.mysql.gtid import GtidSet
 from connectors.mysql.json_values import apply_json_diff, normalize
 from connectors.mysql.new_tables import NewTablesGate
+from connectors.mysql.row_images import COLS_BITMAP, refusal
 from connectors.mysql.schema import Applied
 from connectors.mysql.state import TaskState
 from connectors.mysql.types import ZERO_DATE
@@ -127,6 +129,8 @@ class BinlogProcessor:
         self.savepoints: dict[str, int] = {}
         self.overflowed = False
         self.tables: dict[tuple[int, int], _TableInfo] = {}
+        #: tables already warned about for a partial row image
+        self.partial_tables: set[TableId] = set()
         self.events_seen = 0
 
     # -- positions ------------------------------------------------------------------------------
@@ -476,21 +480,26 @@ class BinlogProcessor:
         db, name = tid.catalog, tid.table
         txn_id = self.txn_id
         fix = self._fixer(info)
+        absent: set[int] = set()
         for i, row in enumerate(rows):
             if i < skip:
                 continue
             source = self._source(db, name, pos, i)
             offset = self.offset(index, i + 1)
+            before = after = None
             if op is Operation.UPDATE:
-                before = fix(row["before_values"], row["before_none_sources"], None)
-                after = fix(row["after_values"], row["after_none_sources"], before)
-                self._emit(RowChange(op, tid, before, after, source, offset, txn_id))
+                before = fix(row["before_values"], row["before_none_sources"], None, absent)
+                after = fix(row["after_values"], row["after_none_sources"], before, absent)
             elif op is Operation.CREATE:
-                after = fix(row["values"], row["none_sources"], None)
-                self._emit(RowChange(op, tid, None, after, source, offset, txn_id))
+                after = fix(row["values"], row["none_sources"], None, absent)
             else:
-                before = fix(row["values"], row["none_sources"], None)
-                self._emit(RowChange(op, tid, before, None, source, offset, txn_id))
+                before = fix(row["values"], row["none_sources"], None, absent)
+            if absent and not self._partial_image_ok(event, tid, info, absent):
+                absent.clear()
+                continue
+            change = RowChange(op, tid, before, after, source, offset, txn_id, bool(absent))
+            absent.clear()
+            self._emit(change)
         if self.core_metrics is not None:
             streaming = self.core_metrics.streaming
             streaming.ms_behind_source = max(int(time.time() * 1000) - self.ts_sec * 1000, 0)
@@ -525,11 +534,15 @@ class BinlogProcessor:
 
     def _fixer(
         self, info: _TableInfo
-    ) -> Callable[[dict[str, Any], dict[str, Any], Any], list[Any]]:
-        """Values in column order, with the decoder's special Nones made explicit."""
+    ) -> Callable[[dict[str, Any], dict[str, Any], Any, set[int]], list[Any]]:
+        """Values in column order, with the decoder's special Nones made explicit; columns
+        absent from the image (see row_images.py) become the before image's value or
+        UNAVAILABLE, whose positions are added to ``absent``."""
         index = info.index
 
-        def fix(values: dict[str, Any], nones: dict[str, Any], before: Any) -> list[Any]:
+        def fix(
+            values: dict[str, Any], nones: dict[str, Any], before: Any, absent: set[int]
+        ) -> list[Any]:
             out = list(values.values())
             for name, why in nones.items():
                 if why == "null":
@@ -537,7 +550,13 @@ class BinlogProcessor:
                 i = index.get(name)
                 if i is None:
                     continue
-                if why == "empty set":
+                if why == COLS_BITMAP:
+                    if before is not None and before[i] is not UNAVAILABLE:
+                        out[i] = before[i]  # not set by the UPDATE: the value it had
+                    else:
+                        out[i] = UNAVAILABLE
+                        absent.add(i)
+                elif why == "empty set":
                     out[i] = ""
                 elif why in _ZERO_SOURCES:
                     out[i] = ZERO_DATE
@@ -581,6 +600,31 @@ class BinlogProcessor:
         self.metrics.skipped_events += 1
         if mode == "warn":
             log.warning("skipping: %s", message)
+
+    def _partial_image_ok(
+        self, event: Any, tid: TableId, info: _TableInfo, absent: set[int]
+    ) -> bool:
+        """Whether a row whose image lacks the columns ``absent`` can be emitted with the
+        placeholder; otherwise refused under the deserialization failure mode."""
+        where = f"{self.file}:{self.start_of(event)}"
+        why = refusal(tid, [info.table.columns[i] for i in sorted(absent)], where)
+        if why is None:
+            if tid not in self.partial_tables:
+                self.partial_tables.add(tid)
+                log.warning(
+                    "%s: a row image without every column (binlog_row_image=MINIMAL or NOBLOB "
+                    "in the writing session) at %s; the absent columns carry the "
+                    "unavailable-value placeholder",
+                    tid,
+                    where,
+                )
+            return True
+        if self.decode_mode == "fail":
+            raise EventDeserializationFailed(why)
+        self.metrics.skipped_events += 1
+        if self.decode_mode == "warn":
+            log.warning("skipping: %s", why)
+        return False
 
     def _bad_event(self, event: Any, exc: Exception) -> None:
         position = self.offset(self.events_done - 1, 0)

@@ -59,7 +59,12 @@ def check_server(info: myconn.ServerInfo) -> None:
     if info.binlog_format != "ROW":
         problems.append(f"binlog_format is {info.binlog_format or '?'}; it must be ROW")
     if info.row_image != "FULL":
-        problems.append(f"binlog_row_image is {info.row_image or '?'}; it must be FULL")
+        problems.append(
+            f"binlog_row_image is {info.row_image or '?'}; it must be FULL (MINIMAL and "
+            "NOBLOB leave columns out of the row images, which the events could only carry as "
+            "placeholders or not at all): SET GLOBAL binlog_row_image=FULL and set it in the "
+            "server's configuration file"
+        )
     if info.row_metadata != "FULL":
         problems.append(
             f"binlog_row_metadata is {info.row_metadata or 'not supported'}; set it to FULL "
