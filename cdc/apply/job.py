@@ -9,7 +9,9 @@ micro-batch to :meth:`ApplyJob.process_batch` (``foreachBatch``):
    any kind either fails the batch, before anything is written, with a message naming
    topic/partition/offset (``on.error: fail``), or goes to the quarantine table
    (``on.error: quarantine``). Never silently dropped.
-3. DDL (create, add columns, widen), then per table: truncates, MERGE, deleted-keys append.
+3. DDL (create, add columns, widen), then per table: truncates, fills across primary-key
+   changes (``handover``: images kept, rows held until their old key's image arrives), MERGE,
+   deleted-keys append.
 4. One log line per batch; Spark's own progress is logged by a query listener.
 
 Exactly-once in effect: Spark commits the Kafka offsets of a batch to the checkpoint only after
