@@ -117,13 +117,12 @@ class WorkerSettings(BaseModel):
         1, alias="status.storage.replication.factor", ge=-1
     )
     assignment_storage_topic: str = Field("tidemark-assignments", alias="assignment.storage.topic")
-    assignment_storage_partitions: int = Field(25, alias="assignment.storage.partitions", ge=1)
     session_timeout_ms: int = Field(10000, alias="session.timeout.ms", ge=1000)
     heartbeat_interval_ms: int = Field(3000, alias="heartbeat.interval.ms", ge=100)
     rebalance_timeout_ms: int = Field(60000, alias="rebalance.timeout.ms", ge=1000)
-    scheduled_rebalance_max_delay_ms: int = Field(
-        300000, alias="scheduled.rebalance.max.delay.ms", ge=0
-    )
+    # Kafka Connect defaults to 300000; tidemark to 0, so a dead worker's tasks move within
+    # session.timeout.ms (docs/distributed.md, "Waiting for a departed worker").
+    scheduled_rebalance_max_delay_ms: int = Field(0, alias="scheduled.rebalance.max.delay.ms", ge=0)
 
     @model_validator(mode="before")
     @classmethod

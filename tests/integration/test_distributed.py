@@ -1,21 +1,25 @@
-"""Distributed mode end to end: three `tidemark run` processes in one group on the local Kafka,
-two PostgreSQL connectors streaming under a writer.
+"""Distributed mode end to end: `tidemark run` processes in one group on the local Kafka, with
+PostgreSQL (two databases) and MariaDB connectors streaming under writers.
 
-- REST on any worker: a connector created on one is run by whichever worker the group gave
-  its slot, and every worker answers the same status, naming that worker.
-- kill -9 of the worker running a task: the task runs on another worker within the session
-  timeout plus its restart, and every row written meanwhile reaches Kafka (at-least-once).
-- SIGTERM of a worker: its tasks are handed over at once, nothing lost.
+- Three workers, three connectors created on three different workers: each worker runs one
+  (the assignment spreads tasks evenly), and every worker answers the same status.
+- Exactly-once enabled: kill -9 of a worker moves its task within the session timeout plus its
+  restart (measured); the killed worker restarted gets a task back; then a rolling restart of
+  all three workers under load. Reconciliation: each table equals the last event per key in
+  its topic, and a read_committed consumer sees every change exactly once.
 - A worker frozen (SIGSTOP) past the session timeout loses its task; woken up (SIGCONT) it
-  fences itself, and with exactly-once its transactional producer is fenced: a read_committed
-  consumer sees every row exactly once.
+  fences itself, and a read_committed consumer sees every row exactly once.
+- scheduled.rebalance.max.delay.ms: a killed worker restarted within the delay gets its task
+  back without it running elsewhere; not restarted, its task moves once the delay is over.
 
-Measured times are printed (run with -s) and recorded in docs/distributed.md.
+TIDEMARK_DISTRIBUTED_ROUNDS=N (default 1) repeats the kill -9 and rolling restart N times
+under load, on demand. Measured times are printed (run with -s); docs/distributed.md has them.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -30,44 +34,53 @@ from typing import Any
 
 import orjson
 import psycopg
+import pymysql
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.conftest import PgInfo
+from tests.integration.conftest import MySqlInfo, PgInfo
 from tests.integration.test_worker_rest import free_port, wait_for
 from worker.rest.client import Client
 
-pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
+pytestmark = [pytest.mark.postgres, pytest.mark.mariadb, pytest.mark.kafka]
 
 TIDEMARK = str(Path(sys.executable).parent / "tidemark")
 SESSION_MS = 6000  # the broker's group.min.session.timeout.ms
+ROUNDS = int(os.environ.get("TIDEMARK_DISTRIBUTED_ROUNDS", "1"))
 
 
 @dataclass
 class Cluster:
     pg: PgInfo
+    my: MySqlInfo
     kafka: str
-    dbname: str
-    role: str
-    password: str
     tag: str
+    password: str
     tmp: Path
 
-    def sql(self, *statements: str) -> None:
-        with psycopg.connect(self.pg.dsn(self.dbname), autocommit=True) as c:
-            for s in statements:
-                c.execute(s)  # type: ignore[arg-type]
+    @property
+    def db1(self) -> str:
+        return self.tag
 
-    def connector(self, table: str) -> dict[str, str]:
-        prefix = f"{self.tag}{table}"
+    @property
+    def db2(self) -> str:
+        return f"{self.tag}_2"
+
+    def sql(self, db: str, *statements: str) -> None:
+        with psycopg.connect(self.pg.dsn(db), autocommit=True) as c:
+            for st in statements:
+                c.execute(st)  # type: ignore[arg-type]
+
+    def pg_connector(self, name: str, db: str, table: str) -> dict[str, str]:
+        prefix = f"{self.tag}{name}"
         return {
             "connector.class": "postgres",
             "database.hostname": self.pg.host,
             "database.port": str(self.pg.port),
-            "database.user": self.role,
+            "database.user": self.tag,
             "database.password": "${env:TMD_PG_PASSWORD}",
-            "database.dbname": self.dbname,
+            "database.dbname": db,
             "topic.prefix": prefix,
             "slot.name": f"slot_{prefix}",
             "publication.name": f"pub_{prefix}",
@@ -79,57 +92,94 @@ class Cluster:
             "errors.retry.delay.max.ms": "1000",
         }
 
-    def topic(self, table: str) -> str:
-        return f"{self.tag}{table}.public.{table}"
+    def maria_connector(self, name: str, table: str) -> dict[str, str]:
+        return {
+            "connector.class": "mysql",
+            "database.hostname": self.my.host,
+            "database.port": str(self.my.port),
+            "database.user": self.my.user,
+            "database.password": "${env:TMD_MY_PASSWORD}",
+            "database.server.id": str(5400 + random.randint(1, 99999) * 1000),
+            "topic.prefix": f"{self.tag}{name}",
+            "database.include.list": self.db1,
+            "table.include.list": f"{self.db1}.{table}",
+            "poll.interval.ms": "50",
+            "connect.backoff.initial.delay.ms": "200",
+            "connect.backoff.max.delay.ms": "1000",
+        }
 
-    def yaml(self, name: str, port: int, group: str, exactly_once: bool) -> Path:
-        lines = [
-            "worker:",
-            "  mode: distributed",
-            f"  group.id: {group}",
-            f"  bootstrap.servers: {self.kafka}",
-            f"  config.storage.topic: {group}-configs",
-            f"  status.storage.topic: {group}-status",
-            f"  offset.storage.topic: {group}-offsets",
-            f"  assignment.storage.topic: {group}-assignments",
-            "  offset.storage.partitions: 3",
-            "  assignment.storage.partitions: 12",
-            f"  session.timeout.ms: {SESSION_MS}",
-            "  heartbeat.interval.ms: 1000",
-            "  rebalance.timeout.ms: 20000",
-            "  rest.host: 127.0.0.1",
-            f"  rest.port: {port}",
-            f"  state.dir: {self.tmp / name}",
-            "  offset.flush.interval.ms: 200",
-            "  task.shutdown.graceful.timeout.ms: 10000",
-            f"  exactly.once.source.support: {'enabled' if exactly_once else 'disabled'}",
-            "  config.providers: env",
-            "  config.providers.env.class: EnvVarConfigProvider",
-            "  config.providers.env.param.allowlist.pattern: TMD_.*",
-        ]
+    def drop_slots(self) -> None:
+        """Free this module's replication slots as soon as a test is done with them (the
+        shared server has few)."""
+        with psycopg.connect(self.pg.dsn(), autocommit=True) as conn:
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE slot_name LIKE %s AND NOT active",
+                (f"slot_{self.tag}%",),
+            )
+
+    def topic(self, name: str, table: str) -> str:
+        return f"{self.tag}{name}.public.{table}"
+
+    def yaml(self, name: str, port: int, group: str, extra: dict[str, str]) -> Path:
+        keys = {
+            "mode": "distributed",
+            "group.id": group,
+            "bootstrap.servers": self.kafka,
+            "config.storage.topic": f"{group}-configs",
+            "status.storage.topic": f"{group}-status",
+            "offset.storage.topic": f"{group}-offsets",
+            "assignment.storage.topic": f"{group}-assignments",
+            "offset.storage.partitions": "3",
+            "session.timeout.ms": str(SESSION_MS),
+            "heartbeat.interval.ms": "1000",
+            "rebalance.timeout.ms": "20000",
+            "rest.host": "127.0.0.1",
+            "rest.port": str(port),
+            "state.dir": str(self.tmp / name),
+            "offset.flush.interval.ms": "200",
+            "task.shutdown.graceful.timeout.ms": "10000",
+            "config.providers": "env",
+            "config.providers.env.class": "EnvVarConfigProvider",
+            "config.providers.env.param.allowlist.pattern": "TMD_.*",
+            **extra,
+        }
         path = self.tmp / f"{name}.yaml"
-        path.write_text("\n".join(lines) + "\n")
+        path.write_text("worker:\n" + "".join(f"  {k}: {v}\n" for k, v in keys.items()))
         return path
 
 
 class Worker:
-    def __init__(self, c: Cluster, name: str, group: str, exactly_once: bool = False) -> None:
+    def __init__(self, c: Cluster, name: str, group: str, **extra: str) -> None:
         self.port = free_port()
         self.id = f"127.0.0.1:{self.port}"
         self.log_path = c.tmp / f"{name}.log"
-        yaml = c.yaml(name, self.port, group, exactly_once)
-        env = {**os.environ, "TMD_PG_PASSWORD": c.password}
+        self.yaml = c.yaml(
+            name, self.port, group, {k.replace("_", "."): v for k, v in extra.items()}
+        )
+        self.env = {**os.environ, "TMD_PG_PASSWORD": c.password, "TMD_MY_PASSWORD": c.my.password}
+        self.client = Client(f"http://127.0.0.1:{self.port}", timeout=30)
+        self.start()
+
+    def start(self) -> None:
+        """Start (or start again: same config, port and worker id)."""
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(
-                [TIDEMARK, "run", str(yaml)], stdout=out, stderr=subprocess.STDOUT, env=env
+                [TIDEMARK, "run", str(self.yaml)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
             )
-        self.client = Client(f"http://127.0.0.1:{self.port}", timeout=30)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
     def healthy(self) -> bool:
-        assert self.proc.poll() is None, f"worker exited:\n{self.log()}"
+        assert self.alive, f"worker exited:\n{self.log()}"
         try:
             return self.client.request("GET", "/health")[0] == 200
         except Exception:
@@ -141,35 +191,64 @@ class Worker:
         tasks = doc["tasks"]
         return dict(tasks[0]) if tasks else {}
 
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
     def end(self) -> None:
-        if self.proc.poll() is None:
+        if self.alive:
             os.kill(self.proc.pid, signal.SIGCONT)
             self.proc.terminate()
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                self.kill()
 
 
 class Writer:
-    """Inserts rows into each table, one per transaction, until stopped; remembers the ids."""
+    """Writes to each table until stopped: every round inserts row n and updates row n - 5,
+    one transaction each, so the last event per key must match the table."""
 
-    def __init__(self, c: Cluster, tables: list[str]) -> None:
-        self.c, self.tables = c, tables
-        self.written: dict[str, list[int]] = {t: [] for t in tables}
+    def __init__(self, c: Cluster, pg: list[tuple[str, str]], maria: tuple[str, ...] = ()) -> None:
+        self.c, self.pg, self.maria = c, pg, list(maria)
+        self.rounds = 0
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
+        self.error: BaseException | None = None
 
     def _run(self) -> None:
-        n = 0
-        with psycopg.connect(self.c.pg.dsn(self.c.dbname), autocommit=True) as conn:
+        try:
+            self._write()
+        except BaseException as exc:  # reported by __exit__
+            self.error = exc
+
+    def _write(self) -> None:
+        pgs = {db: psycopg.connect(self.c.pg.dsn(db), autocommit=True) for db, _ in self.pg}
+        my = pymysql.connect(
+            host=self.c.my.host,
+            port=self.c.my.port,
+            user=self.c.my.user,
+            password=self.c.my.password,
+            database=self.c.db1,
+            autocommit=True,
+        )
+        try:
+            n = 0
             while not self._stop.is_set():
                 n += 1
-                for t in self.tables:
-                    conn.execute(f"INSERT INTO {t} VALUES (%s, 'x')", (n,))  # type: ignore[arg-type]
-                    self.written[t].append(n)
+                for db, table in self.pg:
+                    pgs[db].execute(f"INSERT INTO {table} VALUES (%s, 'x')", (n,))  # type: ignore[arg-type]
+                    pgs[db].execute(f"UPDATE {table} SET v = %s WHERE id = %s", (f"u{n}", n - 5))  # type: ignore[arg-type]
+                with my.cursor() as cur:
+                    for table in self.maria:
+                        cur.execute(f"INSERT INTO {table} VALUES (%s, 'x')", (n,))
+                        cur.execute(f"UPDATE {table} SET v = %s WHERE id = %s", (f"u{n}", n - 5))
+                self.rounds = n
                 time.sleep(0.03)
+        finally:
+            my.close()
+            for conn in pgs.values():
+                conn.close()
 
     def __enter__(self) -> Writer:
         self.thread.start()
@@ -178,11 +257,29 @@ class Writer:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self.thread.join()
+        assert self.error is None, self.error
 
 
-def ids_in(kafka: str, topic: str, expected: int, isolation: str) -> Counter[int]:
-    """How often each row id appears in the topic's change events, reading until ``expected``
-    distinct ids arrived or 40 s passed."""
+def table_rows(c: Cluster, db: str, table: str, maria: bool = False) -> dict[int, str]:
+    if maria:
+        conn = pymysql.connect(
+            host=c.my.host, port=c.my.port, user=c.my.user, password=c.my.password, database=db
+        )
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f"SELECT id, v FROM {table}")
+                return {int(r[0]): str(r[1]) for r in cur.fetchall()}
+        finally:
+            conn.close()
+    with psycopg.connect(c.pg.dsn(db)) as pc:
+        return {int(r[0]): str(r[1]) for r in pc.execute(f"SELECT id, v FROM {table}")}  # type: ignore[arg-type]
+
+
+def reconcile(
+    kafka: str, topic: str, table: dict[int, str], isolation: str
+) -> Counter[tuple[int, str]]:
+    """Read ``topic`` until the last event per key equals ``table`` (or 60 s passed), assert
+    they are equal, and return how often each (id, value) image was seen."""
     consumer = Consumer(
         {
             "bootstrap.servers": kafka,
@@ -192,17 +289,31 @@ def ids_in(kafka: str, topic: str, expected: int, isolation: str) -> Counter[int
         }
     )
     consumer.assign([TopicPartition(topic, 0, 0)])
-    seen: Counter[int] = Counter()
-    deadline = time.monotonic() + 40
-    while len(seen) < expected and time.monotonic() < deadline:
-        for m in consumer.consume(500, 0.5):
-            if m.error() is None and m.value() is not None:
-                payload = orjson.loads(m.value())
-                after = (payload.get("payload") or payload).get("after")
-                if after:
-                    seen[int(after["id"])] += 1
-    consumer.close()
+    seen: Counter[tuple[int, str]] = Counter()
+    last: dict[int, str] = {}
+    deadline = time.monotonic() + 60
+    try:
+        while last != table and time.monotonic() < deadline:
+            for m in consumer.consume(500, 0.5):
+                if m.error() is None and m.value() is not None:
+                    payload = orjson.loads(m.value())
+                    after = (payload.get("payload") or payload).get("after")
+                    if after:
+                        image = (int(after["id"]), str(after["v"]))
+                        seen[image] += 1
+                        last[image[0]] = image[1]
+    finally:
+        consumer.close()
+    missing = {k: v for k, v in table.items() if last.get(k) != v}
+    assert not missing, (
+        f"{topic}: {len(missing)} rows differ from their last event: {sorted(missing.items())[:10]}"
+    )
     return seen
+
+
+def assert_once(topic: str, seen: Counter[tuple[int, str]]) -> None:
+    twice = {k: n for k, n in seen.items() if n > 1}
+    assert not twice, f"{topic}: changes seen more than once by read_committed: {twice}"
 
 
 def first_event_after(kafka: str, topic: str, since_ms: int, timeout: float = 60) -> float:
@@ -224,45 +335,52 @@ def first_event_after(kafka: str, topic: str, since_ms: int, timeout: float = 60
 
 @pytest.fixture(scope="module")
 def cluster(
-    postgres: PgInfo, kafka: str, tmp_path_factory: pytest.TempPathFactory
+    postgres: PgInfo, mariadb: MySqlInfo, kafka: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
     tag = f"td{uuid.uuid4().hex[:8]}"
     c = Cluster(
         postgres,
+        mariadb,
         kafka,
-        dbname=tag,
-        role=tag,
-        password=f"Pw-{uuid.uuid4().hex}",
         tag=tag,
+        password=f"Pw-{uuid.uuid4().hex}",
         tmp=tmp_path_factory.mktemp("distributed"),
     )
     with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
-        conn.execute(f"CREATE ROLE {c.role} LOGIN SUPERUSER REPLICATION PASSWORD '{c.password}'")  # type: ignore[arg-type]
-        conn.execute(f'CREATE DATABASE "{c.dbname}" OWNER {c.role}')  # type: ignore[arg-type]
-    c.sql(*(f"CREATE TABLE {t} (id int PRIMARY KEY, v text)" for t in ("a", "b", "e")))
+        conn.execute(f"CREATE ROLE {tag} LOGIN SUPERUSER REPLICATION PASSWORD '{c.password}'")  # type: ignore[arg-type]
+        for db in (c.db1, c.db2):
+            conn.execute(f'CREATE DATABASE "{db}" OWNER {tag}')  # type: ignore[arg-type]
+    c.sql(c.db1, *(f"CREATE TABLE {t} (id int PRIMARY KEY, v text)" for t in ("a", "e", "f")))
+    c.sql(c.db2, "CREATE TABLE b (id int PRIMARY KEY, v text)")
+    my = pymysql.connect(
+        host=mariadb.host,
+        port=mariadb.port,
+        user=mariadb.user,
+        password=mariadb.password,
+        autocommit=True,
+    )
+    with my.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{c.db1}`")
+        cur.execute(f"CREATE TABLE `{c.db1}`.m (id int PRIMARY KEY, v varchar(20))")
     yield c
+    with my.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{c.db1}`")
+    my.close()
+    c.drop_slots()
     with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{c.dbname}" WITH (FORCE)')  # type: ignore[arg-type]
-        conn.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-            "WHERE slot_name LIKE %s AND NOT active",
-            (f"slot_{tag}%",),
-        )
-        conn.execute(f"DROP ROLE IF EXISTS {c.role}")  # type: ignore[arg-type]
+        for db in (c.db1, c.db2):
+            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')  # type: ignore[arg-type]
+        conn.execute(f"DROP ROLE IF EXISTS {tag}")  # type: ignore[arg-type]
     admin = AdminClient({"bootstrap.servers": kafka})
     mine = [t for t in admin.list_topics(timeout=10).topics if t.startswith(tag)]
     if mine:
         admin.delete_topics(mine)
 
 
-def start_workers(c: Cluster, group: str, n: int, exactly_once: bool = False) -> list[Worker]:
-    workers = [Worker(c, f"{group}-w{i}", group, exactly_once) for i in range(n)]
+def start_workers(c: Cluster, group: str, n: int, **extra: str) -> list[Worker]:
+    workers = [Worker(c, f"{group}-w{i}", group, **extra) for i in range(n)]
     for w in workers:
         wait_for(w.healthy, 60, f"{w.id} healthy")
-    # Connectors are created once the group has settled (every worker holds slots): a task
-    # moved in the middle of its first snapshot redoes it, with duplicates by design.
-    for w in workers:
-        wait_for(lambda w=w: "assigned slot" in w.log(), 30, f"{w.id} to hold slots")
     return workers
 
 
@@ -270,7 +388,7 @@ def running_on(workers: list[Worker], name: str, exclude: str = "") -> Callable[
     """A probe: the worker id running the task, per the first live worker, or ''."""
 
     def probe() -> str:
-        live = next(w for w in workers if w.proc.poll() is None and w.id != exclude)
+        live = next(w for w in workers if w.alive and w.id != exclude)
         t = live.task(name)
         if t.get("state") == "RUNNING" and t.get("worker_id") != exclude:
             return str(t["worker_id"])
@@ -279,124 +397,207 @@ def running_on(workers: list[Worker], name: str, exclude: str = "") -> Callable[
     return probe
 
 
-def test_three_workers_share_connectors_and_fail_over(cluster: Cluster) -> None:
+def placement(workers: list[Worker], names: list[str]) -> dict[str, str]:
+    return {n: running_on(workers, n)() for n in names}
+
+
+def spread(workers: list[Worker], names: list[str]) -> Callable[[], bool]:
+    """A probe: every task RUNNING, one per live worker."""
+
+    def probe() -> bool:
+        where = placement(workers, names)
+        return all(where.values()) and len(set(where.values())) == len(names)
+
+    return probe
+
+
+def run_one(c: Cluster, workers: list[Worker], short: str, table: str) -> tuple[str, Worker]:
+    """Create a PostgreSQL connector on ``table`` and wait until it runs: its name and the
+    worker running it."""
+    name = f"{c.tag}-{short}"
+    code, doc = workers[0].client.request(
+        "POST", "/connectors", {"name": name, "config": c.pg_connector(short, c.db1, table)}
+    )
+    assert code == 201, doc
+    wait_for(lambda: bool(running_on(workers, name)()), 60, f"{name} running")
+    return name, next(w for w in workers if w.id == running_on(workers, name)())
+
+
+def test_three_workers_spread_fail_over_and_roll_exactly_once(cluster: Cluster) -> None:
     c = cluster
     group = f"{c.tag}-g1"
-    workers = start_workers(c, group, 3)
+    workers = start_workers(c, group, 3, exactly_once_source_support="enabled")
+    pa, pb, my = f"{c.tag}-pa", f"{c.tag}-pb", f"{c.tag}-my"
+    names = [pa, pb, my]
+    configs = {
+        pa: c.pg_connector("pa", c.db1, "a"),
+        pb: c.pg_connector("pb", c.db2, "b"),
+        my: c.maria_connector("my", "m"),
+    }
+    topics = {pa: c.topic("pa", "a"), pb: c.topic("pb", "b"), my: f"{c.tag}my.{c.db1}.m"}
     try:
-        # Writes on any worker; every worker shows the same cluster state.
-        for w, table in zip(workers, ("a", "b"), strict=False):
+        # Writes on any worker; one task per worker; every worker shows the same state.
+        for w, name in zip(workers, names, strict=True):
             code, doc = w.client.request(
-                "POST", "/connectors", {"name": table, "config": c.connector(table)}
+                "POST", "/connectors", {"name": name, "config": configs[name]}
             )
             assert code == 201, doc
-        for table in ("a", "b"):
-            wait_for(lambda t=table: bool(running_on(workers, t)()), 60, f"{table} running")
-        for table in ("a", "b"):
-            views = [w.client.get(f"/connectors/{table}/status") for w in workers]
+        wait_for(spread(workers, names), 90, "one task on each worker")
+        for name in names:
+            views = [w.client.get(f"/connectors/{name}/status") for w in workers]
             assert all(v == views[0] for v in views), views
-            assert views[0]["tasks"][0]["worker_id"] in {w.id for w in workers}
-        assert all(w.client.get("/connectors") == ["a", "b"] for w in workers)
+        assert all(w.client.get("/connectors") == sorted(names) for w in workers)
 
-        with Writer(c, ["a", "b"]) as writer:
-            time.sleep(2)
-            # kill -9 the worker running "a".
-            owner = running_on(workers, "a")()
-            victim = next(w for w in workers if w.id == owner)
-            kill_ms = int(time.time() * 1000)
-            t0 = time.monotonic()
-            victim.proc.kill()
-            victim.proc.wait()
-            wait_for(
-                lambda: bool(running_on(workers, "a", exclude=owner)()),
-                SESSION_MS / 1000 + 30,
-                "task a to run on another worker",
-            )
-            moved_s = time.monotonic() - t0
-            first_s = first_event_after(c.kafka, c.topic("a"), kill_ms)
-            print(
-                f"\nkill -9: task RUNNING elsewhere after {moved_s:.1f} s, first event "
-                f"from the moved task {first_s:.1f} s after the kill"
-            )
-            assert moved_s < SESSION_MS / 1000 + 20
-            time.sleep(2)
-            # SIGTERM one of the survivors: graceful hand-over.
-            live = [w for w in workers if w.proc.poll() is None]
-            leaving = next((w for w in live if w.id == running_on(live, "b")()), live[0])
-            t1 = time.monotonic()
-            leaving.proc.terminate()
-            assert leaving.proc.wait(30) == 0, leaving.log()
-            rest = [w for w in live if w is not leaving]
-            for table in ("a", "b"):
+        with Writer(c, [(c.db1, "a"), (c.db2, "b")], ("m",)):
+            for _ in range(ROUNDS):
+                time.sleep(2)
+                # kill -9 the worker running the MariaDB connector: its task moves.
+                victim = next(w for w in workers if w.id == running_on(workers, my)())
+                kill_ms, t0 = int(time.time() * 1000), time.monotonic()
+                victim.kill()
                 wait_for(
-                    lambda t=table: running_on(rest, t)() == rest[0].id,
-                    30,
-                    f"{table} on the last worker",
+                    lambda v=victim: bool(running_on(workers, my, exclude=v.id)()),
+                    SESSION_MS / 1000 + 30,
+                    "the MariaDB task to run on another worker",
                 )
-            print(
-                f"SIGTERM: tasks running on the last worker {time.monotonic() - t1:.1f} s "
-                "after the stop"
+                moved_s = time.monotonic() - t0
+                first_s = first_event_after(c.kafka, topics[my], kill_ms)
+                print(
+                    f"\nkill -9: task RUNNING elsewhere after {moved_s:.1f} s, first event from "
+                    f"the moved task {first_s:.1f} s after the kill"
+                )
+                assert moved_s < SESSION_MS / 1000 + 20
+                # Back in the group, the worker gets one task again (balance restored).
+                victim.start()
+                wait_for(victim.healthy, 60, f"{victim.id} healthy again")
+                wait_for(spread(workers, names), 60, "one task on each worker after the rejoin")
+                # Rolling restart under load: each worker stopped (SIGTERM) and started again.
+                for w in workers:
+                    t1 = time.monotonic()
+                    w.proc.terminate()
+                    assert w.proc.wait(30) == 0, w.log()
+                    others = [o for o in workers if o is not w]
+                    wait_for(
+                        lambda o=others: all(placement(o, names).values()),
+                        30,
+                        f"every task running while {w.id} is down",
+                    )
+                    handed_s = time.monotonic() - t1
+                    w.start()
+                    wait_for(w.healthy, 60, f"{w.id} healthy again")
+                    wait_for(spread(workers, names), 60, f"one task on each after {w.id}")
+                    print(f"rolling restart of {w.id}: tasks handed over in {handed_s:.1f} s")
+                time.sleep(1)
+        # Reconciliation: each table equals the last event per key of its topic, and with
+        # exactly-once no change was seen twice across the kill, the rejoins and the restarts.
+        tables = {
+            pa: table_rows(c, c.db1, "a"),
+            pb: table_rows(c, c.db2, "b"),
+            my: table_rows(c, c.db1, "m", maria=True),
+        }
+        for name in names:
+            assert len(tables[name]) > 50, tables[name]
+            assert_once(
+                topics[name], reconcile(c.kafka, topics[name], tables[name], "read_committed")
             )
-            time.sleep(1)
-        for table in ("a", "b"):
-            seen = ids_in(c.kafka, c.topic(table), len(writer.written[table]), "read_uncommitted")
-            missing = set(writer.written[table]) - set(seen)
-            assert not missing, f"{table}: {len(missing)} rows lost: {sorted(missing)[:20]}"
     finally:
         for w in workers:
             w.end()
+        c.drop_slots()
 
 
 def test_frozen_worker_is_fenced_and_exactly_once_holds(cluster: Cluster) -> None:
     c = cluster
     group = f"{c.tag}-g2"
-    workers = start_workers(c, group, 2, exactly_once=True)
+    workers = start_workers(c, group, 2, exactly_once_source_support="enabled")
     try:
-        code, doc = workers[0].client.request(
-            "POST", "/connectors", {"name": "e", "config": c.connector("e")}
-        )
-        assert code == 201, doc
-        wait_for(lambda: bool(running_on(workers, "e")()), 60, "e running")
-        with Writer(c, ["e"]) as writer:
+        name, _ = run_one(c, workers, "pe", "e")
+        with Writer(c, [(c.db1, "e")]):
             time.sleep(2)
-            owner = running_on(workers, "e")()
-            zombie = next(w for w in workers if w.id == owner)
+            zombie = next(w for w in workers if w.id == running_on(workers, name)())
             other = next(w for w in workers if w is not zombie)
             os.kill(zombie.proc.pid, signal.SIGSTOP)
             t0 = time.monotonic()
             wait_for(
-                lambda: other.task("e").get("worker_id") == other.id,
+                lambda: other.task(name).get("worker_id") == other.id,
                 SESSION_MS / 1000 + 20,
                 "task e taken over by the other worker",
             )
             moved_s = time.monotonic() - t0
-            # The frozen worker still holds the replication slot; its producer is fenced.
+            # Frozen, the zombie still holds the replication slot while rows keep coming; the
+            # new owner's producer (same transactional.id) has fenced the zombie's.
             time.sleep(max(SESSION_MS / 1000 + 2 - moved_s, 1))
             os.kill(zombie.proc.pid, signal.SIGCONT)
+            # What the woken worker reports, deterministically: it measured the gap, stopped
+            # its tasks without writing their status, and joined again.
             wait_for(
                 lambda: "longer than session.timeout.ms" in zombie.log(),
                 20,
                 "the woken worker to fence itself",
             )
-            wait_for(
-                lambda: other.task("e").get("state") == "RUNNING", 30, "e running after the wake"
-            )
+            wait_for(lambda: bool(running_on(workers, name)()), 30, "e running after the wake")
             print(f"\nSIGSTOP: task e assigned to the other worker after {moved_s:.1f} s")
             time.sleep(3)
         # Both workers agree on the one that runs the task (the woken one may have been given
-        # its slot back by the rebalance its rejoin caused: the group balances slots).
-        views = [w.task("e") for w in workers]
+        # the slot back by the rebalance its rejoin caused).
+        views = [w.task(name) for w in workers]
         assert views[0] == views[1] and views[0]["state"] == "RUNNING", views
-        seen = ids_in(c.kafka, c.topic("e"), len(writer.written["e"]), "read_committed")
-        missing = set(writer.written["e"]) - set(seen)
-        assert not missing, f"{len(missing)} rows lost: {sorted(missing)[:20]}"
-        twice = {i: n for i, n in seen.items() if n > 1}
-        assert not twice, f"duplicates seen by a read_committed consumer: {twice}"
-        # The woken worker's pending transaction was rejected: its producer was fenced by the
-        # new owner's (same transactional.id, newer epoch).
-        fenced = [line for line in zombie.log().splitlines() if "fenced by a newer" in line]
-        print("woken worker:", *fenced[:3], sep="\n  ")
-        assert fenced, zombie.log()
+        topic = c.topic("pe", "e")
+        assert_once(topic, reconcile(c.kafka, topic, table_rows(c, c.db1, "e"), "read_committed"))
+        # Whatever the woken worker tried to commit was rejected as fenced (it may have had
+        # nothing in flight: then it wrote nothing, which the check above also shows).
+        errors = [
+            ln for ln in zombie.log().splitlines() if "Kafka rejected" in ln or "fenced" in ln
+        ]
+        print("woken worker:", *errors[:3], sep="\n  ")
+        assert all("fenced" in ln.lower() for ln in errors if "Kafka rejected" in ln), errors
     finally:
         for w in workers:
             w.end()
+        c.drop_slots()
+
+
+def test_departed_worker_keeps_its_task_for_the_scheduled_delay(cluster: Cluster) -> None:
+    """scheduled.rebalance.max.delay.ms: a killed worker's task is not moved while the delay
+    runs; the worker restarted within it, the task runs again at once; not restarted, the
+    task moves once the session timeout plus the delay is over."""
+    c = cluster
+    group = f"{c.tag}-g3"
+    delay_ms = 8000
+    workers = start_workers(c, group, 2, scheduled_rebalance_max_delay_ms=str(delay_ms))
+    try:
+        name, owner = run_one(c, workers, "pf", "f")
+        other = next(w for w in workers if w is not owner)
+
+        def given(w: Worker) -> int:
+            return w.log().count("assigned slot")
+
+        before = given(other), given(owner)
+        owner.kill()
+        # Without the delay the slot would move once the session expires; with it, it waits.
+        time.sleep(SESSION_MS / 1000 + 2)
+        assert given(other) == before[0], f"the slot moved within the delay:\n{other.log()}"
+        owner.start()
+        wait_for(
+            lambda: given(owner) > before[1] or given(other) > before[0],
+            60,
+            "the slot to be assigned once its worker is back",
+        )
+        wait_for(lambda: bool(running_on(workers, name)()), 30, "f running again")
+        # Not back: the task waits the session timeout plus the delay, then moves.
+        runner = owner if given(owner) > before[1] else other
+        survivor = other if runner is owner else owner
+        gone = given(survivor)
+        runner.kill()
+        t0 = time.monotonic()
+        wait_for(
+            lambda: given(survivor) > gone,
+            (SESSION_MS + delay_ms) / 1000 + 30,
+            "f to move once the delay is over",
+        )
+        moved_s = time.monotonic() - t0
+        print(f"\nscheduled.rebalance.max.delay.ms={delay_ms}: moved {moved_s:.1f} s after kill -9")
+    finally:
+        for w in workers:
+            w.end()
+        c.drop_slots()

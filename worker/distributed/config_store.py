@@ -14,8 +14,11 @@ key                              value
 =============================== ==============================================================
 
 The topic has one partition, so every worker sees the writes in the same order and builds the
-same table. A restart request is a command, not state: it is acted on only when read live
-(the owner of the task restarts it), never when found while reading the topic at start.
+same table. A restart request is kept (the latest per connector, numbered in reading order) so
+that whichever worker owns the task, now or after a move, checks it: the owner restarts the
+task unless it started the task after the request was read (a task started by its new owner
+after a move has been restarted already). A request found while reading the topic at start
+is therefore never acted on twice.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ class ConfigStore:
         self._targets: dict[str, str] = {}
         self._tasks: dict[tuple[str, int], dict[str, str]] = {}
         self._commits: dict[str, int] = {}
+        self._restarts: dict[str, tuple[int, Restart]] = {}
+        self._read = 0  # config records read: numbers restart requests in reading order
         self._live = False
         self.log = KafkaLog(
             client, topic, self._apply, partitions=1, replication_factor=replication_factor
@@ -89,6 +94,17 @@ class ConfigStore:
     def target(self, name: str) -> str:
         with self._lock:
             return self._targets.get(name, "STARTED")
+
+    def restart_request(self, name: str) -> tuple[int, Restart] | None:
+        """The latest restart request for the connector and its number (higher is later)."""
+        with self._lock:
+            return self._restarts.get(name)
+
+    def read_count(self) -> int:
+        """How many records were read: a restart request numbered at most this was read
+        before now."""
+        with self._lock:
+            return self._read
 
     def task_count(self, name: str) -> int:
         with self._lock:
@@ -140,12 +156,15 @@ class ConfigStore:
                 log.warning("ignoring config record %s: not JSON", key)
                 return
         changed: str | None = None
+        requested: Restart | None = None
         with self._lock:
+            self._read += 1
             if key.startswith("connector-"):
                 changed = key[len("connector-") :]
                 if value is None:
                     self._configs.pop(changed, None)
                     self._targets.pop(changed, None)
+                    self._restarts.pop(changed, None)
                 elif isinstance(value.get("properties"), dict):
                     props = value["properties"].items()
                     self._configs[changed] = {str(k): str(v) for k, v in props}
@@ -171,13 +190,16 @@ class ConfigStore:
                     self._commits[name] = int(value.get("tasks", 0))
                 changed = name
             elif key.startswith("restart-connector-"):
-                if value is not None and self._live:
-                    restart = Restart(
-                        key[len("restart-connector-") :],
-                        bool(value.get("include-tasks")),
-                        bool(value.get("only-failed")),
-                    )
-                    self.on_restart(restart)
-                return
+                name = key[len("restart-connector-") :]
+                if value is None:
+                    self._restarts.pop(name, None)
+                    return
+                restart = Restart(
+                    name, bool(value.get("include-tasks")), bool(value.get("only-failed"))
+                )
+                self._restarts[name] = (self._read, restart)
+                requested = restart if self._live else None
+        if requested is not None:
+            self.on_restart(requested)
         if changed is not None:
             self.on_change(changed)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import threading
 import time
 from collections.abc import Mapping
@@ -30,7 +31,7 @@ from cdc.config import is_secret_key
 from cdc.offsets.store import OffsetStore
 from worker.config import ConnectorEntry, WorkerSettings
 from worker.distributed.config_store import ConfigStore, Restart
-from worker.distributed.membership import Membership, slot
+from worker.distributed.membership import Membership, Slot
 from worker.distributed.status_store import StatusStore, connector_key, task_key
 from worker.herder import (
     BadRequest,
@@ -90,19 +91,22 @@ class DistributedHerder(Herder):
         self.membership = Membership(
             client,
             group_id=s.group_id,
-            topic=s.assignment_storage_topic,
-            partitions=s.assignment_storage_partitions,
+            prefix=s.assignment_storage_topic,
             replication_factor=s.config_storage_replication_factor,
             session_timeout_ms=s.session_timeout_ms,
             heartbeat_interval_ms=s.heartbeat_interval_ms,
             rebalance_timeout_ms=s.rebalance_timeout_ms,
+            scheduled_rebalance_max_delay_ms=s.scheduled_rebalance_max_delay_ms,
+            # Stable across restarts and unique per host (a wildcard bind is the same
+            # everywhere): a worker that comes back within the delay gets its tasks back.
+            instance_id=f"{socket.gethostname()}-{worker_id}",
             on_assigned=self._assigned,
             on_revoked=self._revoked,
             tick=self._tick,
         )
         self._dirty = threading.Event()
-        self._restarts: list[Restart] = []
-        self._generation: dict[int, int] = {}  # slot -> when this worker got it (ms)
+        self._served: dict[str, int] = {}  # connector -> restart requests read before its start
+        self._generation: dict[Slot, int] = {}  # slot -> when this worker got it (ms)
         self._applied: dict[str, tuple[dict[str, str], TargetState]] = {}
         self._written: dict[str, dict[str, Any] | None] = {}
 
@@ -150,16 +154,16 @@ class DistributedHerder(Herder):
         return ok
 
     # -- the membership thread: assignment, reconciliation, status ------------------------------
-    def _slot(self, name: str) -> int:
-        return slot(name, 0, self.membership.partitions)
+    def _slot(self, name: str) -> Slot:
+        return self.membership.slot(name)
 
-    def _assigned(self, slots: set[int]) -> None:
+    def _assigned(self, slots: set[Slot]) -> None:
         now = int(time.time() * 1000)
         for s in slots:
             self._generation[s] = now
         self._reconcile()
 
-    def _revoked(self, slots: set[int], lost: bool) -> None:
+    def _revoked(self, slots: set[Slot], lost: bool) -> None:
         """Stop the tasks of these slots (all at once, then wait): they are handed over. A
         graceful hand-over marks them UNASSIGNED until the new owner reports; slots *lost*
         (session expired) may be someone else's already, so nothing is written then."""
@@ -191,11 +195,10 @@ class DistributedHerder(Herder):
         }
 
     def _restart_requested(self, restart: Restart) -> None:
-        with self._lock:
-            self._restarts.append(restart)
         self._dirty.set()
 
     def _tick(self) -> None:
+        self.membership.ensure(self.configs.connectors())
         if self._dirty.is_set():
             self._dirty.clear()
             self._reconcile()
@@ -218,7 +221,6 @@ class DistributedHerder(Herder):
         owned = self.membership.owned()
         configs = self.configs.connectors()
         with self._lock:
-            restarts, self._restarts = self._restarts, []
             gone = [c for n, c in self._connectors.items() if n not in configs]
         for c in gone:  # deleted: stop the task, remove its status
             with c.lock:
@@ -227,16 +229,24 @@ class DistributedHerder(Herder):
                 self._connectors.pop(c.name, None)
             if self._applied.pop(c.name, None) is not None:
                 self._put_status([(connector_key(c.name), None), (task_key(c.name, 0), None)])
+            self.membership.retire(c.name)
         for name, config in configs.items():
             c = self._entry(name, config)
             if self._slot(name) not in owned:
                 continue
             with c.lock:
                 self._apply(c)
-        for r in restarts:
-            target = self._connectors.get(r.connector)
-            if target is not None and self._slot(r.connector) in owned:
-                self._restart_local(target, r)
+            self._check_restart(c)
+
+    def _check_restart(self, c: _Connector) -> None:
+        """Act on the connector's latest restart request unless its task was started after
+        the request was read: the request stays in the config topic, so a new owner checks
+        it too, and a request written while the task moved is not lost."""
+        request = self.configs.restart_request(c.name)
+        if request is None or request[0] <= self._served.get(c.name, 0):
+            return
+        self._served[c.name] = request[0]
+        self._restart_local(c, request[1])
 
     def _apply(self, c: _Connector) -> None:
         """Bring an owned connector's task to its config and target state."""
@@ -247,6 +257,7 @@ class DistributedHerder(Herder):
         runner = c.runner
         if applied is None or applied[0] != c.config or runner is None:
             self._stop_tasks(c)
+            self._served[c.name] = self.configs.read_count()  # a fresh start serves them
             self._start_tasks(c)
             if c.target is TargetState.STOPPED:
                 self._put_status([(task_key(c.name, 0), None)])
