@@ -430,7 +430,10 @@ def _key_change_headers(change: Change, headers: Headers) -> None:
         try:
             doc = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            raise BadInput(f"header {name} is not the JSON text of a key") from None
+            raise BadInput(
+                f"header {name} is not the JSON text of a key (the connector's header.converter "
+                "must write it as JSON, as Debezium's and tidemark's do)"
+            ) from None
         if isinstance(doc, dict) and set(doc) == {"schema", "payload"}:
             doc = doc["payload"]
         if not isinstance(doc, dict) or not doc:

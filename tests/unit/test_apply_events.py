@@ -266,3 +266,21 @@ def test_mongodb_document_text_becomes_a_document_column() -> None:
     assert ch.row == {"id": "42", "document": '{"_id": "42", "n": 1}'}
     assert ch.pos == (1, 100, 2, 0)
     assert ch.shape.types == {"id": "string", "document": "string"}
+
+
+def test_key_change_headers_name_the_other_key() -> None:
+    """Debezium's ``__debezium.oldkey`` (on the new key's create) and ``__debezium.newkey`` (on
+    the old key's delete), as plain JSON or with the JSON converter's schema wrapper."""
+    t = table()
+    parser = Parser(ParseSettings())
+    ck, cv = t.record("c", {"id": 2, "name": "x"}, pg(10))
+    wrapped = b'{"schema":{"type":"struct"},"payload":{"id":1}}'
+    create = parser.parse(t.topic, 0, 1, ck, cv, [("__debezium.oldkey", wrapped)])
+    assert isinstance(create, Change) and create.old_key == '{"id":1}' and create.new_key is None
+    dk, dv = t.record("d", {"id": 1}, pg(10))
+    deleted = parser.parse(t.topic, 0, 0, dk, dv, [("__debezium.newkey", b'{"id":2}')])
+    assert isinstance(deleted, Change) and deleted.new_key == '{"id":2}'
+    plain = parser.parse(t.topic, 0, 2, ck, cv, [("other", b"x")])
+    assert isinstance(plain, Change) and plain.old_key is None
+    bad = parser.parse(t.topic, 0, 3, ck, cv, [("__debezium.oldkey", b"Struct{id=1}")])
+    assert isinstance(bad, BadEvent) and "__debezium.oldkey" in bad.error and "JSON" in bad.error
