@@ -172,7 +172,12 @@ class TableSchemaBuilder:
             except Exception:
                 pass
         name = sanitize_field_name(col.name) if self.sanitize else col.name
-        return _Col(name, col.position, schema, fn, _placeholder_for(schema, self.placeholder))
+        placeholder = _placeholder_for(schema, self.placeholder)
+        # a connector may know better forms (PostgreSQL: hstore, arrays of numbers)
+        custom = getattr(self.provider, "unavailable_placeholder", None)
+        if custom is not None:
+            placeholder = custom(table, col, schema, self.placeholder, placeholder)
+        return _Col(name, col.position, schema, fn, placeholder)
 
     def build(self, table: Table) -> TableSchema:
         tid = table.id

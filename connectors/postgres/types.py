@@ -32,6 +32,7 @@ from cdc.schema.model import (
     INT64,
     STRING,
     Schema,
+    Type,
     array,
     map_of,
 )
@@ -118,6 +119,9 @@ def _float(v: str) -> float:
 
 
 _MONEY_STRIP = re.compile(r"[^0-9.\-]")
+
+
+_CENT = decimal.Decimal("0.01")
 
 
 def _money(v: str) -> decimal.Decimal:
@@ -299,9 +303,13 @@ def _bytea(v: str) -> bytes:
 
 
 def _bits(v: str) -> bytes:
+    """Bits as Debezium emits them: little-endian bytes of the bit string's value, ``ceil(n /
+    8)`` of them (an empty ``bit varying`` is no bytes, as Java's empty ``BitSet``)."""
     n = len(v)
+    if n == 0:
+        return b""
     value = int(v, 2) if v else 0
-    return value.to_bytes(max((n + 7) // 8, 1), "little")
+    return value.to_bytes((n + 7) // 8, "little")
 
 
 _POINT = re.compile(r"^\(\s*([^,]+)\s*,\s*([^)]+)\s*\)$")
@@ -554,7 +562,8 @@ class TypeRegistry:
             if modes.decimal == "double":
                 return FLOAT64, lambda v: float(_money(v))
             if modes.decimal == "string":
-                return STRING, None
+                # the decimal, not the server's locale text ("$92,233,720,368,547,758.07")
+                return STRING, lambda v: format(_money(v).quantize(_CENT), "f")
             return logical.connect_decimal(2), lambda v: _money(v).quantize(decimal.Decimal("0.01"))
         if oid == BYTEA:
             return _binary(modes.binary)
@@ -595,6 +604,17 @@ class TypeRegistry:
             return logical.geography(), _ewkb_hex
         return self._unknown()
 
+    def type_name(self, oid: int) -> str | None:
+        """The catalog name of a user type, through domains (None for built-in types)."""
+        for _ in range(10):
+            info = self.catalog.get(oid)
+            if info is None:
+                return None
+            if not info.base_oid:
+                return info.name
+            oid = info.base_oid
+        return None
+
     def is_numeric(self, column: Column) -> bool:
         """Is the column numeric, or a domain over numeric?"""
         oid = column.native_type or 0
@@ -625,14 +645,105 @@ class PostgresValueConverters:
 
     def schema_for(self, table: Table, column: Column) -> Schema | None:
         res = self.registry.resolve(column.native_type or 0, column.type_modifier)
-        return None if res is None else res[0]
+        if res is None:
+            return None
+        schema = res[0]
+        if schema.type is Type.ARRAY:
+            # int[][]: one array level per declared dimension, so the values match it
+            for _ in range(column.dimensions - 1):
+                schema = array(schema, optional=True)
+        return schema
 
     def converter_for(self, table: Table, column: Column) -> Conv | None:
         res = self.registry.resolve(column.native_type or 0, column.type_modifier)
         conv = None if res is None else res[1]
+        if res is not None and conv is not None and res[0].type is Type.ARRAY:
+            return _with_depth(conv, max(column.dimensions, 1))
         if conv is None or not column.optional or not self.registry.is_numeric(column):
             return conv
         return _null_if_not_representable(conv, f"{table.id}.{column.name}")
+
+    def unavailable_placeholder(
+        self, table: Table, column: Column, schema: Schema, text: str, default: Any
+    ) -> Any:
+        """What an unchanged TOASTed value becomes (docs/postgres.md, "Unchanged TOASTed
+        values"): Debezium's placeholders — the text for strings, its UTF-8 bytes for bytes,
+        ``[text]`` for text arrays, the bytes as numbers for integer arrays, ``{text: text}``
+        for hstore (its JSON text in ``hstore.handling.mode=json``) — and the same byte
+        numbers for every other array of numbers (date[], numeric... where Debezium emits
+        null), so a consumer can tell the value apart from NULL."""
+        if self.registry.type_name(column.native_type or 0) == "hstore":
+            if schema.type is Type.MAP:
+                return {text: text}
+            if schema.name == logical.DBZ_JSON:
+                return orjson.dumps({text: text}).decode()
+        if schema.type is Type.ARRAY:
+            return _array_placeholder(schema, text)
+        return default
+
+
+def _array_placeholder(schema: Schema, text: str) -> Any:
+    items = schema.value_schema
+    if items is None:
+        return None
+    if items.type is Type.ARRAY:
+        inner = _array_placeholder(items, text)
+        return None if inner is None else [inner]
+    if items.type in (Type.INT8, Type.INT16, Type.INT32, Type.INT64):
+        return list(text.encode())
+    if items.type in (Type.FLOAT32, Type.FLOAT64):
+        return [float(b) for b in text.encode()]
+    if items.type is Type.STRING:
+        return [text]
+    if items.type is Type.BYTES:
+        return [text.encode()]
+    return None  # boolean[], and arrays of structs (point[], variable-scale numeric[])
+
+
+def _with_depth(conv: Conv, depth: int) -> Conv:
+    """PostgreSQL does not enforce an array column's declared dimensions: a value of another
+    depth is reshaped to the schema's (deeper levels flattened in order, a shallower value
+    wrapped), so the values always match the schema."""
+
+    def shaped(v: Any) -> Any:
+        out = conv(v)
+        if isinstance(v, str) and "{" not in v[v.find("{") + 1 :] and depth == 1:
+            return out  # one-dimensional already (the usual case)
+        return _reshape(out, depth)
+
+    return shaped
+
+
+def _depth(value: Any) -> int:
+    d = 0
+    while isinstance(value, list):
+        d += 1
+        value = next((x for x in value if x is not None), None)
+    return d
+
+
+def flatten_array(values: list[Any]) -> list[Any]:
+    """A nested array's elements in order (row-major), any depth."""
+    out: list[Any] = []
+    for x in values:
+        if isinstance(x, list):
+            out.extend(flatten_array(x))
+        else:
+            out.append(x)
+    return out
+
+
+def _reshape(value: Any, depth: int) -> Any:
+    if not isinstance(value, list) or not value:
+        return value
+    if depth <= 1:
+        return flatten_array(value)
+    actual = _depth(value)
+    if 0 < actual < depth:
+        for _ in range(depth - actual):
+            value = [value]
+        return value
+    return [_reshape(x, depth - 1) for x in value]
 
 
 def _null_if_not_representable(conv: Conv, name: str) -> Conv:

@@ -76,3 +76,74 @@ def test_wide_numerics_geometric_columns_and_huge_intervals(h: PgHarness) -> Non
     assert unscaled(created["n38"], 0) == decimal.Decimal("-" + "9" * 38)
     assert read["iv"] == INT64_MAX and created["iv"] == -(2**63)
     assert unscaled(updated["n38"], 0) == 1
+
+
+PLACEHOLDER = "__debezium_unavailable_value"
+BIG_INTS = "(SELECT array_agg(g) FROM generate_series(1, 5000) g)"
+BIG_DATES = "(SELECT array_agg(DATE '2000-01-01' + g) FROM generate_series(1, 5000) g)"
+BIG_HSTORE = (
+    "(SELECT hstore(array_agg(md5(g::text)), array_agg(md5(g::text))) "
+    "FROM generate_series(1, 400) g)"
+)
+
+
+@pytest.mark.parametrize("hstore_mode", ["map", "json"])
+def test_unchanged_toasted_arrays_and_hstore_are_placeholders(
+    h: PgHarness, hstore_mode: str
+) -> None:
+    """REPLICA IDENTITY DEFAULT: an update that leaves TOASTed int[], date[] and hstore alone
+    must not look like it set them to NULL."""
+    table = f"toasted_{hstore_mode}"
+    h.sql(
+        "CREATE EXTENSION IF NOT EXISTS hstore",
+        f"CREATE TABLE {table} (id int PRIMARY KEY, n int, ia int[], da date[], hs hstore)",
+        f"ALTER TABLE {table} ALTER ia SET STORAGE EXTERNAL, ALTER da SET STORAGE EXTERNAL, "
+        "ALTER hs SET STORAGE EXTERNAL",
+        f"INSERT INTO {table} VALUES (1, 0, {BIG_INTS}, {BIG_DATES}, {BIG_HSTORE})",
+    )
+    cfg = h.config(table_include_list=f"public.{table}", hstore_handling_mode=hstore_mode)
+    events = capture(
+        h,
+        cfg,
+        table,
+        [
+            f"UPDATE {table} SET n = 1",
+            f"UPDATE {table} SET n = 2, ia = NULL, da = NULL, hs = NULL",
+        ],
+        3,
+    )
+    read, toasted, nulled = (e.after for e in events)
+    assert len(read["ia"]) == 5000 and len(read["da"]) == 5000
+    placeholder_bytes = list(PLACEHOLDER.encode())
+    assert toasted["n"] == 1
+    assert toasted["ia"] == placeholder_bytes  # Debezium's int[] placeholder
+    assert toasted["da"] == placeholder_bytes  # Debezium: null; detectable here
+    if hstore_mode == "map":
+        assert toasted["hs"] == {PLACEHOLDER: PLACEHOLDER}
+    else:
+        assert toasted["hs"] == f'{{"{PLACEHOLDER}":"{PLACEHOLDER}"}}'
+    assert (nulled["ia"], nulled["da"], nulled["hs"]) == (None, None, None)
+
+
+def test_money_strings_empty_varbit_and_two_dimensional_arrays(h: PgHarness) -> None:
+    h.sql(
+        "CREATE TABLE misc (id int PRIMARY KEY, m money, vb varbit, grid int[][], flat int[])",
+        "INSERT INTO misc VALUES (1, '92233720368547758.07', '', '{{1,2},{3,4}}', '{{5,6},{7,8}}')",
+    )
+    cfg = h.config(table_include_list="public.misc", decimal_handling_mode="string")
+    events = capture(
+        h,
+        cfg,
+        "misc",
+        [
+            "INSERT INTO misc VALUES (2, '-92233720368547758.08', B'', '{9,10}', '{{1},{2}}')",
+            "UPDATE misc SET vb = B'101' WHERE id = 1",
+        ],
+        3,
+    )
+    read, created, updated = (e.after for e in events)
+    assert read["m"] == "92233720368547758.07" and created["m"] == "-92233720368547758.08"
+    assert read["vb"] == "" and created["vb"] == ""  # base64 of no bytes
+    assert updated["vb"] == base64.b64encode(b"\x05").decode()
+    assert read["grid"] == [[1, 2], [3, 4]] and created["grid"] == [[9, 10]]
+    assert read["flat"] == [5, 6, 7, 8] and created["flat"] == [1, 2]

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from cdc.schema import logical
+from cdc.spi import Column, Table, TableId
 from connectors.postgres import types as t
 
 
@@ -240,3 +241,74 @@ def test_interval_beyond_int64_is_clamped() -> None:
     assert fn("P290000Y") == round(290000 * 12 * t.DAYS_PER_MONTH * 86_400_000_000)
     _, fn = conv(t.INTERVAL, modes=t.Modes(interval="string"))
     assert fn("P178000000Y") == "P178000000Y0M0DT0H0M0S"
+
+
+ARRAYS = {
+    1007: t.TypeInfo(1007, "_int4", "A", element_oid=t.INT4),
+    1182: t.TypeInfo(1182, "_date", "A", element_oid=t.DATE),
+    1009: t.TypeInfo(1009, "_text", "A", element_oid=t.TEXT),
+    1000: t.TypeInfo(1000, "_bool", "A", element_oid=t.BOOL),
+    9001: t.TypeInfo(9001, "hstore", "U"),
+}
+PLACEHOLDER = "__debezium_unavailable_value"
+PLACEHOLDER_BYTES = list(PLACEHOLDER.encode())
+
+
+def _provider(modes: t.Modes | None = None) -> t.PostgresValueConverters:
+    return t.PostgresValueConverters(t.TypeRegistry(modes or t.Modes(), dict(ARRAYS)))
+
+
+def _placeholder(oid: int, modes: t.Modes | None = None, dims: int = 0) -> object:
+    provider = _provider(modes)
+    col = Column("c", 0, "x", native_type=oid, dimensions=dims)
+    table = Table(TableId("db", "public", "t"), (col,))
+    schema = provider.schema_for(table, col)
+    return provider.unavailable_placeholder(table, col, schema, PLACEHOLDER, None)
+
+
+def test_unchanged_toast_placeholders_are_detectable() -> None:
+    """Issue 25.2: unchanged TOASTed int[], date[] and hstore were null, like a real NULL."""
+    assert _placeholder(1007, dims=1) == PLACEHOLDER_BYTES  # Debezium's int[] placeholder
+    assert _placeholder(1182, dims=1) == PLACEHOLDER_BYTES  # Debezium: null; detectable here
+    assert _placeholder(1007, dims=2) == [PLACEHOLDER_BYTES]
+    assert _placeholder(1009, dims=1) == [PLACEHOLDER]
+    assert _placeholder(1000, dims=1) is None  # no boolean form
+    assert _placeholder(9001, t.Modes(hstore="map")) == {PLACEHOLDER: PLACEHOLDER}
+    assert _placeholder(9001) == '{"__debezium_unavailable_value":"__debezium_unavailable_value"}'
+    assert _placeholder(t.TEXT) is None  # the core's default (the text) is kept
+
+
+def test_money_in_string_mode_is_a_decimal_string() -> None:
+    _, fn = conv(t.MONEY, modes=t.Modes(decimal="string"))
+    assert fn("$92,233,720,368,547,758.07") == "92233720368547758.07"
+    assert fn("-$92,233,720,368,547,758.08") == "-92233720368547758.08"
+    assert fn("$0.00") == "0.00" and fn("$12.30") == "12.30"
+
+
+def test_empty_bit_varying_is_no_bytes() -> None:
+    _, fn = conv(t.VARBIT, 8)
+    assert fn("") == b"" and fn("101") == b"\x05" and fn("000000001") == b"\x01\x00"
+
+
+def test_multidimensional_arrays_match_their_schema() -> None:
+    provider = _provider()
+    flat = Column("a", 0, "int4", native_type=1007, dimensions=1)
+    grid = Column("g", 1, "int4", native_type=1007, dimensions=2)
+    table = Table(TableId("db", "public", "t"), (flat, grid))
+    flat_schema = provider.schema_for(table, flat)
+    grid_schema = provider.schema_for(table, grid)
+    assert flat_schema is not None and grid_schema is not None
+    assert flat_schema.value_schema is not None and flat_schema.value_schema.type.value == "int32"
+    inner = grid_schema.value_schema
+    assert inner is not None and inner.type.value == "array"
+    assert inner.value_schema is not None and inner.value_schema.type.value == "int32"
+    to_flat = provider.converter_for(table, flat)
+    to_grid = provider.converter_for(table, grid)
+    assert to_flat is not None and to_grid is not None
+    # PostgreSQL does not enforce the declared dimensions: values take the schema's shape
+    assert to_flat("{1,2,3}") == [1, 2, 3]
+    assert to_flat("{{1,2},{3,NULL}}") == [1, 2, 3, None]
+    assert to_grid("{{1,2},{3,4}}") == [[1, 2], [3, 4]]
+    assert to_grid("{1,2}") == [[1, 2]]
+    assert to_grid("{{{1,2}},{{3,4}}}") == [[1, 2], [3, 4]]
+    assert to_grid("{}") == [] and to_flat("{}") == []
