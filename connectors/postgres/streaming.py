@@ -48,7 +48,7 @@ from connectors.postgres.publication import (
     not_published,
     sync_publication,
 )
-from connectors.postgres.schema import PgSchema
+from connectors.postgres.schema import PgSchema, RowGuard
 from connectors.postgres.setup import check_slot, wait_for_inactive_slot
 from connectors.postgres.types import Modes, TypeRegistry
 
@@ -364,6 +364,10 @@ class _StreamState:
         self.resume = resume
         self.dbname = src.dbname
         self.relations: dict[int, tuple[Table, bool, tuple[int, ...]]] = {}
+        #: per relation OID: what its rows are checked for before conversion (schema.py)
+        self.guards: dict[int, RowGuard] = {}
+        #: per relation OID: the key columns its last Relation message gave
+        self.relation_keys: dict[int, tuple[str, ...]] = {}
         self.received = 0
         self.reply_requested = False
         self.in_tx = False
@@ -565,6 +569,40 @@ class _StreamState:
         pk = tuple(c.position for c in table.columns if c.name in table.primary_key)
         self.relations[msg.oid] = (table, self.ctx.is_included(table.id), pk)
         self.ctx.register_table(table)
+        self._watch_relation(msg, table, lsn)
+
+    def _watch_relation(self, msg: po.Relation, table: Table, lsn: int) -> None:
+        """Says when a table's key changes in the stream (events after it are keyed by the
+        new identity, those before by the old) and sets the row checks of this version."""
+        previous = self.relation_keys.get(msg.oid)
+        if previous is not None and previous != table.primary_key:
+            log.warning(
+                "%s: key columns change from (%s) to (%s) at LSN %s; the events from there on "
+                "are keyed by the new columns",
+                table.id,
+                ", ".join(previous),
+                ", ".join(table.primary_key),
+                po.lsn_to_str(lsn),
+            )
+        self.relation_keys[msg.oid] = table.primary_key
+        guard = self.schema.guard(msg, table)
+        if guard is None:
+            self.guards.pop(msg.oid, None)
+        else:
+            self.guards[msg.oid] = guard
+
+    def _admit(self, relation_oid: int, *images: list[Any] | None) -> None:
+        """Registers the table again before a row its schema cannot carry as it is (a NULL
+        where only today's catalog says NOT NULL, an enum label added since)."""
+        guard = self.guards.get(relation_oid)
+        if guard is None:
+            return
+        for values in images:
+            table = None if values is None else guard.admit(values)
+            if table is not None:
+                entry = self.relations[relation_oid]
+                self.relations[relation_oid] = (table, entry[1], entry[2])
+                self.ctx.register_table(table)
 
     def _row_position(
         self, relation_oid: int, lsn: int
@@ -611,6 +649,8 @@ class _StreamState:
     def insert(self, relation_oid: int, new: list[Any], lsn: int) -> None:
         position = self._row_position(relation_oid, lsn)
         if position is not None:
+            if relation_oid in self.guards:
+                self._admit(relation_oid, new)
             tid, source, offset = position
             self.emit_row(_CREATE, tid, None, new, source, offset, self.xid_text)
 
@@ -621,6 +661,9 @@ class _StreamState:
         position = self._row_position(msg.relation_oid, lsn)
         if position is None:
             return
+        if msg.relation_oid in self.guards:
+            # a key-only image ('K') has None where it carries nothing: only full rows count
+            self._admit(msg.relation_oid, msg.old, getattr(msg, "new", None))
         tid, source, offset = position
         if isinstance(msg, po.Update):
             before = msg.old if msg.old is not None else msg.key
