@@ -35,6 +35,7 @@ from cdc.schema.model import (
     Type,
     array,
     map_of,
+    primitive,
 )
 from cdc.spi import Column, Table
 
@@ -82,6 +83,12 @@ TSRANGE = 3908
 TSTZRANGE = 3910
 DATERANGE = 3912
 INT8RANGE = 3926
+TSVECTOR = 3614
+
+#: Debezium 3.x's semantic type for tsvector (the server's text); Debezium 1.2 omits the
+#: column (an unknown type), and so does ``envelope.version=1.2``
+DBZ_TSVECTOR = "io.debezium.data.Tsvector"
+TSVECTOR_SCHEMA = primitive(Type.STRING, name=DBZ_TSVECTOR, version=1)
 
 
 @dataclass(frozen=True)
@@ -574,6 +581,8 @@ class TypeRegistry:
             return logical.bits(n), _bits
         if oid == VARBIT:
             return logical.bits(typmod if typmod > 0 else 2**31 - 1), _bits
+        if oid == TSVECTOR and modes.envelope == "3":
+            return TSVECTOR_SCHEMA, None
         temporal = _temporal(oid, typmod, modes)
         if temporal is not None:
             return temporal

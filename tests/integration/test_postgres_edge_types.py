@@ -147,3 +147,20 @@ def test_money_strings_empty_varbit_and_two_dimensional_arrays(h: PgHarness) -> 
     assert updated["vb"] == base64.b64encode(b"\x05").decode()
     assert read["grid"] == [[1, 2], [3, 4]] and created["grid"] == [[9, 10]]
     assert read["flat"] == [5, 6, 7, 8] and created["flat"] == [1, 2]
+
+
+@pytest.mark.parametrize("envelope", ["3", "1.2"])
+def test_tsvector_per_envelope_version(h: PgHarness, envelope: str) -> None:
+    table = "tsv_" + envelope.replace(".", "")
+    h.sql(
+        f"CREATE TABLE {table} (id int PRIMARY KEY, doc tsvector)",
+        f"INSERT INTO {table} VALUES (1, to_tsvector('english', 'The fat cats ate rats'))",
+    )
+    cfg = h.config(table_include_list=f"public.{table}", envelope_version=envelope)
+    events = capture(h, cfg, table, [f"INSERT INTO {table} VALUES (2, 'a:1 b:2,3 c'::tsvector)"], 2)
+    read, created = (e.after for e in events)
+    if envelope == "3":  # Debezium 3.6: io.debezium.data.Tsvector, the server's text
+        assert read["doc"] == "'ate':4 'cat':3 'fat':2 'rat':5"
+        assert created["doc"] == "'a':1 'b':2,3 'c'"
+    else:  # Debezium 1.2 does not know the type and leaves the column out
+        assert "doc" not in read and "doc" not in created

@@ -312,3 +312,14 @@ def test_multidimensional_arrays_match_their_schema() -> None:
     assert to_grid("{1,2}") == [[1, 2]]
     assert to_grid("{{{1,2}},{{3,4}}}") == [[1, 2], [3, 4]]
     assert to_grid("{}") == [] and to_flat("{}") == []
+
+
+def test_tsvector_per_envelope_version() -> None:
+    """Debezium 3.6 emits io.debezium.data.Tsvector; 1.2 does not know the type."""
+    schema, fn = conv(t.TSVECTOR, modes=t.Modes(envelope="3"))
+    assert schema.name == "io.debezium.data.Tsvector" and schema.version == 1
+    assert schema.type.value == "string" and fn("'a' 'fat':2") == "'a' 'fat':2"
+    info = {t.TSVECTOR: t.TypeInfo(t.TSVECTOR, "tsvector", "U")}
+    assert t.TypeRegistry(t.Modes(), info).resolve(t.TSVECTOR, -1) is None
+    schema, fn = conv(t.TSVECTOR, modes=t.Modes(include_unknown=True), info=info)
+    assert fn("'a'") == b"'a'"
