@@ -9,6 +9,7 @@ import pytest
 
 from cdc.spi import UNAVAILABLE
 from connectors.postgres import pgoutput as po
+from connectors.postgres.schema import relation_key
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "pgoutput" / "workload_v1.bin"
 
@@ -156,3 +157,32 @@ def test_insert_at_matches_the_decoded_insert_and_its_errors() -> None:
     no_tuple[5] = ord("X")
     with pytest.raises(po.PgOutputError, match="without a new tuple"):
         po.insert_at(header + bytes(no_tuple), 25)
+
+
+def _relation(identity: str, *cols: tuple[str, bool]) -> po.Relation:
+    columns = [po.RelationColumn(key, name, 23, -1) for name, key in cols]
+    return po.Relation(None, 1, "public", "c", identity, columns)
+
+
+def test_the_key_is_the_replica_identity_the_relation_message_flags() -> None:
+    """The key of a relation version comes from its per-column flags (the identity when the
+    rows were written), never a key column the row images do not carry."""
+    # DEFAULT: the flagged columns are the primary key at that position, whatever it is now
+    old = _relation("d", ("id", True), ("x", False))
+    assert relation_key(old, ("id", "x")) == ("id",)
+    assert relation_key(_relation("d", ("id", False), ("x", False)), ("id",)) == ()
+    # USING INDEX: today's primary key only when the index carries all of it
+    index = _relation("i", ("id", False), ("code", True), ("x", False))
+    assert relation_key(index, ("id",)) == ("code",)
+    both = _relation("i", ("id", True), ("code", True))
+    assert relation_key(both, ("id",)) == ("id",)
+    # FULL flags every column, NOTHING none: today's key, within the message's columns
+    full = _relation("f", ("id", True), ("x", True))
+    assert relation_key(full, ("id", "gone")) == ("id",)
+    assert relation_key(_relation("n", ("id", False)), ("id",)) == ("id",)
+
+
+def test_recorded_relation_flags_its_primary_key() -> None:
+    rel = po.decode(frames()[1])
+    assert isinstance(rel, po.Relation)
+    assert relation_key(rel, ()) == ("id",)
