@@ -39,6 +39,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from bench.distributed_failover import first_event_after
 from tests.integration.conftest import MySqlInfo, PgInfo
 from tests.integration.test_worker_rest import free_port, wait_for
 from worker.rest.client import Client
@@ -314,23 +315,6 @@ def reconcile(
 def assert_once(topic: str, seen: Counter[tuple[int, str]]) -> None:
     twice = {k: n for k, n in seen.items() if n > 1}
     assert not twice, f"{topic}: changes seen more than once by read_committed: {twice}"
-
-
-def first_event_after(kafka: str, topic: str, since_ms: int, timeout: float = 60) -> float:
-    """Seconds from ``since_ms`` to the producer timestamp of the first event written after it."""
-    consumer = Consumer(
-        {"bootstrap.servers": kafka, "group.id": uuid.uuid4().hex, "enable.auto.commit": False}
-    )
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            for m in consumer.consume(500, 0.5):
-                if m.error() is None and m.timestamp()[1] > since_ms:
-                    return (m.timestamp()[1] - since_ms) / 1000
-    finally:
-        consumer.close()
-    raise AssertionError(f"no event in {topic} after the failover")
 
 
 @pytest.fixture(scope="module")
