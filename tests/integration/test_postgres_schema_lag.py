@@ -7,8 +7,12 @@ the schema of the first event that uses it."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -18,6 +22,8 @@ from cdc.offsets.memory import MemoryOffsetStore
 from cdc.testing import kafka_reader
 from tests.integration.conftest import PgInfo
 from tests.integration.pg_harness import PgHarness
+from tests.integration.test_engine_crash import end_offset, finish, start, wait_for
+from tests.integration.test_postgres_resilience import child_spec
 
 pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
 
@@ -196,3 +202,81 @@ def test_enum_label_added_while_streaming_is_in_the_next_events_schema(
     assert allowed(values[0], "md") == "sad,ok"
     for v in values[1:]:
         assert [allowed(v, n) for n in ("md", "dm", "mds")] == ["sad,ok,happy"] * 3
+
+
+def test_killed_while_catching_up_across_the_changes_keeps_keys_and_values(
+    h: PgHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker stops; rows (some with NULLs) are written, half deleted, the NULLs filled,
+    the column made NOT NULL and the primary key widened, more rows written and deleted; the
+    worker restarts, is SIGKILLed while catching up, and restarts again. The compacted topic
+    is the table, and no event carries a value its row did not have."""
+    n = 10_000
+    h.sql("CREATE TABLE k (id int PRIMARY KEY, x int, v text)")
+    cfg = h.config(
+        table_include_list="public.k",
+        snapshot_mode="never",
+        max_batch_size="20",
+        max_queue_size="40",
+    )
+    topic = h.topic(cfg, "k")
+    path = child_spec(tmp_path, h, cfg)
+    proc = start(path)
+    try:
+        deadline = time.monotonic() + 30
+        active = f"SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{cfg['slot.name']}'"
+        while h.sql(active + " AND active") != [(1,)]:
+            assert time.monotonic() < deadline and proc.poll() is None, "the child never streamed"
+            time.sleep(0.2)
+        h.sql("INSERT INTO k VALUES (0, 100, 'marker')")
+        wait_for(h.kafka, topic, 1, proc)
+    finally:
+        finish(proc)
+    for lo in range(1, n + 1, 2500):
+        h.sql(
+            "INSERT INTO k SELECT i, CASE WHEN i % 2 = 0 THEN NULL ELSE i END, 'v' || i "
+            f"FROM generate_series({lo}, {lo + 2499}) AS i"
+        )
+    h.sql(
+        f"DELETE FROM k WHERE id BETWEEN 1 AND {n // 2}",
+        "UPDATE k SET x = -id WHERE x IS NULL",
+        "ALTER TABLE k ALTER COLUMN x SET NOT NULL",
+        "ALTER TABLE k DROP CONSTRAINT k_pkey, ADD PRIMARY KEY (id, x)",
+        f"INSERT INTO k SELECT i, i, 'w' || i FROM generate_series({n + 1}, {2 * n}) AS i",
+        f"DELETE FROM k WHERE id > {n} AND id % 3 = 0",
+    )
+    # marker, n inserts, n/2 deletes + tombstones, n/4 fills, n inserts, n/3 deletes + tombstones
+    total = 1 + n + n + n // 4 + n + 2 * (n // 3)
+    proc = start(path)
+    try:
+        wait_for(h.kafka, topic, total // 10, proc)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    assert end_offset(h.kafka, topic) < total, "caught up before the kill"
+    proc = start(path)
+    try:
+        wait_for(h.kafka, topic, total, proc)
+    finally:
+        finish(proc)
+    events = read_with_schemas(h, topic, total, monkeypatch)
+
+    def expected_x(row_id: int) -> set[int | None]:
+        if row_id == 0:
+            return {100}
+        if row_id > n or row_id % 2:
+            return {row_id}
+        return {None, -row_id}  # NULL until the fill, then -id: never 0
+
+    for key, value in events:
+        if value is None:
+            continue
+        op, before, after = (value["payload"][f] for f in ("op", "before", "after"))
+        image = after if op != "d" else before
+        assert image["x"] in expected_x(image["id"]) or op == "d", (op, image)
+        # the key holds the columns of the identity at its position, with the row's values
+        assert all(image[f] == v for f, v in key["payload"].items()), (key, image)
+        if op == "c" and image["x"] is None:
+            assert field(value, "after", "x")["optional"] is True
+    kept = sorted((r["id"], r["x"], r["v"]) for r in compacted(events).values() if r is not None)
+    assert kept == h.sql("SELECT id, x, v FROM k ORDER BY id")
