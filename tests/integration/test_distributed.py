@@ -431,6 +431,13 @@ def test_three_workers_spread_fail_over_and_roll_exactly_once(cluster: Cluster) 
             views = [w.client.get(f"/connectors/{name}/status") for w in workers]
             assert all(v == views[0] for v in views), views
         assert all(w.client.get("/connectors") == sorted(names) for w in workers)
+        # A restart asked of a worker that does not run the task: its owner restarts it.
+        owner = next(w for w in workers if w.id == running_on(workers, pa)())
+        asker = next(w for w in workers if w is not owner)
+        code, doc = asker.client.request("POST", f"/connectors/{pa}/restart?includeTasks=true")
+        assert code in (202, 204), doc
+        wait_for(lambda: f"connector {pa} restarted on request" in owner.log(), 30, "the restart")
+        wait_for(spread(workers, names), 30, "every task running after the restart")
 
         with Writer(c, [(c.db1, "a"), (c.db2, "b")], ("m",)):
             for _ in range(ROUNDS):
