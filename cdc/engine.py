@@ -19,6 +19,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
+
 from cdc import metrics as metrics_mod
 from cdc.column_mappers import ColumnMappers, KeyColumns
 from cdc.config import Config
@@ -34,7 +36,7 @@ from cdc.pipeline.failures import FailureHandler
 from cdc.pipeline.queue import ChangeEventQueue, QueueClosed
 from cdc.record import SourceRecord
 from cdc.schema.table_schema import TableSchemaBuilder
-from cdc.sinks.kafka import KafkaSink, SinkError
+from cdc.sinks.kafka import SIZE_ADVICE, KafkaSink, SinkError
 from cdc.spi import Connector, PositionReached, StreamingSource
 from cdc.topics import TopicNamer
 from cdc.transforms import TransformChain, build_chain
@@ -323,7 +325,7 @@ class Engine:
         # else (raw dead-letter records, a first record for a topic, a conversion failure, a
         # full producer buffer) takes the general path, in the same order.
         sink = self.sink
-        known = sink.known_topics
+        known = sink.fast_topics
         produce = sink.producer.produce
         apply = self.transforms.apply if len(self.transforms) else None
         key_of = self.key_converter.from_connect
@@ -340,7 +342,11 @@ class Engine:
                 encoded = self._encode(out)
                 if encoded is None:
                     continue
-                sink.send(topic, encoded[0], encoded[1], out.headers, out.kafka_partition)
+                try:
+                    sink.send(topic, encoded[0], encoded[1], out.headers, out.kafka_partition)
+                except KafkaException as exc:
+                    self._produce_failed(out, encoded[0], encoded[1], exc)
+                    continue
                 sent += 1
                 continue
             try:
@@ -353,6 +359,9 @@ class Engine:
                 produce(topic, value, key)
             except BufferError:
                 sink.send(topic, key, value, None)  # waits for room, serving callbacks
+            except KafkaException as exc:  # refused at once: over the producer's size limit
+                self._produce_failed(out, key, value, exc)
+                continue
             sent += 1
         self.metrics.records_sent += sent
         # Records are sent in order, so the batch's last offset covers everything in it.
@@ -370,9 +379,40 @@ class Engine:
         except Exception as exc:
             self._encode_failed(rec, exc)
             return None
-        if rec.topic not in self.sink.known_topics:
-            self.sink.ensure_topics((rec.topic,))
+        sink = self.sink
+        if rec.topic not in sink.known_topics:
+            sink.ensure_topics((rec.topic,))
+        if self.settings.exactly_once:
+            # produce() would refuse it inside the transaction and abort the batch.
+            size = _record_size(key, value, rec.headers)
+            if size > sink.max_message_bytes:
+                limit = f"the producer's {sink.max_message_bytes} bytes"
+                self._too_large(rec, key, size, limit)
+                return None
+        elif rec.topic in sink.topic_limits:
+            size = _record_size(key, value, rec.headers)
+            if size > sink.limit_for(rec.topic):
+                self._send_alone(rec, key, value, size)
+                return None
         return key, value
+
+    def _send_alone(
+        self, rec: SourceRecord, key: bytes | None, value: bytes | None, size: int
+    ) -> None:
+        """A record over its topic's max.message.bytes before compression: whether the broker
+        takes it depends on how well it compresses, so it is sent on its own once everything
+        before it is acknowledged, and its outcome known before anything after it is sent; a
+        rejection goes through the failure mode in order."""
+        error = self.sink.deliver_alone(
+            rec.topic, key, value, rec.headers, rec.kafka_partition, self._stopping.is_set
+        )
+        if error is None:
+            self.metrics.records_sent += 1
+            return
+        if error.code() != KafkaError.MSG_SIZE_TOO_LARGE:
+            raise SinkError(f"Kafka rejected a record for {rec.topic}: {error}")
+        limit = f"max.message.bytes={self.sink.topic_limits[rec.topic]} of topic {rec.topic}"
+        self._too_large(rec, key, size, limit)
 
     def _encode_failed(self, rec: SourceRecord, exc: Exception) -> None:
         error = ConversionError(
@@ -381,6 +421,33 @@ class Engine:
         )
         error.__cause__ = exc
         self.failures.handle(error, rec, self.partition, self._process_one)
+
+    def _produce_failed(
+        self, rec: SourceRecord, key: bytes | None, value: bytes | None, exc: KafkaException
+    ) -> None:
+        """produce() refused the record at once. Over the producer's size limit it is an event
+        Kafka cannot take, handled by the failure mode in order; anything else fails."""
+        kerr = exc.args[0] if exc.args else None
+        if not isinstance(kerr, KafkaError) or kerr.code() != KafkaError.MSG_SIZE_TOO_LARGE:
+            raise SinkError(f"cannot produce to {rec.topic}: {exc}") from exc
+        limit = f"the producer's {self.sink.max_message_bytes} bytes"
+        self._too_large(rec, key, _record_size(key, value, rec.headers), limit)
+
+    def _too_large(self, rec: SourceRecord, key: bytes | None, size: int, limit: str) -> None:
+        """A record larger than Kafka accepts: through event.processing.failure.handling.mode
+        like any event that cannot be written; the dead-letter record carries its key,
+        position and size, not the value."""
+        error = ConversionError(
+            f"record for {rec.topic} at {rec.source_offset} is {size} bytes, over the limit of "
+            f"{limit} (MSG_SIZE_TOO_LARGE); {SIZE_ADVICE}",
+            position=rec.source_offset,
+        )
+        summary = {
+            "topic": rec.topic,
+            "key": _text_or_bytes(key),
+            "size": size,
+        }
+        self.failures.handle(error, summary, self.partition, self._process_one)
 
     def _process_one(self, rec: SourceRecord) -> None:
         self._process([rec])
@@ -477,7 +544,8 @@ class Engine:
             if not remaining and self.sink.error is None:
                 self._commit()
         finally:
-            for closeable in (self.key_converter, self.value_converter, self.transforms):
+            post = self.dispatcher.post_processor
+            for closeable in (self.key_converter, self.value_converter, self.transforms, post):
                 close = getattr(closeable, "close", None)
                 if callable(close):
                     close()
@@ -525,6 +593,21 @@ def resume_origin(stored: Mapping[str, Any] | None) -> dict[str, Any] | None:
     if isinstance(origin, dict):
         return dict(origin)
     return {k: v for k, v in stored.items() if k not in ("snapshot", "snapshot_completed")}
+
+
+def _text_or_bytes(data: bytes | None) -> str | bytes | None:
+    """The serialised key as text if it is text (JSON), else as bytes (shown in hex)."""
+    try:
+        return data.decode() if data is not None else None
+    except UnicodeDecodeError:
+        return data
+
+
+def _record_size(key: bytes | None, value: bytes | None, headers: Any) -> int:
+    size = len(key or b"") + len(value or b"")
+    for name, data in headers or ():
+        size += len(name) + len(data or b"")
+    return size
 
 
 def _approx_size(rec: SourceRecord) -> int:

@@ -23,6 +23,8 @@ log = logging.getLogger("tidemark.failures")
 def _describe(event: Any) -> Any:
     if is_dataclass(event) and not isinstance(event, type):
         return asdict(event)
+    if isinstance(event, dict):  # already a summary (a record too large to include)
+        return event
     if isinstance(event, SourceRecord):
         return {"topic": event.topic, "key": event.key, "value": event.value}
     return repr(event)

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
 from cdc.kafka_security import SECURITY_PREFIXES, librdkafka_config
 
@@ -33,6 +38,18 @@ DEFAULT_PRODUCER = {
 }
 
 
+#: What raises Kafka's size limits, for every error about a record that is too large.
+SIZE_ADVICE = (
+    "raise the producer's limit (max.request.size, librdkafka's message.max.bytes; "
+    "producer.override.max.request.size per connector) and the topic's max.message.bytes "
+    "(broker default message.max.bytes), or truncate or drop the column "
+    "(column.truncate.to.<n>.chars, column.exclude.list)"
+)
+#: Bytes a record needs beyond its key, value and headers inside a record batch (batch
+#: header, record framing): a record within this much of a topic's limit is still rejected.
+RECORD_OVERHEAD = 128
+
+
 class SinkError(RuntimeError):
     pass
 
@@ -47,6 +64,10 @@ class KafkaSink:
         create_topics: bool = True,
     ) -> None:
         conf = librdkafka_config({**DEFAULT_PRODUCER, **dict(producer_config)})
+        if "max.request.size" in conf:  # Kafka Connect's name for librdkafka's limit
+            conf.setdefault("message.max.bytes", conf.pop("max.request.size"))
+        #: librdkafka refuses a larger record in produce() (MSG_SIZE_TOO_LARGE), at once
+        self.max_message_bytes = int(conf.get("message.max.bytes", 1_000_000))
         if transactional_id:
             conf["transactional.id"] = transactional_id
             conf["enable.idempotence"] = True
@@ -71,6 +92,11 @@ class KafkaSink:
         self.create_topics = create_topics
         self.topic_defaults = dict(topic_defaults or {})
         self.known_topics: set[str] = set()
+        #: topics whose max.message.bytes is below the producer's limit: their records are
+        #: checked before producing, so the broker never rejects one after later ones went out
+        self.topic_limits: dict[str, int] = {}
+        #: known topics without such a limit: records for them may go straight to the producer
+        self.fast_topics: set[str] = set()
         self._in_txn = False
 
     # -- topics -----------------------------------------------------------------------------
@@ -81,11 +107,11 @@ class KafkaSink:
         new = [t for t in topics if t and t not in self.known_topics]
         if not new:
             return
-        if not self.create_topics:
-            self.known_topics.update(new)
-            return
         if self._admin is None:
             self._admin = AdminClient(self._admin_conf)
+        if not self.create_topics:
+            self._learn_limits(new)
+            return
         existing = set(self._admin.list_topics(timeout=30).topics)
         to_create = []
         for t in new:
@@ -104,12 +130,50 @@ class KafkaSink:
                 except KafkaException as exc:
                     if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                         raise SinkError(f"cannot create topic {topic}: {exc}") from exc
-        self.known_topics.update(new)
+        self._learn_limits(new)
+
+    def _learn_limits(self, topics: list[str]) -> None:
+        """Note the topics' ``max.message.bytes`` where it is below the producer's limit (a
+        topic that cannot be described keeps the producer's limit), then mark them known."""
+        assert self._admin is not None
+        resources = [ConfigResource(ResourceType.TOPIC, t) for t in topics]
+        try:
+            futures = self._admin.describe_configs(resources, request_timeout=30)
+        except KafkaException as exc:
+            log.warning("cannot read the size limits of topics %s: %s", topics, exc)
+            futures = {}
+        for resource, future in futures.items():
+            try:
+                entry = future.result(30).get("max.message.bytes")
+                limit = int(entry.value) if entry is not None and entry.value else None
+            except (KafkaException, ValueError) as exc:
+                log.warning("cannot read max.message.bytes of topic %s: %s", resource.name, exc)
+                continue
+            if limit is not None and limit < self.max_message_bytes:
+                self.topic_limits[resource.name] = limit
+        self.known_topics.update(topics)
+        self.fast_topics.update(t for t in topics if t not in self.topic_limits)
+
+    def limit_for(self, topic: str) -> int:
+        """The largest record (key, value and headers) ``topic`` accepts from this producer."""
+        topic_limit = self.topic_limits.get(topic)
+        if topic_limit is None:
+            return self.max_message_bytes
+        return min(self.max_message_bytes, topic_limit - RECORD_OVERHEAD)
 
     # -- producing --------------------------------------------------------------------------
     def _on_delivery_error(self, err: Any, msg: Any) -> None:
         if err is not None and self.error is None:
             self.error = f"{err} (topic {msg.topic()}, partition {msg.partition()})"
+            if err.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                # The broker rejected a record (or a whole batch) after the producer accepted
+                # it: the topic's limit changed, or batches outgrow it. Nothing after it is
+                # stored as an offset; a restart re-reads the topic's limit.
+                self.error += (
+                    f": a record of {len(msg)} bytes, or the batch it was in, is over the "
+                    f"topic's max.message.bytes; {SIZE_ADVICE}; keep the producer's batch.size "
+                    f"below the smallest topic limit"
+                )
 
     def send(
         self,
@@ -133,6 +197,42 @@ class KafkaSink:
             except BufferError:
                 # Backpressure: Kafka is slow or down. Serve callbacks and try again.
                 self.producer.poll(0.1)
+
+    def deliver_alone(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Any,
+        partition: int | None,
+        stopping: Callable[[], bool],
+    ) -> KafkaError | None:
+        """Send one record in a batch of its own, after every earlier record is acknowledged,
+        and wait for its outcome: None when Kafka has it, else the broker's error. Used for a
+        record that the broker may reject (over a topic's limit before compression), so that
+        nothing after it is sent before that is known."""
+        self._flush_all(stopping)
+        outcome: list[KafkaError] = []
+
+        def delivered(err: KafkaError | None, _msg: Any) -> None:
+            if err is not None:
+                outcome.append(err)
+
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
+        if headers:
+            kwargs["headers"] = headers
+        if partition is not None:
+            kwargs["partition"] = partition
+        self.producer.produce(topic, **kwargs)
+        self._flush_all(stopping)
+        return outcome[0] if outcome else None
+
+    def _flush_all(self, stopping: Callable[[], bool]) -> None:
+        while self.flush(1.0):
+            if stopping():
+                raise SinkError("stopped while waiting for Kafka to acknowledge earlier records")
+        if self.error is not None:
+            raise SinkError(f"Kafka rejected a record: {self.error}")
 
     def poll(self, timeout: float = 0.0) -> int:
         return int(self.producer.poll(timeout))
