@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from worker.dev import Stack, StackError
 from worker.rest.client import DEFAULT_URL, ApiError, Client
+from worker.verify_cli import add_verify_command
 
 
 def _dev_up(args: argparse.Namespace) -> int:
@@ -69,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = dsub.add_parser("status", help="what runs, where, and its log file")
     p.set_defaults(func=_dev_status)
     add_worker_commands(sub)
+    add_verify_command(sub)
     return parser
 
 
