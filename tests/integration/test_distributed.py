@@ -381,6 +381,12 @@ def running_on(workers: list[Worker], name: str, exclude: str = "") -> Callable[
     return probe
 
 
+def same_view(workers: list[Worker], path: str) -> bool:
+    """Every live worker answers ``path`` the same (each follows the topics on its own)."""
+    views = [w.client.get(path) for w in workers if w.alive]
+    return all(v == views[0] for v in views)
+
+
 def placement(workers: list[Worker], names: list[str]) -> dict[str, str]:
     return {n: running_on(workers, n)() for n in names}
 
@@ -428,8 +434,7 @@ def test_three_workers_spread_fail_over_and_roll_exactly_once(cluster: Cluster) 
             assert code == 201, doc
         wait_for(spread(workers, names), 90, "one task on each worker")
         for name in names:
-            views = [w.client.get(f"/connectors/{name}/status") for w in workers]
-            assert all(v == views[0] for v in views), views
+            wait_for(lambda n=name: same_view(workers, f"/connectors/{n}/status"), 30, "one view")
         assert all(w.client.get("/connectors") == sorted(names) for w in workers)
         # A restart asked of a worker that does not run the task: its owner restarts it.
         owner = next(w for w in workers if w.id == running_on(workers, pa)())
@@ -531,8 +536,14 @@ def test_frozen_worker_is_fenced_and_exactly_once_holds(cluster: Cluster) -> Non
             time.sleep(3)
         # Both workers agree on the one that runs the task (the woken one may have been given
         # the slot back by the rebalance its rejoin caused).
-        views = [w.task(name) for w in workers]
-        assert views[0] == views[1] and views[0]["state"] == "RUNNING", views
+        wait_for(
+            lambda: (
+                same_view(workers, f"/connectors/{name}/status")
+                and workers[0].task(name).get("state") == "RUNNING"
+            ),
+            30,
+            "both workers to show the task RUNNING on the same worker",
+        )
         topic = c.topic("pe", "e")
         assert_once(topic, reconcile(c.kafka, topic, table_rows(c, c.db1, "e"), "read_committed"))
         # Whatever the woken worker tried to commit was rejected as fenced (it may have had

@@ -3,6 +3,7 @@ formats, a second reader rebuilding the same state, deletes, and stale statuses 
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 
@@ -12,6 +13,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from worker.distributed.config_store import ConfigStore, Restart
+from worker.distributed.membership import assignment_topic, subscription
 from worker.distributed.status_store import StatusStore, task_key
 
 pytestmark = [pytest.mark.kafka]
@@ -81,9 +83,22 @@ def test_config_topic_in_kafka_connect_format_and_rebuilt_by_a_second_worker(
     assert b.connectors() == a.connectors()
     assert b.target("inv") == "STOPPED" and b.task_count("inv") == 1
     assert later == []  # an old restart request found at start is not acted on again
+    # ... but kept: a worker that gets the task later checks it against its start (a start
+    # after the request was read serves it; a request read after the start does not).
+    found = b.restart_request("inv")
+    assert found is not None and found[1] == Restart("inv", True, False)
+    started = b.read_count()
+    assert found[0] <= started
     a.put_target("inv", "PAUSED")
     b.log.sync()
     assert b.target("inv") == "PAUSED"  # followed live
+    a.request_restart("inv", False, True)
+    b.log.sync()
+    newer = b.restart_request("inv")
+    assert newer is not None and newer[0] > started and later == [Restart("inv", False, True)]
+    a.delete_connector("inv")
+    b.log.sync()
+    assert b.restart_request("inv") is None
     a.close()
     b.close()
 
@@ -110,3 +125,16 @@ def test_status_topic_format_and_stale_generation_ignored(
     assert a.get(key) is None and b.get(key) is None
     a.close()
     b.close()
+
+
+def test_assignment_topics_one_per_connector_matched_by_the_subscription() -> None:
+    names = ["inventory", "inv/entory", "inv_entory", "Ünïcode name", "a" * 300]
+    topics = [assignment_topic("tm-assignments", n) for n in names]
+    assert len(set(topics)) == len(names)  # distinct even where characters were replaced
+    assert all(re.fullmatch(r"[A-Za-z0-9._-]{1,249}", t) for t in topics), topics
+    assert topics == [assignment_topic("tm-assignments", n) for n in names]  # same everywhere
+    pattern = re.compile(subscription("tm-assignments"))
+    assert all(pattern.match(t) for t in topics)
+    assert not pattern.match("tm-assignments")  # the bare prefix: no connector
+    assert not pattern.match("tm-assignmentsX.inventory")
+    assert not pattern.match(assignment_topic("other", "inventory"))
