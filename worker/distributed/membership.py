@@ -142,8 +142,9 @@ class Membership:
     # -- assignment topics: one per connector -------------------------------------------------
     def ensure(self, connectors: Iterable[str]) -> None:
         """Create the assignment topic of each connector that lacks one (any worker may: a
-        lost creation race is fine). Retried at most once a second while one is missing (a
-        connector re-created right after its deletion waits for the old topic to go)."""
+        lost creation race is fine). Checked at most once a second while one is missing, every
+        5 s after a failed creation (a connector re-created right after its deletion waits for
+        the old topic to go)."""
         wanted = {assignment_topic(self.prefix, c) for c in connectors}
         missing = wanted - self._topics
         if not missing or time.monotonic() < self._next_ensure or self._admin is None:
@@ -162,7 +163,8 @@ class Membership:
                 )
                 self._topics.add(topic)
             except DistributedError as exc:
-                log.warning("group %s: %s (retrying)", self.group_id, exc)
+                log.warning("group %s: %s (retrying in 5 s)", self.group_id, exc)
+                self._next_ensure = time.monotonic() + 5.0
 
     def retire(self, connector: str) -> None:
         """Delete a deleted connector's assignment topic: its slot leaves the assignment."""
