@@ -377,6 +377,30 @@ def _hstore_pairs(v: str) -> dict[str, str | None]:
     return out
 
 
+def _java_hash(s: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units), spread as ``HashMap`` does."""
+    h = 0
+    for unit in struct.unpack(f"<{len(s.encode('utf-16-le')) // 2}H", s.encode("utf-16-le")):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def hstore_map(v: str) -> dict[str, str | None]:
+    """An hstore's pairs in the order Debezium writes them: pgjdbc fills a ``java.util.
+    HashMap`` in the server's order and Debezium serialises its iteration order (by hash
+    bucket, then insertion). Same content either way; the same order makes the JSON text
+    (``hstore.handling.mode=json``) identical to Debezium's, byte for byte."""
+    pairs = _hstore_pairs(v)
+    if len(pairs) < 2:
+        return pairs
+    capacity = 16
+    while len(pairs) > capacity * 3 // 4:  # HashMap's 0.75 load factor
+        capacity *= 2
+    mask = capacity - 1
+    order = sorted(enumerate(pairs), key=lambda item: (_java_hash(item[1]) & mask, item[0]))
+    return {key: pairs[key] for _, key in order}
+
+
 def parse_array(v: str, element: Conv, delimiter: str = ",") -> list[Any]:
     """PostgreSQL's array literal ``{1,2,"a b",NULL,{3,4}}`` → nested lists."""
     pos = v.find("{")  # skip a dimension decoration like [1:2]={...}
@@ -603,8 +627,8 @@ class TypeRegistry:
             return array(el_schema.as_optional(), optional=True), lambda v: parse_array(v, conv)
         if info.name == "hstore":
             if modes.hstore == "json":
-                return logical.json(), lambda v: orjson.dumps(_hstore_pairs(v)).decode()
-            return map_of(STRING, STRING.as_optional()), _hstore_pairs
+                return logical.json(), lambda v: orjson.dumps(hstore_map(v)).decode()
+            return map_of(STRING, STRING.as_optional()), hstore_map
         if info.name in ("citext", "ltree"):
             return (logical.ltree() if info.name == "ltree" else STRING), None
         if info.name == "geometry":
