@@ -46,6 +46,10 @@ class Dialect(ABC):
     def canonical(self, col: ColumnSpec, ref: str) -> str:
         """The canonical text of the column (see cdc.verify.canonical), NULL for NULL."""
 
+    def raw(self, col: ColumnSpec, ref: str) -> str:
+        """The column as selected for a kind canonicalised in Python (PYTHON_KINDS)."""
+        return ref
+
     @abstractmethod
     def text_order(self, ref: str) -> str:
         """The column as text that compares in code-point order (for text keys)."""
@@ -181,7 +185,7 @@ class SqlSourceSide:
 
     def _canonical_or_raw(self, col: ColumnSpec) -> str:
         ref = self._ref(col)
-        return ref if col.kind in PYTHON_KINDS else self.d.canonical(col, ref)
+        return self.d.raw(col, ref) if col.kind in PYTHON_KINDS else self.d.canonical(col, ref)
 
     @staticmethod
     def _key(keys: Sequence[ColumnSpec], values: Sequence[Any]) -> KeyTexts:

@@ -126,15 +126,15 @@ class MySqlDialect(Dialect):
                 if col.unit == "ms"
                 else (f"CAST({micros} AS CHAR)")
             )
-        if k == "time":
+        if k == "time":  # HOUR() etc. of a negative TIME are absolute; TIME_TO_SEC varies
             micros = (
-                f"(IF({ref} < TIME'00:00:00', -1, 1) * "
-                f"(ABS(TIME_TO_SEC({ref})) * 1000000 + MICROSECOND({ref})))"
+                f"(IF({ref} < TIME'00:00:00', -1, 1) * ((HOUR({ref}) * 3600 + MINUTE({ref}) * 60"
+                f" + SECOND({ref})) * 1000000 + MICROSECOND({ref})))"
             )
             return (
-                f"CAST(FLOOR({micros} / 1000) AS CHAR)"
+                f"CAST(FLOOR({micros} / 1000) AS SIGNED)"
                 if col.unit == "ms"
-                else (f"CAST({micros} AS CHAR)")
+                else (f"CAST({micros} AS SIGNED)")
             )
         if k == "date":
             return f"CAST(DATEDIFF({ref}, '1970-01-01') AS CHAR)"
@@ -143,6 +143,10 @@ class MySqlDialect(Dialect):
         if k == "text":
             return ref
         return f"CAST({ref} AS CHAR)"
+
+    def raw(self, col: ColumnSpec, ref: str) -> str:
+        # the text protocol rounds FLOAT to 6 digits; +0e0 gives the stored float32 exactly
+        return f"({ref} + 0e0)" if col.kind == "float32" else ref
 
     def text_order(self, ref: str) -> str:
         return f"(CONVERT({ref} USING utf8mb4) COLLATE utf8mb4_bin)"
