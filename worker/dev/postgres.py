@@ -17,8 +17,11 @@ PASSWORD = "postgres"
 SETTINGS = {
     "listen_addresses": "'127.0.0.1'",
     "wal_level": "logical",
-    "max_replication_slots": "32",
-    "max_wal_senders": "32",
+    # One test run creates well over a hundred slots (each connector test its own, some
+    # left for the restart they test): a generous limit keeps a slow cleanup from failing
+    # an unrelated test with "all replication slots are in use".
+    "max_replication_slots": "200",
+    "max_wal_senders": "100",
     "max_connections": "200",
     "wal_sender_timeout": "60s",
     "shared_buffers": "256MB",
@@ -100,7 +103,11 @@ class PostgresService(Service):
             "-k",
             str(self.socket_dir),
             # On the command line rather than in postgresql.conf, so a data folder made
-            # before TLS was added gets it too.
+            # before TLS was added (or the slot limits raised) gets it too.
+            "-c",
+            f"max_replication_slots={SETTINGS['max_replication_slots']}",
+            "-c",
+            f"max_wal_senders={SETTINGS['max_wal_senders']}",
             "-c",
             "ssl=on",
             "-c",
