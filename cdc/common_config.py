@@ -17,6 +17,7 @@ from cdc.config import (
     one_of,
     valid_regex_list,
 )
+from cdc.pipeline import reselect
 
 FAILURE_MODES = ("fail", "warn", "skip", "dead-letter")
 
@@ -79,7 +80,6 @@ UNSUPPORTED = frozenset(
         "snapshot.query.mode",
         "custom.metric.tags",
         "retriable.restart.connector.wait.ms",
-        "post.processors",
         "include.schema.comments",
         "database.query.timeout.ms",
         "connection.validation.timeout.ms",
@@ -101,6 +101,7 @@ GROUP_ADVANCED = "Advanced"
 GROUP_ERRORS = "Error Handling"
 GROUP_TOPICS = "Topic Creation"
 GROUP_CONVERTERS = "Converters and Transforms"
+GROUP_POST = "Post Processors"
 
 CONVERTER_CLASSES = (
     "org.apache.kafka.connect.json.JsonConverter",
@@ -364,6 +365,7 @@ def common_def(**defaults: Any) -> ConfigDef:
                 doc="Dead-letter topic for events that fail conversion (required with "
                 "event.processing.failure.handling.mode=dead-letter).",
             ),
+            *_post_processor_fields(),
             ConfigField(
                 "decimal.handling.mode",
                 Kind.STRING,
@@ -479,7 +481,84 @@ def common_def(**defaults: Any) -> ConfigDef:
         )
     )
     cdef.checks.append(_queue_rules)
+    cdef.checks.append(reselect.config_problems)
+    cdef.passthrough_rules.append(reselect.is_post_processor_key)
     return cdef
+
+
+def _post_processor_fields() -> list[ConfigField]:
+    """``post.processors`` and the reselect post-processor's keys under the alias Debezium's
+    documentation uses (another alias listed in ``post.processors`` takes the same keys)."""
+    alias = reselect.DEFAULT_ALIAS
+    under = f" (keys under {alias}. apply to the alias {alias}; another alias takes them "
+    under += "under its own name)"
+    return [
+        ConfigField(
+            "post.processors",
+            Kind.LIST,
+            [],
+            group=GROUP_POST,
+            doc="Aliases of Debezium post processors applied to each event before it is "
+            "queued; each is configured under <alias>.*. tidemark has the reselect columns "
+            f"post processor ({reselect.RESELECT_CLASS}), e.g. post.processors={alias}.",
+            recommended=(alias,),
+        ),
+        ConfigField(
+            f"{alias}.type",
+            Kind.STRING,
+            None,
+            group=GROUP_POST,
+            doc="Class of the post processor named by the alias: "
+            f"{reselect.RESELECT_CLASS} re-reads, by key and on a separate connection, the "
+            "columns an event could not carry (unchanged TOASTed values, MINIMAL/NOBLOB row "
+            "images) and, if asked, NULL columns; the values read are the row's current ones, "
+            "possibly newer than the event" + under + ".",
+            recommended=(reselect.RESELECT_CLASS,),
+        ),
+        ConfigField(
+            f"{alias}.reselect.columns.include.list",
+            Kind.LIST,
+            [],
+            validator=valid_regex_list,
+            group=GROUP_POST,
+            doc="Regular expressions of the columns to reselect, matched whole and "
+            "case-insensitively against <schema or database>.<table>:<column>; empty: every "
+            "column. Do not combine with the exclude list" + under + ".",
+        ),
+        ConfigField(
+            f"{alias}.reselect.columns.exclude.list",
+            Kind.LIST,
+            [],
+            validator=valid_regex_list,
+            group=GROUP_POST,
+            doc="Regular expressions of columns never reselected, in the form "
+            "<schema or database>.<table>:<column>" + under + ".",
+        ),
+        ConfigField(
+            f"{alias}.reselect.unavailable.values",
+            Kind.BOOLEAN,
+            True,
+            group=GROUP_POST,
+            doc="Reselect the selected columns whose value the event could not carry (the "
+            "unavailable-value placeholder)" + under + ".",
+        ),
+        ConfigField(
+            f"{alias}.reselect.null.values",
+            Kind.BOOLEAN,
+            True,
+            group=GROUP_POST,
+            doc="Reselect the selected columns whose value in the event's after image is NULL "
+            "(one more query for rows with NULLs; narrow it with the include list)" + under + ".",
+        ),
+        ConfigField(
+            f"{alias}.reselect.use.event.key",
+            Kind.BOOLEAN,
+            False,
+            group=GROUP_POST,
+            doc="Read the row by the event key's columns (message.key.columns) instead of the "
+            "table's primary key, e.g. for tables without one" + under + ".",
+        ),
+    ]
 
 
 def _queue_rules(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:

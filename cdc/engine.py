@@ -31,6 +31,7 @@ from cdc.metrics import TaskMetrics
 from cdc.offsets.kafka import KafkaOffsetStore
 from cdc.offsets.store import OffsetStore
 from cdc.offsets.writer import OffsetWriter
+from cdc.pipeline import reselect
 from cdc.pipeline.dispatcher import EventDispatcher
 from cdc.pipeline.failures import FailureHandler
 from cdc.pipeline.queue import ChangeEventQueue, QueueClosed
@@ -103,6 +104,7 @@ class Engine:
             config.get("errors.deadletterqueue.topic.name"),
         )
         self.dispatcher = self._build_dispatcher()
+        reselect.attach(self.dispatcher, connector, raw)  # post.processors, if configured
         self.transforms: TransformChain = build_chain(raw)
         self.key_converter: Converter = converter_from_config(raw, is_key=True)
         self.value_converter: Converter = converter_from_config(raw, is_key=False)

@@ -21,6 +21,7 @@ from cdc.filters import TableFilter
 from cdc.metrics import CommonMetrics, TaskMetrics
 from cdc.pipeline.failures import FailureHandler
 from cdc.pipeline.queue import ChangeEventQueue, QueueClosed
+from cdc.pipeline.reselect import ReselectColumns
 from cdc.pipeline.snapshot_marks import SnapshotMarks
 from cdc.pipeline.special_records import SpecialRecords
 from cdc.record import SourceRecord
@@ -135,6 +136,8 @@ class EventDispatcher:
         #: records not yet handed to the queue while a source runs ``batched`` (else None)
         self._held: list[SourceRecord] | None = None
         self._hold_limit = 0
+        #: the reselect post-processor (``post.processors``), set by the engine; None: none
+        self.post_processor: ReselectColumns | None = None
 
     # -- SourceContext ------------------------------------------------------------------------
     def register_table(self, table: Table) -> None:
@@ -231,11 +234,15 @@ class EventDispatcher:
         held = self._held
         if held:
             self._held = []
+            if self.post_processor is not None:
+                held = self.post_processor.resolve(held, self.partition, self.queue.put_many)
             self.queue.put_many(held)
 
     def _release(self) -> None:
         held, self._held = self._held, None
         if held:
+            if self.post_processor is not None:
+                held = self.post_processor.resolve(held, self.partition, self.queue.put_many)
             self.queue.put_many(held)
 
     def _put(self, record: SourceRecord) -> None:
@@ -314,6 +321,12 @@ class EventDispatcher:
             self.failures.handle(error, event, self.partition, self._put)
             return
         held = self._held
+        post = self.post_processor
+        if post is not None:
+            rest = (before_row, source, offset, transaction_id)
+            noted = post.note(ts, op_code, after_row, partial, rest, records, len(held or ()))
+            if noted and held is None:
+                records = post.resolve(records, self.partition, self.queue.put_many)
         if held is None:
             put = self.queue.put
             for r in records:

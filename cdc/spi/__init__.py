@@ -14,6 +14,7 @@ from cdc.spi.events import (
     TransactionEnd,
 )
 from cdc.spi.relational import Column, Table, ValueConverter, ValueConverterProvider, key_columns
+from cdc.spi.reselect import Reselector
 from cdc.spi.source import (
     Connector,
     SnapshotSource,
@@ -29,6 +30,7 @@ __all__ = [
     "LogicalMessage",
     "Operation",
     "PositionReached",
+    "Reselector",
     "RowChange",
     "SchemaChange",
     "SnapshotSource",

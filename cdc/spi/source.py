@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Protocol
 
 from cdc.spi.events import SourceEvent, TableId
 from cdc.spi.relational import Table, ValueConverterProvider
+from cdc.spi.reselect import Reselector
 
 
 class SourceContext(Protocol):
@@ -134,6 +135,11 @@ class Connector(ABC):
         offset to store (possibly completed) and the problems found. The default accepts any
         JSON object; connectors override it with their own format's rules."""
         return offset, []
+
+    def reselector(self) -> Reselector | None:
+        """A new :class:`~cdc.spi.reselect.Reselector` on its own connection, for the
+        reselect post-processor (``post.processors``); None: this connector cannot reselect."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional
         """Release connections."""

@@ -14,6 +14,7 @@ from connectors.postgres import connection as pgconn
 from connectors.postgres import offsets as pg_offsets
 from connectors.postgres.config import CONFIG_DEF
 from connectors.postgres.publication import not_published
+from connectors.postgres.reselect import PostgresReselector
 from connectors.postgres.snapshot import PostgresSnapshot
 from connectors.postgres.streaming import PostgresStreaming
 from connectors.postgres.types import Modes, PostgresValueConverters, TypeRegistry
@@ -150,6 +151,9 @@ class PostgresConnector(Connector):
     def streaming_source(self) -> StreamingSource:
         self._streaming = PostgresStreaming(self.config, self.modes, registry=self.registry)
         return self._streaming
+
+    def reselector(self) -> PostgresReselector:
+        return PostgresReselector(self.config)
 
     def value_converters(self) -> PostgresValueConverters:
         return PostgresValueConverters(self.registry)

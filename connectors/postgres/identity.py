@@ -22,6 +22,7 @@ from psycopg import sql
 from cdc.config import Config
 from cdc.errors import FatalError
 from cdc.spi import TableId
+from connectors.postgres.reselect import warn_unavailable_values
 
 log = logging.getLogger("tidemark.postgres")
 
@@ -115,8 +116,10 @@ def fix_hint(tables: list[TableId]) -> str:
 
 
 def check_identities(conn: Any, cfg: Config, tables: list[tuple[TableId, int]]) -> None:
-    """Autoset, then refuse (filtered) or warn about tables without a usable identity."""
+    """Autoset, warn about unchanged TOASTed values updates will not carry, then refuse
+    (filtered) or warn about tables without a usable identity."""
     autoset(conn, cfg, tables)
+    warn_unavailable_values(conn, cfg, tables)
     bad = without_identity(conn, tables)
     if not bad:
         return
