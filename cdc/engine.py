@@ -118,6 +118,11 @@ class Engine:
             },
             create_topics=bool(config.get("topic.creation.enable", True)),
         )
+        self.metrics.delivery = self.sink.delivery_lag
+        # Healthy under load, everything is acknowledged at each offset commit at the latest.
+        self.metrics.ack_alarm_s = (
+            settings.offset_flush_interval_ms + settings.offset_flush_timeout_ms
+        ) / 1000
         self.streaming: StreamingSource | None = None
         self.writer = OffsetWriter(
             offset_store, self.name, self.partition, on_committed=self._committed
@@ -201,6 +206,13 @@ class Engine:
                     )
                     if d.stop_event.wait(delay):
                         return
+                if stored is None:
+                    reason = getattr(self.store, "missing_reason", None) or (
+                        "no offsets stored for this connector"
+                    )
+                    notice = f"full snapshot: {reason}"
+                    log.warning("%s: %s (snapshot.mode=%s)", self.name, notice, snapshotter.mode)
+                    self.metrics.notices.append(notice)
                 self._earlier = resume_origin(stored)
                 if self._earlier is not None:
                     log.info(

@@ -103,6 +103,26 @@ class TaskMetrics:
     offset_commits: int = 0
     offset_commit_seconds: float = 0.0
     dead_lettered: int = 0
+    #: ``(records not yet acknowledged by Kafka, seconds since everything sent was)``, read
+    #: when asked (the sink's :meth:`~cdc.sinks.kafka.KafkaSink.delivery_lag`)
+    delivery: Callable[[], tuple[int, float]] | None = None
+    #: unacknowledged records for longer than this make the task degraded (see problems())
+    ack_alarm_s: float = 10.0
+    #: things the operator should know about this run (e.g. a full re-snapshot and why)
+    notices: list[str] = field(default_factory=list)
+
+    def problems(self) -> list[str]:
+        """Why a running task is not healthy, for ``/connectors/{name}/status``: Kafka not
+        acknowledging records (down or unreachable), and the notices of this run."""
+        out = list(self.notices)
+        if self.delivery is not None:
+            pending, since = self.delivery()
+            if pending and since >= self.ack_alarm_s:
+                out.append(
+                    f"Kafka has not acknowledged {pending} records for {since:.0f} s (down or "
+                    f"unreachable?); their offsets are stored once it does"
+                )
+        return out
 
 
 class _Collector(Collector):
@@ -145,9 +165,27 @@ class _Collector(Collector):
                 ("dead_lettered", "Events sent to the dead-letter topic"),
             )
         }
+        delivery = {
+            name: GaugeMetricFamily(f"tidemark_{name}", doc, labels=["connector", "task"])
+            for name, doc in (
+                ("records_unacknowledged", "Records handed to Kafka and not acknowledged yet"),
+                (
+                    "seconds_since_last_acknowledgement",
+                    "Seconds since Kafka last had acknowledged everything sent (0: nothing "
+                    "outstanding)",
+                ),
+            )
+        }
         for m in self.tasks():
             for name, counter in tidemark.items():
                 counter.add_metric([m.connector, str(m.task)], float(getattr(m, name)))
+            if m.delivery is not None:
+                pending, since = m.delivery()
+                tl = [m.connector, str(m.task)]
+                delivery["records_unacknowledged"].add_metric(tl, pending)
+                delivery["seconds_since_last_acknowledgement"].add_metric(
+                    tl, since if pending else 0.0
+                )
             for ctx, common in (("snapshot", m.snapshot), (m.streaming_context, m.streaming)):
                 lv = [m.plugin, m.server, ctx, m.connector, str(m.task)]
                 since = now - common.last_event_ms if common.last_event_ms else -1
@@ -215,6 +253,7 @@ class _Collector(Collector):
                 fam.add_metric([m.plugin, m.server, ctx, m.connector, str(m.task), text_fn()], 1)
         yield from fams.values()
         yield from tidemark.values()
+        yield from delivery.values()
 
 
 COLLECTOR = _Collector()

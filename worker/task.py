@@ -173,6 +173,12 @@ class TaskRunner:
         }
         if self.trace and self.state in (TaskState.FAILED, TaskState.RESTARTING):
             out["trace"] = self.trace
+        elif self.state is TaskState.RUNNING and self._engine is not None:
+            # Degraded but running (Kafka not acknowledging, a full re-snapshot): the state
+            # stays RUNNING, as Kafka Connect's would, and the reason goes in ``trace``.
+            problems = self._engine.metrics.problems()
+            if problems:
+                out["trace"] = "\n".join(problems)
         return out
 
     def _stop_engine(self) -> None:

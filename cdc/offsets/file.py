@@ -100,6 +100,14 @@ class FileOffsetStore(OffsetStore):
         # or the next write would replace the only good generation with the damaged one.
         self._main_ok = False
 
+    @property
+    def missing_reason(self) -> str | None:
+        """Why nothing is stored, when both files are gone (a first start, or deleted): the
+        engine logs it with the full snapshot that follows and shows it in the status."""
+        if self.path.exists() or self.prev_path.exists():
+            return None
+        return f"neither offsets file {self.path} nor {self.prev_path} exists"
+
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:

@@ -98,6 +98,7 @@ class KafkaSink:
         #: known topics without such a limit: records for them may go straight to the producer
         self.fast_topics: set[str] = set()
         self._in_txn = False
+        self._caught_up = time.monotonic()
 
     # -- topics -----------------------------------------------------------------------------
     def ensure_topics(
@@ -235,11 +236,27 @@ class KafkaSink:
             raise SinkError(f"Kafka rejected a record: {self.error}")
 
     def poll(self, timeout: float = 0.0) -> int:
-        return int(self.producer.poll(timeout))
+        served = int(self.producer.poll(timeout))
+        if not len(self.producer):
+            self._caught_up = time.monotonic()
+        return served
 
     def flush(self, timeout: float) -> int:
         """Wait for outstanding deliveries; returns how many are still outstanding."""
-        return int(self.producer.flush(timeout))
+        remaining = int(self.producer.flush(timeout))
+        if not remaining:
+            self._caught_up = time.monotonic()
+        return remaining
+
+    def delivery_lag(self) -> tuple[int, float]:
+        """``(records not yet acknowledged, seconds since everything sent was acknowledged)``.
+        Thread-safe: read by status requests and metric scrapes while the task thread may be
+        blocked on a full producer buffer (Kafka down)."""
+        pending = len(self.producer)
+        now = time.monotonic()
+        if not pending:
+            self._caught_up = now
+        return pending, now - self._caught_up
 
     def outstanding(self) -> int:
         return len(self.producer)

@@ -13,10 +13,11 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from cdc.engine import Engine, EngineSettings
 from cdc.offsets.memory import MemoryOffsetStore
@@ -25,6 +26,7 @@ from cdc.testing.memory import MemoryConnector
 from tests.integration.engine_child import build_memory_db
 from worker.dev.kafka import KafkaService
 from worker.dev.service import StackError
+from worker.task import RetryPolicy, TaskRunner
 
 pytestmark = pytest.mark.kafka
 
@@ -140,3 +142,76 @@ def test_kafka_pause_backpressures_source_and_loses_nothing(private_kafka: Kafka
     events = read_topic(private_kafka.bootstrap, topic, min_count=total, timeout=120)
     ids = {e.after["id"] for e in events}
     assert ids == set(range(1, total + 1))
+
+
+def test_status_and_metrics_report_kafka_not_acknowledging(private_kafka: KafkaService) -> None:
+    """While Kafka is down the task stays RUNNING (it resumes by itself) but its status says
+    why it is degraded, and the metrics count what Kafka has not acknowledged."""
+    db = "status" + uuid.uuid4().hex[:6]
+    build_memory_db(db, 3000, 2)
+    server = "s" + uuid.uuid4().hex[:6]
+    connector = MemoryConnector(
+        {
+            "name": server,
+            "database.server.name": server,
+            "memory.database": db,
+            "snapshot.mode": "never",
+            "poll.interval.ms": "50",
+            "memory.transactions.per.second": "200",
+        }
+    )
+    runner = TaskRunner(
+        server,
+        0,
+        lambda: Engine(
+            connector,
+            connector.config,
+            MemoryOffsetStore(),
+            EngineSettings(
+                producer={"bootstrap.servers": private_kafka.bootstrap},
+                offset_flush_interval_ms=200,
+                offset_flush_timeout_ms=500,
+            ),
+        ),
+        RetryPolicy(),
+        worker_id="test",
+    )
+
+    def wait(what: str, check: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 60
+        while not check():
+            assert time.monotonic() < deadline, f"{what}: {runner.status()}"
+            time.sleep(0.1)
+
+    def gauge(name: str) -> float:
+        value = REGISTRY.get_sample_value(name, {"connector": server, "task": "0"})
+        assert value is not None, name
+        return value
+
+    runner.start()
+    try:
+        wait(
+            "records sent and acknowledged",
+            lambda: (
+                runner.metrics is not None
+                and runner.metrics.records_sent > 200
+                and "trace" not in runner.status()
+            ),
+        )
+        pid = private_kafka.pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            wait("degraded status", lambda: "not acknowledged" in runner.status().get("trace", ""))
+            status = runner.status()
+            assert status["state"] == "RUNNING"
+            assert gauge("tidemark_records_unacknowledged") > 0
+            assert gauge("tidemark_seconds_since_last_acknowledgement") >= 0.7
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        wait("healthy again", lambda: "trace" not in runner.status())
+        wait("caught up", lambda: gauge("tidemark_records_unacknowledged") == 0)
+        assert gauge("tidemark_seconds_since_last_acknowledgement") == 0
+    finally:
+        runner.shutdown()
+        assert runner.join(60)

@@ -114,7 +114,9 @@ def render_status(client: Client) -> str:
             restarts = sum((d.get("restarts") or {}).values())
             extra = f"  restarts {restarts}" if restarts else ""
             out.append(f"  task {task['id']}  {task['state']}{phase}{extra}")
-            if task.get("trace"):
+            if task.get("trace") and task["state"] == "RUNNING":  # degraded, still running
+                out.extend(f"    warning    {line}" for line in task["trace"].splitlines())
+            elif task.get("trace"):
                 out.append(f"    error      {_first_line_of(task['trace'])}")
             if "snapshot" in d:
                 out.extend(snapshot_lines(d["snapshot"], now_ms))
