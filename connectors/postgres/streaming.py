@@ -144,7 +144,11 @@ class PostgresStreaming(StreamingSource):
                         f"lost the replication connection {attempt - 1} times in a row; last "
                         f"error: {exc}"
                     ) from exc
-                wait = min(delay * (2 ** (attempt - 1)), 60.0)
+                if "slot is in use" in str(exc):  # held by another process: Debezium's wait
+                    wait = min(delay * (2 ** (attempt - 1)), 60.0)
+                else:  # a lost connection: back off from ~1 s, up to slot.retry.delay.ms
+                    first = min(1.0, delay)
+                    wait = min(first * (2 ** (attempt - 1)), max(delay, first))
                 log.warning(
                     "replication connection lost (%s); reconnecting in %.1f s (attempt %d/%d)",
                     exc,

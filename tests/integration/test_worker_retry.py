@@ -124,3 +124,35 @@ connectors:
     finally:
         blocker.close()
         assert daemon.stop()
+
+
+def test_a_lost_replication_connection_is_retried_after_about_a_second(
+    postgres: PgInfo, kafka: str
+) -> None:
+    """The first reconnect after a lost connection comes after ~1 s (backoff from 1 s up to
+    slot.retry.delay.ms), not after slot.retry.delay.ms (10 s)."""
+    from tests.integration.pg_harness import PgHarness
+
+    h = PgHarness(postgres, kafka, f"tmr_{uuid.uuid4().hex[:8]}")
+    try:
+        h.sql("CREATE TABLE t (id int PRIMARY KEY)")
+        cfg = h.config(snapshot_mode="never")
+        slot = cfg["slot.name"]
+        active = f"SELECT active_pid FROM pg_replication_slots WHERE slot_name = '{slot}'"
+        with h.running(cfg) as run:
+            h.wait_streaming(run)
+            [(pid,)] = h.sql(active)
+            assert pid is not None
+            h.sql(f"SELECT pg_terminate_backend({pid})")
+            lost = time.monotonic()
+            while True:
+                rows = h.sql(active)
+                if rows and rows[0][0] not in (None, pid):
+                    break
+                assert time.monotonic() - lost < 6, "not reconnected within 6 s"
+                time.sleep(0.1)
+            h.sql("INSERT INTO t VALUES (1)")
+            [event] = read_topic(kafka, h.topic(cfg, "t"), min_count=1)
+            assert event.after == {"id": 1}
+    finally:
+        h.dispose()
