@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -470,3 +471,55 @@ class ReselectColumns:
 
     def close(self) -> None:
         self.reselector.close()
+
+
+class SessionReselector(ABC):
+    """A :class:`~cdc.spi.Reselector` on one session of its own, opened on first use and
+    closed after an error (the next call opens a new one). Connectors supply the session
+    and the query; rows come back as the key values followed by the column values."""
+
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
+        self.conn: Any = None
+
+    @abstractmethod
+    def connect(self) -> Any: ...
+
+    @abstractmethod
+    def rows(
+        self,
+        conn: Any,
+        table: Table,
+        key_columns: Sequence[str],
+        keys: Sequence[tuple[Any, ...]],
+        columns: Sequence[str],
+    ) -> Iterable[Sequence[Any]]: ...
+
+    def fetch(
+        self,
+        table: Table,
+        key_columns: Sequence[str],
+        keys: Sequence[tuple[Any, ...]],
+        columns: Sequence[str],
+    ) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+        if not keys:
+            return {}
+        if self.conn is None:
+            self.conn = self.connect()
+        n = len(key_columns)
+        try:
+            return {
+                tuple(row[:n]): tuple(row[n:])
+                for row in self.rows(self.conn, table, key_columns, keys, columns)
+            }
+        except Exception:
+            self.close()  # a broken session is not reused
+            raise
+
+    def close(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # already gone
+                log.debug("closing the reselect session failed", exc_info=True)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cdc.pipeline.reselect import configured as reselect_configured
 from cdc.spi import (
     UNAVAILABLE,
     Operation,
@@ -45,7 +46,7 @@ from connectors.mysql.errors import (
 from connectors.mysql.gtid import GtidSet
 from connectors.mysql.json_values import apply_json_diff, normalize
 from connectors.mysql.new_tables import NewTablesGate
-from connectors.mysql.row_images import COLS_BITMAP, refusal
+from connectors.mysql.row_images import COLS_BITMAP, PLACEHOLDERS, RESELECTED, refusal
 from connectors.mysql.schema import Applied
 from connectors.mysql.state import TaskState
 from connectors.mysql.types import ZERO_DATE
@@ -131,6 +132,8 @@ class BinlogProcessor:
         self.tables: dict[tuple[int, int], _TableInfo] = {}
         #: tables already warned about for a partial row image
         self.partial_tables: set[TableId] = set()
+        #: a reselect post-processor completes after images (see row_images.py)
+        self.reselect = reselect_configured(self.cfg.raw)
         self.events_seen = 0
 
     # -- positions ------------------------------------------------------------------------------
@@ -608,15 +611,15 @@ class BinlogProcessor:
         placeholder; otherwise refused under the deserialization failure mode."""
         where = f"{self.file}:{self.start_of(event)}"
         why = refusal(tid, [info.table.columns[i] for i in sorted(absent)], where)
-        if why is None:
+        if why is None or self.reselect:
             if tid not in self.partial_tables:
                 self.partial_tables.add(tid)
                 log.warning(
                     "%s: a row image without every column (binlog_row_image=MINIMAL or NOBLOB "
-                    "in the writing session) at %s; the absent columns carry the "
-                    "unavailable-value placeholder",
+                    "in the writing session) at %s; %s",
                     tid,
                     where,
+                    RESELECTED if self.reselect else PLACEHOLDERS,
                 )
             return True
         if self.decode_mode == "fail":

@@ -16,6 +16,7 @@ from cdc.snapshot_modes import MODES, WhenNeeded
 from cdc.spi import Connector, SnapshotSource, Snapshotter, SourceContext, StreamingSource
 from connectors.mysql.config import CONFIG_DEF, parse_config, tinyint_boolean_selectors
 from connectors.mysql.offsets import validate_offset
+from connectors.mysql.reselect import MySqlReselector
 from connectors.mysql.snapshot import MySqlSnapshot
 from connectors.mysql.state import BUILTIN_DATABASES, MySqlMetrics, TaskState
 from connectors.mysql.streaming import MySqlStreaming, position_available
@@ -102,6 +103,9 @@ class MySqlConnector(Connector):
     def streaming_source(self) -> StreamingSource:
         self._streaming = MySqlStreaming(self.state)
         return _AttachedStreaming(self._streaming, self.metrics)
+
+    def reselector(self) -> MySqlReselector:
+        return MySqlReselector(self.config)
 
     def value_converters(self) -> MySqlValueConverters:
         return MySqlValueConverters(self.modes)

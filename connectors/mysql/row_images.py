@@ -15,6 +15,15 @@ in the row. Instead, an absent column becomes:
 * for any other column (numbers, dates, BIT, DECIMAL, spatial, ...) there is no value that a
   consumer could tell from data, so the row is refused under
   ``event.deserialization.failure.handling.mode`` (``fail`` stops with the reason).
+
+With the reselect post-processor configured (``post.processors``, cdc/pipeline/reselect.py)
+such rows are not refused here: the absent columns of the *after* image are re-read from the
+table by key (:mod:`connectors.mysql.reselect`), and an after image whose number or date
+column could still not be filled (the row is gone, or the column is not selected) is refused
+then, under ``event.processing.failure.handling.mode``. A *before* image cannot be re-read (the
+row has moved on): its absent columns are as the log has them — the placeholder for string
+and bytes columns, NULL for the others — as PostgreSQL's before images of ``REPLICA IDENTITY
+DEFAULT`` tables carry only the key.
 """
 
 from __future__ import annotations
@@ -28,6 +37,13 @@ COLS_BITMAP = "cols bitmap"
 """python-mysql-replication's ``none_sources`` reason for a column absent from the image."""
 
 _PLACEHOLDER_TYPES = TEXT_TYPES | BINARY_TYPES | {"JSON", "ENUM", "SET", "UUID", "INET4", "INET6"}
+
+
+PLACEHOLDERS = "the absent columns carry the unavailable-value placeholder"
+RESELECTED = (
+    "the absent columns of after images are reselected from the table (reselect post "
+    "processor); those of before images are the placeholder, or NULL for other types"
+)
 
 
 def has_placeholder_form(column: Column) -> bool:

@@ -12,36 +12,39 @@ untyped literals of that same text, which PostgreSQL reads with the key column's
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from psycopg import sql
 
 from cdc.config import Config
-from cdc.pipeline.reselect import DEFAULT_ALIAS, RESELECT_CLASS, parse_settings
+from cdc.pipeline.reselect import (
+    DEFAULT_ALIAS,
+    RESELECT_CLASS,
+    SessionReselector,
+    parse_settings,
+)
 from cdc.spi import Table, TableId
 from connectors.postgres import connection as pgconn
 
 log = logging.getLogger("tidemark.postgres.reselect")
 
 
-class PostgresReselector:
+class PostgresReselector(SessionReselector):
     """:class:`cdc.spi.Reselector` for PostgreSQL: one ``COPY (SELECT ... WHERE (key) IN
-    (...))`` per call, on a lazily opened autocommit session (re-opened after an error)."""
+    (...))`` per call, on an autocommit session."""
 
-    def __init__(self, cfg: Config) -> None:
-        self.cfg = cfg
-        self.conn: Any = None
+    def connect(self) -> Any:
+        return pgconn.connect(self.cfg)
 
-    def fetch(
+    def rows(
         self,
+        conn: Any,
         table: Table,
         key_columns: Sequence[str],
         keys: Sequence[tuple[Any, ...]],
         columns: Sequence[str],
-    ) -> dict[tuple[Any, ...], tuple[Any, ...]]:
-        if not keys:
-            return {}
+    ) -> Iterator[tuple[Any, ...]]:
         tid = table.id
         names = [*key_columns, *columns]
         tuples = sql.SQL(", ").join(
@@ -53,25 +56,7 @@ class PostgresReselector:
             sql.SQL(", ").join(sql.Identifier(n) for n in key_columns),
             tuples,
         )
-        if self.conn is None:
-            self.conn = pgconn.connect(self.cfg)
-        nkey = len(key_columns)
-        try:
-            return {
-                tuple(row[:nkey]): tuple(row[nkey:])
-                for row in pgconn.copy_rows(self.conn, query, len(names))
-            }
-        except Exception:
-            self.close()  # a broken session is not reused
-            raise
-
-    def close(self) -> None:
-        conn, self.conn = self.conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # already gone
-                log.debug("closing the reselect session failed", exc_info=True)
+        return pgconn.copy_rows(conn, query, len(names))
 
 
 # -- the start-up warning -------------------------------------------------------------------------
