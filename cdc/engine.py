@@ -169,7 +169,7 @@ class Engine:
             ),
         )
         return EventDispatcher(
-            connector_type=conn.type_name,
+            connector_type=conn.source_connector_name(),
             server_name=self.server,
             source_partition=self.partition,
             source_schema=conn.source_schema(),
@@ -187,6 +187,8 @@ class Engine:
             heartbeat_interval_ms=cfg["heartbeat.interval.ms"],
             heartbeat_action=getattr(conn, "heartbeat_action", None),
             include_schema_changes=bool(cfg.get("include.schema.changes", False)),
+            envelope_version=cfg.get("envelope.version", "1.2"),
+            source_derive=conn.source_derive(),
         )
 
     # -- source thread --------------------------------------------------------------------------
