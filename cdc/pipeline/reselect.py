@@ -29,8 +29,11 @@ writes a record per event to the dead-letter topic. The events are kept in every
 than ``fail``: apart from the placeholders they are correct, and dropping them loses data.
 
 A column without a placeholder form (a MINIMAL row image lacking a number or a date) that
-the reselect could not fill has no faithful value: that event is handled as a conversion
-failure under the same mode, never emitted with a NULL that is not in the row.
+the reselect could not fill has no faithful value: for connectors that say so
+(``strict_placeholders``: MySQL/MariaDB, whose binlog reader refuses such rows without a
+reselect) that event is handled as a conversion failure under the same mode, never emitted
+with a NULL that is not in the row. (PostgreSQL emits its few placeholder-less TOASTable
+types, e.g. ``bool[]``, as null with or without the reselect, as Debezium does.)
 """
 
 from __future__ import annotations
@@ -252,6 +255,9 @@ class ReselectColumns:
         self.tables = tables
         self.sanitize = sanitize
         self.pending: list[_Pending] = []
+        #: refuse an after image whose placeholder-less column stays unfilled (MySQL, whose
+        #: binlog would have refused it); PostgreSQL emits such columns as null, as Debezium
+        self.strict = bool(getattr(reselector, "strict_placeholders", False))
         self._keyless: set[TableId] = set()
         #: values found by the last block's queries, by pending entry
         self._found: dict[int, tuple[Any, ...]] = {}
@@ -312,7 +318,7 @@ class ReselectColumns:
             if (s.null and after_row[c[0]] is None)
             or (partial and s.unavailable and after_row[c[0]] is UNAVAILABLE)
         ]
-        bare = partial and any(after_row[i] is UNAVAILABLE for i, _ in plan.bare)
+        bare = self.strict and partial and any(after_row[i] is UNAVAILABLE for i, _ in plan.bare)
         if not need and not bare:
             return False
         key: tuple[Any, ...] | None = None
@@ -443,7 +449,7 @@ class ReselectColumns:
             for (i, _, _), value in zip(p.need, found, strict=True):
                 row[i] = value
             self.reselected += 1
-        lost = [name for i, name in p.plan.bare if row[i] is UNAVAILABLE]
+        lost = [name for i, name in p.plan.bare if row[i] is UNAVAILABLE] if self.strict else []
         if lost:
             why = "the row no longer exists" if found is None and p.key else "not reselected"
             return ConversionError(

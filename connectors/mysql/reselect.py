@@ -25,6 +25,9 @@ class MySqlReselector(SessionReselector):
     """:class:`cdc.spi.Reselector` for MySQL/MariaDB: one ``SELECT ... WHERE (key) IN (...)``
     per call."""
 
+    #: an absent number or date that cannot be re-read refuses the event (row_images.py)
+    strict_placeholders = True
+
     def connect(self) -> Any:
         return myconn.connect(self.cfg)
 
