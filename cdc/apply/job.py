@@ -132,6 +132,8 @@ class ApplyJob:
         self.query: Any = None
         self._preloaded = False
         self._keychanges: dict[str, KeyChanges] = {}
+        #: table -> the key-change side table's rows as last read or written
+        self._keychanges_saved: dict[str, list[tuple[str, str, str]]] = {}
 
     # -- the query ----------------------------------------------------------------------------
     def source(self) -> Any:
@@ -402,15 +404,12 @@ class ApplyJob:
             trunc = side.truncates.get(table)
             table_rows = rows.filter(F.col("tbl") == table)
             keys = self._keychanges_of(table)
-            stored_keys = kc.encoded(keys)
             if trunc is not None:
                 truncate(self.spark, path, dpath, trunc)
                 bound = F.array(*[F.lit(p).cast("long") for p in trunc])
                 table_rows = table_rows.filter(F.col("pos") > bound)
                 keys.truncate(tuple(trunc))
-                if kc.encoded(keys) != stored_keys:
-                    kc.save(self.spark, self.cfg.keychanges_location(table), keys)
-                    stored_keys = kc.encoded(keys)
+                self._save_keychanges(table, keys)
             sources = side.sources.get(table, set())
             if not sources:
                 continue
@@ -440,8 +439,7 @@ class ApplyJob:
                 self.catalog.mark_deletes(table)
             if handed is not None:
                 counts.held, counts.filled = handed.held, handed.filled
-            if kc.encoded(keys) != stored_keys:
-                kc.save(self.spark, self.cfg.keychanges_location(table), keys)
+            self._save_keychanges(table, keys)
             report.tables[table] = counts
             every = self.cfg.deletes_compact_every
             if every and info.deletes_nonempty and batch_id % every == every - 1:
@@ -454,7 +452,15 @@ class ApplyJob:
             state = self._keychanges[table] = kc.load(
                 self.spark, self.cfg.keychanges_location(table)
             )
+            self._keychanges_saved[table] = kc.encoded(state)
         return state
+
+    def _save_keychanges(self, table: str, state: KeyChanges) -> None:
+        """Rewrites the side table when ``state`` differs from what it holds."""
+        rows = kc.encoded(state)
+        if rows != self._keychanges_saved.get(table):
+            kc.save(self.spark, self.cfg.keychanges_location(table), state)
+            self._keychanges_saved[table] = rows
 
     def _hand_over(
         self,
@@ -495,7 +501,7 @@ class ApplyJob:
             # Durable before the MERGE deletes the old keys: a crash in between replays the
             # batch, which then finds the images (never recomputed from a later state).
             before.images.update({k: v for k, v in keys.images.items() if k not in before.images})
-            kc.save(self.spark, self.cfg.keychanges_location(table), before)
+            self._save_keychanges(table, before)
         log.info(
             "table %s: key changes: images=%d filled=%d held=%d dropped=%d no_value=%d",
             table,
