@@ -215,7 +215,51 @@ KNOWN: tuple[Known, ...] = (
         "rest as the number; tidemark writes the column's text, as both snapshots do.",
         _uuid_trailing_zero_bug,
     ),
+    Known(
+        "D2",
+        "debezium",
+        _ROW + r"\.\w+(\[\d+\])?",
+        "value",
+        "PostgreSQL dates Debezium reads wrongly in a snapshot (JDBC) or a streamed date[]: "
+        "BC dates as the same day AD ('0044-03-15 BC' as -703383, the days of 0044-03-15, "
+        "instead of -735160), and in a snapshot 'infinity' / '-infinity' as -622191234 / "
+        "-625821272 days where Debezium's own streaming writes -2147472692 / -2147472691. "
+        "tidemark writes what Debezium streams for the scalar column, on both paths.",
+        lambda tm, dbz: _bc_read_as_ad(tm, dbz) or (tm, dbz) in _JDBC_INFINITY_DATES,
+    ),
+    Known(
+        "D3",
+        "debezium",
+        r"value\.schema\.fields\.(before|after)\.fields\.\w+\.items\.(type|items)",
+        "*",
+        "PostgreSQL int[][] (a declared 2-D array): Debezium declares a flat array<int32> "
+        "and writes each inner array as null ('{{1,2},{3,4}}' arrives as [null,null], the "
+        "values are lost); tidemark declares array<array<int32>> and writes [[1,2],[3,4]].",
+        lambda tm, _dbz: tm == "array" or (isinstance(tm, dict) and tm.get("type") == "int32"),
+    ),
+    Known(
+        "D3",
+        "debezium",
+        _ROW + r"\.\w+\[\d+\]",
+        "value",
+        "The values of D3: Debezium writes null for every inner array of a 2-D array.",
+        lambda tm, dbz: isinstance(tm, list) and dbz is None,
+    ),
 )
+
+
+_JDBC_INFINITY_DATES = ((-2147472692, -622191234), (-2147472691, -625821272))
+
+
+def _bc_read_as_ad(tm: Any, dbz: Any) -> bool:
+    """``dbz`` is the day ``tm`` (a BC date, in epoch days) would be in the same year AD."""
+    from connectors.postgres.types import civil_date
+
+    if not (isinstance(tm, int) and isinstance(dbz, int)):
+        return False
+    year, month, day = civil_date(tm)
+    return year <= 0 and civil_date(dbz) == (1 - year, month, day)
+
 
 # Compared for presence and null-ness only: these differ between any two processes.
 IGNORED_VALUES = (

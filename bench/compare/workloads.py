@@ -9,8 +9,11 @@ Tables (all in one publication per contender):
 * ``parity_types`` — one column per PostgreSQL type family tidemark maps (REPLICA IDENTITY
   FULL), a few rows inserted, updated and deleted: the parity check diffs every one of these
   events, so a type-mapping difference fails the run even when ``bench_rows`` does not use it.
-* ``parity_toast`` — an update that leaves a TOASTed column unchanged (REPLICA IDENTITY
-  DEFAULT), i.e. the ``__debezium_unavailable_value`` placeholder path.
+* ``parity_toast`` — an update that leaves TOASTed columns unchanged (REPLICA IDENTITY
+  DEFAULT), i.e. the ``__debezium_unavailable_value`` placeholder path: text, int[], date[]
+  and hstore.
+* ``parity_part`` — a partitioned table (list, its ``us`` partition hash-partitioned again),
+  with a row moved between partitions; published via its root.
 
 Drains (W1, W1b, W2) create every contender's slot at the same LSN *before* the load, so each
 drains an identical backlog. Live workloads (W5, W7) create a slot just before starting the
@@ -26,7 +29,7 @@ from typing import Any
 from bench.compare.common import BenchError, pg_connect, short_id
 
 TABLE = "bench_rows"
-PARITY_TABLES = ("parity_types", "parity_toast")
+PARITY_TABLES = ("parity_types", "parity_toast", "parity_part")
 TABLES = (TABLE, *PARITY_TABLES)
 
 SCHEMA_SQL = [
@@ -49,9 +52,23 @@ SCHEMA_SQL = [
         ci citext, by bytea, da date, ti time, ti3 time(3), ttz timetz, tsp timestamp,
         tsp3 timestamp(3), tstz timestamptz, iv interval, uu uuid, js json, jb jsonb, x xml,
         ip inet, cidr_ cidr, mac macaddr, ia int[], ta text[], pt point, mo mood, b1 bit(1),
-        b4 bit(4), vb varbit(8), r4 int4range, rtz tstzrange, hs hstore, lt ltree, po posint)""",
+        b4 bit(4), vb varbit(8), r4 int4range, rtz tstzrange, hs hstore, lt ltree, po posint,
+        n38 numeric(38,0), n30 numeric(30,2), n40 numeric(40,10), bx box, ls lseg,
+        vbx varbit, ia2 int[][], dar date[], tsv tsvector)""",
     "ALTER TABLE parity_types REPLICA IDENTITY FULL",
-    "CREATE TABLE parity_toast (id int PRIMARY KEY, n int, big text)",
+    """CREATE TABLE parity_toast (id int PRIMARY KEY, n int, big text, ia int[], dd date[],
+        hs hstore)""",
+    """ALTER TABLE parity_toast ALTER big SET STORAGE EXTERNAL, ALTER ia SET STORAGE EXTERNAL,
+        ALTER dd SET STORAGE EXTERNAL, ALTER hs SET STORAGE EXTERNAL""",
+    """CREATE TABLE parity_part (id int, region text, v text, PRIMARY KEY (id, region))
+        PARTITION BY LIST (region)""",
+    "CREATE TABLE parity_part_eu PARTITION OF parity_part FOR VALUES IN ('eu')",
+    """CREATE TABLE parity_part_us PARTITION OF parity_part FOR VALUES IN ('us')
+        PARTITION BY HASH (id)""",
+    """CREATE TABLE parity_part_us0 PARTITION OF parity_part_us
+        FOR VALUES WITH (MODULUS 2, REMAINDER 0)""",
+    """CREATE TABLE parity_part_us1 PARTITION OF parity_part_us
+        FOR VALUES WITH (MODULUS 2, REMAINDER 1)""",
 ]
 
 PARITY_DML = [
@@ -79,16 +96,36 @@ PARITY_DML = [
          '10000-01-01', '0044-03-15 12:00:00 BC', '12345-06-07 08:09:10.5',
          '0001-01-01 00:00:00+00 BC'),
         (6, NULL, NULL, NULL, '-infinity', 'infinity', '-infinity', 'infinity')""",
+    # Issue 25: numerics wider than 28 digits, geometric columns, huge intervals, money at its
+    # limits, empty bit varying, 2-D arrays, BC dates in arrays, tsvector.
+    """INSERT INTO parity_types (id, n38, n30, n40, bx, ls, iv, m, vbx, ia2, dar, tsv, da,
+        tsp, tstz) VALUES
+        (7, repeat('9', 38)::numeric, (repeat('9', 28) || '.99')::numeric,
+         ('-' || repeat('9', 30) || '.' || repeat('9', 10))::numeric, '((1,2),(3,4))',
+         '[(0,0),(1,1)]', '178000000 years', '92233720368547758.07', B'', '{{1,2},{3,4}}',
+         '{2024-02-29,0044-03-15 BC,10000-01-01}', 'a:1 fat:2 cats:3,4',
+         '0044-03-15 BC', '0001-01-01 00:00:00 BC', '10000-06-07 08:09:10+00'),
+        (8, 1, 0.01, 1.5, '((0,0),(1,1))', '[(1,1),(2,2)]', '-178000000 years',
+         '-92233720368547758.08', B'1', '{{5},{6}}', '{}', '', '10000-01-01',
+         '20000-01-01 00:00:00', '0100-01-01 00:00:00+00 BC')""",
     """UPDATE parity_types SET i4 = 42, tx = 'changed', jb = '{"new": true}',
-        ia = '{}', n = -0.5 WHERE id = 1""",
+        ia = '{}', n = -0.5, bx = '((9,9),(8,8))', vbx = B'1010' WHERE id = 1""",
     "DELETE FROM parity_types WHERE id = 2",
     # 20 kB of incompressible text is stored out of line (TOAST); the update leaves it alone.
-    "INSERT INTO parity_toast SELECT 1, 1, string_agg(md5(g::text), '') FROM "
-    "generate_series(1, 640) g",
+    "INSERT INTO parity_toast SELECT 1, 1, string_agg(md5(g::text), ''), "
+    "(SELECT array_agg(i) FROM generate_series(1, 5000) i), "
+    "(SELECT array_agg(DATE '2000-01-01' + i) FROM generate_series(1, 5000) i), "
+    "(SELECT hstore(array_agg(md5(i::text)), array_agg(md5(i::text))) "
+    "FROM generate_series(1, 400) i) FROM generate_series(1, 640) g",
     "UPDATE parity_toast SET n = 2 WHERE id = 1",
+    "INSERT INTO parity_part VALUES (1, 'eu', 'a'), (2, 'eu', 'b'), (3, 'us', 'c'), (4, 'us', 'd')",
+    "UPDATE parity_part SET v = 'b2' WHERE id = 2",
+    "UPDATE parity_part SET region = 'us', v = 'moved' WHERE id = 1",  # eu -> us (hash leaf)
+    "DELETE FROM parity_part WHERE id = 4",
 ]
-# Events per parity topic in a drain: parity_types 6 c + 1 u + 1 d + 1 tombstone.
-PARITY_STREAM_EVENTS = {"parity_types": 9, "parity_toast": 2}
+# Events per parity topic in a drain: parity_types 8 c + 1 u + 1 d + 1 tombstone;
+# parity_part 4 c + 1 u + (d, tombstone, c) for the move + (d, tombstone).
+PARITY_STREAM_EVENTS = {"parity_types": 11, "parity_toast": 2, "parity_part": 10}
 
 
 @dataclass
@@ -111,7 +148,8 @@ class Database:
                 c.execute(stmt)
             for name in contenders:
                 c.execute(
-                    f"CREATE PUBLICATION {self.publication(name)} FOR TABLE {', '.join(TABLES)}"
+                    f"CREATE PUBLICATION {self.publication(name)} FOR TABLE "
+                    f"{', '.join(TABLES)} WITH (publish_via_partition_root = true)"
                 )
 
     def create_slot(self, name: str) -> None:

@@ -703,8 +703,8 @@ class PostgresValueConverters:
         values"): Debezium's placeholders — the text for strings, its UTF-8 bytes for bytes,
         ``[text]`` for text arrays, the bytes as numbers for integer arrays, ``{text: text}``
         for hstore (its JSON text in ``hstore.handling.mode=json``) — and the same byte
-        numbers for every other array of numbers (date[], numeric... where Debezium emits
-        null), so a consumer can tell the value apart from NULL."""
+        numbers for every array of integers or floats (date[], float8[]...): never null
+        where a form fits the schema, so a consumer can tell the value apart from NULL."""
         if self.registry.type_name(column.native_type or 0) == "hstore":
             if schema.type is Type.MAP:
                 return {text: text}

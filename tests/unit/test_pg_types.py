@@ -269,7 +269,7 @@ def _placeholder(oid: int, modes: t.Modes | None = None, dims: int = 0) -> objec
 def test_unchanged_toast_placeholders_are_detectable() -> None:
     """Issue 25.2: unchanged TOASTed int[], date[] and hstore were null, like a real NULL."""
     assert _placeholder(1007, dims=1) == PLACEHOLDER_BYTES  # Debezium's int[] placeholder
-    assert _placeholder(1182, dims=1) == PLACEHOLDER_BYTES  # Debezium: null; detectable here
+    assert _placeholder(1182, dims=1) == PLACEHOLDER_BYTES  # as Debezium 3.6 (parity run)
     assert _placeholder(1007, dims=2) == [PLACEHOLDER_BYTES]
     assert _placeholder(1009, dims=1) == [PLACEHOLDER]
     assert _placeholder(1000, dims=1) is None  # no boolean form
