@@ -31,6 +31,10 @@ def _expr(col: ColumnSpec) -> str:
     return ref
 
 
+class DeltaTargetError(Exception):
+    """A Delta table that cannot be read (no table at the path, not a Delta table)."""
+
+
 class DeltaTarget:
     name = "delta"
 
@@ -39,8 +43,9 @@ class DeltaTarget:
         self._spark = spark
         self._rows: dict[str, dict[KeyTexts, int]] = {}
 
-    def path(self, spec: TableSpec) -> str:
-        return f"{self.root}/{_SANITIZE.sub('_', spec.topic).strip('_')}"
+    def path_of(self, topic: str) -> str:
+        """Where the apply job writes ``topic`` under the default ``table.name``."""
+        return f"{self.root}/{_SANITIZE.sub('_', topic).strip('_')}"
 
     def _session(self) -> Any:
         if self._spark is None:
@@ -60,21 +65,38 @@ class DeltaTarget:
 
     def refresh(self, specs: Sequence[TableSpec]) -> None:
         spark = self._session()
-        for spec in specs:
-            df = spark.read.format("delta").load(self.path(spec))
-            exprs = [f"{_expr(c)} AS `c{i}`" for i, c in enumerate(spec.columns)]
-            index = {c.name: i for i, c in enumerate(spec.columns)}
-            key_at = [index[k] for k in spec.key]
-            rows: dict[KeyTexts, int] = {}
-            for r in df.selectExpr(*exprs).toLocalIterator():
-                texts = [
-                    (None if v is None else str(v))
-                    if c.kind in ("timestamp", "timestamptz", "date")
-                    else from_python(c, v)
-                    for c, v in zip(spec.columns, r, strict=True)
-                ]
-                rows[tuple(texts[i] or "" for i in key_at)] = row_hash(texts)
-            self._rows[spec.topic] = rows
+        # the epoch numbers of zone-less timestamps are taken in UTC, whatever the caller's
+        # session uses; its setting is put back afterwards
+        zone = spark.conf.get("spark.sql.session.timeZone")
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        try:
+            for spec in specs:
+                self._rows[spec.topic] = self._read(spark, spec)
+        finally:
+            spark.conf.set("spark.sql.session.timeZone", zone)
+
+    def _read(self, spark: Any, spec: TableSpec) -> dict[KeyTexts, int]:
+        path = self.path_of(spec.topic)
+        try:
+            df = spark.read.format("delta").load(path)
+        except Exception as exc:  # Spark's AnalysisException: no such path, not a Delta table
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise DeltaTargetError(
+                f"the Delta table of topic {spec.topic} cannot be read at {path}: {first}"
+            ) from exc
+        exprs = [f"{_expr(c)} AS `c{i}`" for i, c in enumerate(spec.columns)]
+        index = {c.name: i for i, c in enumerate(spec.columns)}
+        key_at = [index[k] for k in spec.key]
+        rows: dict[KeyTexts, int] = {}
+        for r in df.selectExpr(*exprs).toLocalIterator():
+            texts = [
+                (None if v is None else str(v))
+                if c.kind in ("timestamp", "timestamptz", "date")
+                else from_python(c, v)
+                for c, v in zip(spec.columns, r, strict=True)
+            ]
+            rows[tuple(texts[i] or "" for i in key_at)] = row_hash(texts)
+        return rows
 
     def rows(self, spec: TableSpec) -> Mapping[KeyTexts, int]:
         return self._rows.get(spec.topic, {})

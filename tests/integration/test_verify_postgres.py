@@ -38,9 +38,9 @@ ROWS = """INSERT INTO vt SELECT g, 'name ' || g || ' é', 'c' || (g % 10), g * 1
     g * 10000000000, ARRAY[g] FROM generate_series(1, 200) g"""
 
 
-@pytest.fixture(scope="module")
-def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
-    harness = PgHarness(postgres, kafka, f"tmv_{uuid.uuid4().hex[:8]}")
+def pg_harness(postgres: PgInfo, kafka: str, prefix: str) -> Iterator[PgHarness]:
+    """A database of its own for a test module; dropped with its slots afterwards."""
+    harness = PgHarness(postgres, kafka, f"{prefix}_{uuid.uuid4().hex[:8]}")
     yield harness
     with psycopg.connect(postgres.dsn(), autocommit=True) as c:
         for (slot,) in c.execute(
@@ -48,6 +48,11 @@ def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
         ).fetchall():
             c.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
         c.execute(f'DROP DATABASE IF EXISTS "{harness.dbname}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
+    yield from pg_harness(postgres, kafka, "tmv")
 
 
 def worker_yaml(tmp_path: Path, kafka: str, cfg: dict[str, Any]) -> str:
