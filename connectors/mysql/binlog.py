@@ -34,6 +34,7 @@ from cdc.spi import (
     TransactionBegin,
     TransactionEnd,
 )
+from connectors.mysql import binlog_decoder as raw
 from connectors.mysql import connection as ev
 from connectors.mysql import ddl
 from connectors.mysql.ddl_model import DropTables, NotTableDdl, UseDatabase
@@ -47,6 +48,7 @@ from connectors.mysql.gtid import GtidSet
 from connectors.mysql.json_values import apply_json_diff, normalize
 from connectors.mysql.new_tables import NewTablesGate
 from connectors.mysql.row_images import COLS_BITMAP, PLACEHOLDERS, RESELECTED, refusal
+from connectors.mysql.rows_decoder import ABSENT
 from connectors.mysql.schema import Applied
 from connectors.mysql.state import TaskState
 from connectors.mysql.types import ZERO_DATE
@@ -189,18 +191,18 @@ class BinlogProcessor:
     # -- dispatch -------------------------------------------------------------------------------
     def handle(self, event: Any) -> None:
         self.events_seen += 1
-        if isinstance(event, ev.RowsEvent):
+        if isinstance(event, raw.Rows | ev.RowsEvent):
             self.rows(event)
             return
-        if isinstance(event, ev.MariadbGtidEvent):
+        if isinstance(event, raw.MariadbGtid | ev.MariadbGtidEvent):
             self.begin_gtid(event, event.gtid, standalone=bool(event.flags & _FL_STANDALONE))
         elif isinstance(event, ev.GtidEvent):
             self.begin_gtid(event, event.gtid, standalone=True)
-        elif isinstance(event, ev.XidEvent | ev.XAPrepareEvent):
+        elif isinstance(event, raw.Xid | ev.XidEvent | ev.XAPrepareEvent):
             self.commit(event)
-        elif isinstance(event, ev.QueryEvent):
+        elif isinstance(event, raw.Query | ev.QueryEvent):
             self.query_event(event)
-        elif isinstance(event, ev.MariadbAnnotateRowsEvent):
+        elif isinstance(event, raw.Annotate | ev.MariadbAnnotateRowsEvent):
             if self.include_query:
                 self.query = event.sql_statement.decode("utf-8", "replace")
         elif isinstance(event, ev.RowsQueryLogEvent):
@@ -463,17 +465,24 @@ class BinlogProcessor:
         info = self._table_info(event, tid)
         if info is None:
             return
+        images: Callable[[Any, set[int]], tuple[Any, Any]]
         try:
-            rows = event.rows
+            if isinstance(event, raw.Rows):
+                rows: list[Any] = event.images()
+                op = _OPS[event.op]
+                images = _images_of(op, event.partial)
+            else:
+                rows = event.rows
+                if isinstance(event, ev.WriteRowsEvent):
+                    op = Operation.CREATE
+                elif isinstance(event, ev.UpdateRowsEvent):
+                    op = Operation.UPDATE
+                else:
+                    op = Operation.DELETE
+                images = self._library_images(op, self._fixer(info))
         except Exception as exc:
             self._bad_event(event, exc)
             return
-        if isinstance(event, ev.WriteRowsEvent):
-            op = Operation.CREATE
-        elif isinstance(event, ev.UpdateRowsEvent):
-            op = Operation.UPDATE
-        else:
-            op = Operation.DELETE
         if not self.began and self.txn_id is not None and not self.resuming_txn:
             self.began = True
             self._emit(TransactionBegin(self.txn_id, self._tx_source(event), self.offset()))
@@ -482,21 +491,13 @@ class BinlogProcessor:
         pos = self.start_of(event)
         db, name = tid.catalog, tid.table
         txn_id = self.txn_id
-        fix = self._fixer(info)
         absent: set[int] = set()
         for i, row in enumerate(rows):
             if i < skip:
                 continue
             source = self._source(db, name, pos, i)
             offset = self.offset(index, i + 1)
-            before = after = None
-            if op is Operation.UPDATE:
-                before = fix(row["before_values"], row["before_none_sources"], None, absent)
-                after = fix(row["after_values"], row["after_none_sources"], before, absent)
-            elif op is Operation.CREATE:
-                after = fix(row["values"], row["none_sources"], None, absent)
-            else:
-                before = fix(row["values"], row["none_sources"], None, absent)
+            before, after = images(row, absent)
             if absent and not self._partial_image_ok(event, tid, info, absent):
                 absent.clear()
                 continue
@@ -534,6 +535,23 @@ class BinlogProcessor:
                 return None
             info.checked = True
         return info
+
+    @staticmethod
+    def _library_images(
+        op: Operation, fix: Callable[[dict[str, Any], dict[str, Any], Any, set[int]], list[Any]]
+    ) -> Callable[[Any, set[int]], tuple[Any, Any]]:
+        """(before, after) of one of the library's rows, through :meth:`_fixer`."""
+        if op is Operation.UPDATE:
+
+            def update(row: Any, absent: set[int]) -> tuple[Any, Any]:
+                before = fix(row["before_values"], row["before_none_sources"], None, absent)
+                after = fix(row["after_values"], row["after_none_sources"], before, absent)
+                return before, after
+
+            return update
+        if op is Operation.CREATE:
+            return lambda row, absent: (None, fix(row["values"], row["none_sources"], None, absent))
+        return lambda row, absent: (fix(row["values"], row["none_sources"], None, absent), None)
 
     def _fixer(
         self, info: _TableInfo
@@ -640,6 +658,52 @@ class BinlogProcessor:
         self.metrics.skipped_events += 1
         if self.decode_mode == "warn":
             log.warning("skipping: %s", message)
+
+
+_OPS = {"c": Operation.CREATE, "u": Operation.UPDATE, "d": Operation.DELETE}
+
+
+def _absent(values: list[Any], before: Any, absent: set[int]) -> list[Any]:
+    """Columns the image lacks (``rows_decoder.ABSENT``) as :meth:`BinlogProcessor._fixer`
+    makes them: the before image's value, else UNAVAILABLE (position added to ``absent``)."""
+    for i, v in enumerate(values):
+        if v is ABSENT:
+            if before is not None and before[i] is not UNAVAILABLE:
+                values[i] = before[i]
+            else:
+                values[i] = UNAVAILABLE
+                absent.add(i)
+    return values
+
+
+def _images_of(op: Operation, partial: bool) -> Callable[[Any, set[int]], tuple[Any, Any]]:
+    """(before, after) of one of the decoder's rows (rows_decoder.read_rows); ``partial``:
+    whether the event's images may lack columns."""
+    if not partial:
+        if op is Operation.UPDATE:
+            return lambda row, absent: row
+        if op is Operation.CREATE:
+            return lambda row, absent: (None, row[0])
+        return lambda row, absent: (row[0], None)
+    if op is Operation.UPDATE:
+
+        def update(row: Any, absent: set[int]) -> tuple[Any, Any]:
+            before, after = row
+            if ABSENT in before:
+                before = _absent(before, None, absent)
+            if ABSENT in after:
+                after = _absent(after, before, absent)
+            return before, after
+
+        return update
+
+    def single(row: Any, absent: set[int]) -> tuple[Any, Any]:
+        values = row[0]
+        if ABSENT in values:
+            values = _absent(values, None, absent)
+        return (None, values) if op is Operation.CREATE else (values, None)
+
+    return single
 
 
 def negative_time2(decoded: dt.timedelta) -> dt.timedelta:
