@@ -209,12 +209,7 @@ class Engine:
                     if d.stop_event.wait(delay):
                         return
                 if stored is None:
-                    reason = getattr(self.store, "missing_reason", None) or (
-                        "no offsets stored for this connector"
-                    )
-                    notice = f"full snapshot: {reason}"
-                    log.warning("%s: %s (snapshot.mode=%s)", self.name, notice, snapshotter.mode)
-                    self.metrics.notices.append(notice)
+                    self._announce_full_snapshot(snapshotter.mode)
                 self._earlier = resume_origin(stored)
                 if self._earlier is not None:
                     log.info(
@@ -254,6 +249,22 @@ class Engine:
             self.queue.fail(exc)
         finally:
             self._source_done.set()
+
+    def _announce_full_snapshot(self, mode: str) -> None:
+        """No offsets stored: normal on a connector's first start, a warning when its topics
+        already hold events (the offsets were deleted, or point elsewhere), because every
+        row is then sent again. Said in the log and in the task's status."""
+        reason = getattr(self.store, "missing_reason", None) or "no offsets stored"
+        written = self.sink.existing_topics(f"{self.server}.")
+        if not written:
+            log.info("%s: first start, full snapshot (snapshot.mode=%s)", self.name, mode)
+            return
+        notice = (
+            f"full snapshot although {len(written)} topic(s) of this connector exist "
+            f"({', '.join(written[:3])}{', ...' if len(written) > 3 else ''}): {reason}"
+        )
+        log.warning("%s: %s (snapshot.mode=%s)", self.name, notice, mode)
+        self.metrics.notices.append(notice)
 
     def _snapshot_starting(self, position: Mapping[str, Any]) -> dict[str, Any]:
         """The snapshot is about to emit rows: record durably, before the first one, where

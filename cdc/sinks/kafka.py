@@ -133,6 +133,17 @@ class KafkaSink:
                         raise SinkError(f"cannot create topic {topic}: {exc}") from exc
         self._learn_limits(new)
 
+    def existing_topics(self, prefix: str, timeout: float = 10.0) -> list[str]:
+        """Topics on the cluster whose names start with ``prefix`` (empty when the cluster
+        cannot say in time: this only decides how loudly a full snapshot is announced)."""
+        try:
+            if self._admin is None:
+                self._admin = AdminClient(self._admin_conf)
+            names = self._admin.list_topics(timeout=timeout).topics
+        except Exception:
+            return []
+        return sorted(n for n in names if n.startswith(prefix))
+
     def _learn_limits(self, topics: list[str]) -> None:
         """Note the topics' ``max.message.bytes`` where it is below the producer's limit (a
         topic that cannot be described keeps the producer's limit), then mark them known."""

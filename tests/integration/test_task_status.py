@@ -73,33 +73,46 @@ def test_full_snapshot_without_offsets_warns_and_shows_in_status(
         }
     )
     offsets = tmp_path / "offsets.json"
-    runner = TaskRunner(
-        server,
-        0,
-        lambda: Engine(
-            connector,
-            connector.config,
-            FileOffsetStore(offsets),
-            EngineSettings(producer={"bootstrap.servers": kafka}),
-        ),
-        RetryPolicy(),
-        worker_id="test",
-    )
-    with caplog.at_level(logging.WARNING, logger="tidemark.engine"):
+
+    def run(until: Any) -> tuple[dict[str, Any], str]:
+        runner = TaskRunner(
+            server,
+            0,
+            lambda: Engine(
+                connector,
+                connector.config,
+                FileOffsetStore(offsets),
+                EngineSettings(producer={"bootstrap.servers": kafka}),
+            ),
+            RetryPolicy(),
+            worker_id="test",
+        )
         runner.start()
         try:
             deadline = time.monotonic() + 60
-            while "full snapshot" not in runner.status().get("trace", ""):
+            while not until(runner):
                 assert time.monotonic() < deadline, runner.status()
                 time.sleep(0.05)
-            status = runner.status()
-            text = render_status(StatusClient(runner))  # type: ignore[arg-type]
+            return runner.status(), render_status(StatusClient(runner))  # type: ignore[arg-type]
         finally:
             runner.shutdown()
             assert runner.join(60)
+
+    # A first start snapshots without a word of warning: nothing was delivered before.
+    with caplog.at_level(logging.WARNING, logger="tidemark.engine"):
+        first, _ = run(lambda r: offsets.exists())
+    assert first["state"] == "RUNNING" and "trace" not in first
+    assert not [r for r in caplog.records if "full snapshot" in r.getMessage()]
+    # The offsets are lost while the topics hold events: every row is sent again. Say so.
+    offsets.unlink()
+    offsets.with_name(offsets.name + ".prev").unlink(missing_ok=True)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tidemark.engine"):
+        status, text = run(lambda r: "full snapshot" in r.status().get("trace", ""))
     assert status["state"] == "RUNNING"
     reason = f"neither offsets file {offsets} nor {offsets}.prev exists"
     assert reason in status["trace"]
-    assert f"    warning    full snapshot: {reason}" in text
+    assert "warning    full snapshot although 1 topic(s) of this connector exist" in text
+    assert reason in text
     warned = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert any(reason in r.getMessage() for r in warned)

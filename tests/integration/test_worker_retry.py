@@ -85,6 +85,8 @@ connectors:
       topic.prefix: {prefix}
       slot.name: {slot}
       publication.name: {publication}
+      publication.autocreate.mode: filtered
+      table.include.list: public.t
       slot.max.retries: 0
       errors.retry.delay.initial.ms: 100
       errors.retry.delay.max.ms: 400
