@@ -136,6 +136,8 @@ class Engine:
         #: an offset the source waits to see stored before it goes on (snapshot complete)
         self._store_request: dict[str, Any] | None = None
         self._stored_event = threading.Event()
+        #: the records of the exactly-once batch being built (see _process_one)
+        self._tx_records: list[tuple[SourceRecord, bytes | None, bytes | None]] | None = None
         self.dispatcher.snapshot_start_hook = self._snapshot_starting
         self.state = "CREATED"
 
@@ -477,7 +479,17 @@ class Engine:
         self.failures.handle(error, summary, self.partition, self._process_one)
 
     def _process_one(self, rec: SourceRecord) -> None:
-        self._process([rec])
+        """What the failure mode emits instead of a record that could not be written (a
+        dead-letter record, or a position marker). Inside an exactly-once batch it joins that
+        batch's transaction: a transaction of its own would store its offset before the
+        batch's earlier records are in Kafka."""
+        pending = self._tx_records
+        if pending is None:
+            self._process([rec])
+        elif rec.topic:
+            enc = self._encode(rec)
+            if enc is not None:
+                pending.append((rec, enc[0], enc[1]))
 
     def _process_transactional(self, batch: list[SourceRecord]) -> None:
         """Exactly-once: the batch's records and its last offset in one Kafka transaction."""
@@ -485,16 +497,20 @@ class Engine:
         assert isinstance(store, KafkaOffsetStore)
         encoded: list[tuple[SourceRecord, bytes | None, bytes | None]] = []
         last_offset: dict[str, Any] | None = None
-        for rec in batch:
-            last_offset = rec.source_offset
-            if rec.is_marker:
-                continue
-            out = self.transforms.apply(rec)
-            if out is None:
-                continue
-            enc = self._encode(out)
-            if enc is not None:
-                encoded.append((out, enc[0], enc[1]))
+        self._tx_records = encoded
+        try:
+            for rec in batch:
+                last_offset = rec.source_offset
+                if rec.is_marker:
+                    continue
+                out = self.transforms.apply(rec)
+                if out is None:
+                    continue
+                enc = self._encode(out)
+                if enc is not None:
+                    encoded.append((out, enc[0], enc[1]))
+        finally:
+            self._tx_records = None
         if last_offset is None:
             return
         self.sink.begin()
