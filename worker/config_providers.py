@@ -225,9 +225,7 @@ class SecretValues:
 
     def add(self, value: str) -> None:
         forms = {
-            form
-            for v in (value, value.strip())
-            for form in (v, json.dumps(v)[1:-1], repr(v)[1:-1])
+            form for v in (value, value.strip()) for form in (v, json.dumps(v)[1:-1], repr(v)[1:-1])
         }
         forms |= {line.strip() for line in value.splitlines()}
         forms = {f for f in forms if len(f) >= self.MIN_LENGTH and f.lower() not in self.IGNORED}
