@@ -21,6 +21,7 @@ from cdc.errors import FatalError
 from cdc.spi import SourceContext, StreamingSource
 from connectors.mysql import connection as myconn
 from connectors.mysql.binlog import BinlogProcessor, Resume
+from connectors.mysql.binlog_decoder import RawBinlogReader, decoder_enabled
 from connectors.mysql.errors import BinlogPositionLost, ConnectionLost, describe_position
 from connectors.mysql.gtid import (
     GtidSet,
@@ -228,7 +229,8 @@ class MySqlStreaming(StreamingSource):
         gtid_text = resume.gtids
         if use_gtids and gtid_text:
             gtid_text = self._restart_gtids(info, gtid_text)
-        reader = myconn.BinlogReader(
+        reader_class = RawBinlogReader if decoder_enabled() else myconn.BinlogReader
+        reader = reader_class(
             cfg,
             int(cfg["database.server.id"]),
             mariadb=info.is_mariadb,
