@@ -8,14 +8,21 @@ connector's schemaless JSON form) are made equal, then three faults are injected
 a key that does not exist (extra), an older version after the newest (stale), a tombstone
 (missing). Reported: the time of ``verify`` (chunk checksums in SQL, topic read in Python,
 drill-down) and of ``SELECT ... EXCEPT`` both ways between the table and a copy holding the
-downstream state, which is what hand-written reconciliation does.
+downstream state, which is what hand-written reconciliation does. Each is reported as wall
+time and CPU seconds: this process and its children (the topic readers) and, for the SQL,
+the PostgreSQL backend serving the connection (read from /proc: the database must be local).
+``--processes`` sets how many processes share the first read of the topic (1: in-process).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import time
 import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import orjson
 import psycopg
@@ -30,11 +37,41 @@ from worker.verify_cli import verify
 
 DSN = "host=127.0.0.1 port=55432 user=postgres password=postgres dbname=postgres"
 KAFKA = "127.0.0.1:59092"
+T = TypeVar("T")
+
+
+def own_cpu() -> float:
+    """CPU seconds of this process and its finished children."""
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def backend_cpu(conn: psycopg.Connection[Any]) -> float:
+    """CPU seconds of the PostgreSQL backend process serving ``conn`` (local server)."""
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    with open(f"/proc/{row[0]}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed(label: str, fn: Callable[[], T], conns: tuple[psycopg.Connection[Any], ...] = ()) -> T:
+    t0, c0 = time.monotonic(), own_cpu()
+    b0 = [backend_cpu(c) for c in conns]
+    out = fn()
+    pg = sum(backend_cpu(c) - b for c, b in zip(conns, b0, strict=True))
+    print(
+        f"{label}: {time.monotonic() - t0:.1f}s wall, CPU {own_cpu() - c0:.1f}s "
+        f"(python) + {pg:.1f}s (postgres)"
+    )
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--processes", type=int, default=None)
     args = ap.parse_args()
     n = args.rows
     name = f"vbench_{uuid.uuid4().hex[:8]}"
@@ -78,25 +115,27 @@ def main() -> None:
         ("id",),
         extra={"schema": "public", "table": name},
     )
-    side = SqlSourceSide(PostgresDialect(psycopg.connect(DSN, autocommit=True)), [spec])
-    target = KafkaTarget({"bootstrap.servers": KAFKA})
-    t0 = time.monotonic()
-    (result,) = verify(side, target, [], Options(chunk_rows=100_000, recheck_rounds=0))
-    t_verify = time.monotonic() - t0
-    print(
-        f"verify: {t_verify:.1f}s missing={result.missing} extra={result.extra} "
-        f"stale={result.stale}"
-    )
-    t0 = time.monotonic()
-    a = conn.execute(
-        f"SELECT count(*) FROM (SELECT * FROM {name} EXCEPT SELECT * FROM {name}_copy) s"
-    ).fetchone()
-    b = conn.execute(
-        f"SELECT count(*) FROM (SELECT * FROM {name}_copy EXCEPT SELECT * FROM {name}) s"
-    ).fetchone()
-    print(
-        f"EXCEPT both ways (copy already in the database): {time.monotonic() - t0:.1f}s ({a}, {b})"
-    )
+    side_conn = psycopg.connect(DSN, autocommit=True)
+    side = SqlSourceSide(PostgresDialect(side_conn), [spec])
+    alone = KafkaTarget({"bootstrap.servers": KAFKA}, processes=args.processes)
+    timed("topic read alone", lambda: alone.refresh([spec]))
+    alone.close()
+    target = KafkaTarget({"bootstrap.servers": KAFKA}, processes=args.processes)
+    options = Options(chunk_rows=100_000, recheck_rounds=0)
+    (result,) = timed("verify", lambda: verify(side, target, [], options), (side_conn,))
+    print(f"  missing={result.missing} extra={result.extra} stale={result.stale}")
+
+    def except_both_ways() -> tuple[Any, Any]:
+        a = conn.execute(
+            f"SELECT count(*) FROM (SELECT * FROM {name} EXCEPT SELECT * FROM {name}_copy) s"
+        ).fetchone()
+        b = conn.execute(
+            f"SELECT count(*) FROM (SELECT * FROM {name}_copy EXCEPT SELECT * FROM {name}) s"
+        ).fetchone()
+        return a, b
+
+    counts = timed("EXCEPT both ways (copy already in the database)", except_both_ways, (conn,))
+    print(f"  rows differing: {counts}")
     target.close()
     side.close()
     conn.execute(f"DROP TABLE {name}, {name}_copy")

@@ -75,6 +75,13 @@ def add_verify_command(sub: argparse._SubParsersAction[argparse.ArgumentParser])
         default="read_committed",
         help="Kafka isolation level for reading topics",
     )
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        help="processes sharing the first read of a large topic (default: the CPUs less one, "
+        "at most 4)",
+    )
     p.add_argument("--json", action="store_true", help="print the JSON report, not the table")
     p.add_argument("--metrics-textfile", help="write Prometheus gauges of the result to a file")
     p.add_argument("--pushgateway", help="push Prometheus gauges of the result to this URL")
@@ -122,11 +129,13 @@ def open_source(plugin: str, config: Mapping[str, Any]) -> SourceSide:
         raise VerifyError(f"cannot open the {plugin} database: {exc}") from exc
 
 
-def open_target(spec: str, kafka: Mapping[str, Any], isolation: str) -> TargetSide:
+def open_target(
+    spec: str, kafka: Mapping[str, Any], isolation: str, processes: int | None = None
+) -> TargetSide:
     if spec == "kafka":
         from cdc.verify.kafka_target import KafkaTarget
 
-        return KafkaTarget(kafka, isolation=isolation)
+        return KafkaTarget(kafka, isolation=isolation, processes=processes)
     if spec.startswith("delta:") and len(spec) > len("delta:"):
         from cdc.verify.delta_target import DeltaTarget
 
@@ -185,7 +194,7 @@ def run_verify(args: argparse.Namespace) -> int:
         plugin, config, kafka = _connector_config(args.config, args.connector)
         source = open_source(plugin, config)
         try:
-            target = open_target(args.target, kafka, args.isolation)
+            target = open_target(args.target, kafka, args.isolation, args.processes)
             try:
                 options = Options(args.chunk_rows, args.recheck_rounds, args.recheck_wait)
                 results = verify(source, target, args.table, options, _progress(sys.stderr))

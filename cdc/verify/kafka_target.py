@@ -5,54 +5,63 @@ from ``ExtractNewRecordState``); a delete (``op: d``, ``__deleted: true``) or a 
 removes it. This holds for compacted and uncompacted topics alike, since compaction only
 drops events that a later event of the same key supersedes.
 
-Each :meth:`KafkaTarget.refresh` consumes on from where the previous one stopped until every
+The first read of a large topic is split into offset ranges read by processes in parallel
+(each keeps the last state per key of its range; merged in offset order); events are turned
+into key and row hash by a reader generated per table (:mod:`cdc.verify.event_rows`). Each
+:meth:`KafkaTarget.refresh` then consumes on from where the previous one stopped until every
 partition reports its end, so re-checking a chunk while capture runs reads only what was
 written since.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import orjson
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
-from cdc.verify.canonical import (
-    CanonicalError,
-    ColumnSpec,
-    KeyTexts,
-    TableSpec,
-    from_event,
-    row_hash,
+from cdc.verify.canonical import KeyTexts, TableSpec
+from cdc.verify.event_rows import Reader, compile_reader
+from cdc.verify.topic_ranges import (
+    BATCH,
+    FETCH_DEFAULTS,
+    POLL_TIMEOUT_S,
+    QUIET_POLLS,
+    Range,
+    TopicError,
+    is_eof,
+    read_event,
+    read_ranges,
+    split_ranges,
 )
 
-_POLL_TIMEOUT_S = 1.0
-#: empty polls in a row after which a partition short of its end counts as read
-_QUIET_POLLS = 5
+#: a first read of at least this many events is split across processes
+PARALLEL_MIN_EVENTS = 200_000
 
 
-class TopicError(Exception):
-    """A topic that cannot be read, or an event that does not fit the table."""
-
-
-def _payload(raw: bytes | None) -> Any:
-    if raw is None:
-        return None
-    doc = orjson.loads(raw)
-    if isinstance(doc, dict) and "payload" in doc and "schema" in doc:
-        return doc["payload"]
-    return doc
+def default_processes() -> int:
+    """One CPU left to the database and the broker: on 2 CPUs reading in parallel measured
+    no faster than one process (docs/verify.md)."""
+    return max(1, min(4, len(os.sched_getaffinity(0)) - 1))
 
 
 class KafkaTarget:
+    """The topics as copies. ``processes``: how many processes share the first read of a
+    large topic (default: :func:`default_processes`); 1 reads in this process."""
+
     name = "kafka"
 
     def __init__(
-        self, client_config: Mapping[str, Any], *, isolation: str = "read_committed"
+        self,
+        client_config: Mapping[str, Any],
+        *,
+        isolation: str = "read_committed",
+        processes: int | None = None,
     ) -> None:
         self._config = {
+            **FETCH_DEFAULTS,
             **client_config,
             "group.id": f"tidemark-verify-{uuid.uuid4().hex[:12]}",
             "enable.auto.commit": False,
@@ -60,8 +69,10 @@ class KafkaTarget:
             "enable.partition.eof": True,
             "isolation.level": isolation,
         }
+        self.processes = processes or default_processes()
         self._consumers: dict[str, Consumer] = {}
         self._rows: dict[str, dict[KeyTexts, int]] = {}
+        self._readers: dict[str, Reader] = {}
         #: events read per topic (all of them, superseded ones included)
         self.events: dict[str, int] = {}
 
@@ -77,75 +88,77 @@ class KafkaTarget:
             consumer.close()
         self._consumers.clear()
 
-    def _consumer(self, topic: str) -> tuple[Consumer, int]:
+    def _consumer(self, spec: TableSpec) -> Consumer:
+        """The topic's consumer; on first use, a large topic is read up to its current end by
+        processes in parallel and the consumer starts where they stopped."""
+        topic = spec.topic
         consumer = self._consumers.get(topic)
-        if consumer is None:
-            consumer = Consumer(self._config)
-            meta = consumer.list_topics(topic, timeout=30)
-            tmeta = meta.topics.get(topic)
-            if tmeta is None or tmeta.error is not None or not tmeta.partitions:
-                consumer.close()
-                why = tmeta.error if tmeta is not None and tmeta.error else "it does not exist"
-                raise TopicError(f"topic {topic} cannot be read: {why}")
-            consumer.assign([TopicPartition(topic, p, 0) for p in sorted(tmeta.partitions)])
-            self._consumers[topic] = consumer
-        return consumer, len(consumer.assignment())
+        if consumer is not None:
+            return consumer
+        consumer = Consumer(self._config)
+        meta = consumer.list_topics(topic, timeout=30)
+        tmeta = meta.topics.get(topic)
+        if tmeta is None or tmeta.error is not None or not tmeta.partitions:
+            consumer.close()
+            why = tmeta.error if tmeta is not None and tmeta.error else "it does not exist"
+            raise TopicError(f"topic {topic} cannot be read: {why}")
+        bounds = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)
+            for p in sorted(tmeta.partitions)
+        }
+        starts = {p: lo for p, (lo, _) in bounds.items()}
+        total = sum(hi - lo for lo, hi in bounds.values())
+        if self.processes > 1 and total >= PARALLEL_MIN_EVENTS:
+            starts.update(self._read_parallel(spec, split_ranges(topic, bounds, self.processes)))
+        consumer.assign([TopicPartition(topic, p, off) for p, off in starts.items()])
+        self._consumers[topic] = consumer
+        return consumer
+
+    def _read_parallel(self, spec: TableSpec, ranges: list[Range]) -> dict[int, int]:
+        """Read the ranges in processes and merge them; returns the offset per partition
+        this process reads on from (where the first range that stopped short stopped)."""
+        rows = self._rows.setdefault(spec.topic, {})
+        starts: dict[int, int] = {}
+        short: set[int] = set()
+        for rng, (alive, gone, events, next_offset) in read_ranges(self._config, spec, ranges):
+            if rng.partition in short:
+                continue  # read again from where the earlier range stopped
+            # in offset order: a later range overrides an earlier one
+            for key in gone:
+                rows.pop(key, None)
+            rows.update(alive)
+            self.events[spec.topic] = self.events.get(spec.topic, 0) + events
+            starts[rng.partition] = next_offset
+            if next_offset < rng.hi:
+                short.add(rng.partition)
+        return starts
 
     def _catch_up(self, spec: TableSpec) -> None:
         """Consume until every partition reached the end it had when this call started (or
         reports its end: the end of a read_committed read may stop short of it)."""
-        consumer, _ = self._consumer(spec.topic)
+        consumer = self._consumer(spec)
         rows = self._rows.setdefault(spec.topic, {})
-        key_cols = spec.key_columns
+        reader = self._readers.get(spec.topic)
+        if reader is None:
+            reader = self._readers[spec.topic] = compile_reader(spec)
         ends = {
             tp.partition: consumer.get_watermark_offsets(tp, timeout=30, cached=False)[1]
             for tp in consumer.assignment()
         }
         quiet = 0
-        while ends and quiet < _QUIET_POLLS:
-            msgs = consumer.consume(1000, _POLL_TIMEOUT_S)
+        while ends and quiet < QUIET_POLLS:
+            msgs = consumer.consume(BATCH, POLL_TIMEOUT_S)
             quiet = 0 if msgs else quiet + 1
             for msg in msgs:
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        ends.pop(int(msg.partition() or 0), None)
-                        continue
-                    raise TopicError(f"topic {spec.topic}: {err}") from KafkaException(err)
+                if is_eof(spec, msg):
+                    ends.pop(int(msg.partition() or 0), None)
+                    continue
                 self.events[spec.topic] = self.events.get(spec.topic, 0) + 1
-                try:
-                    self._apply(spec, key_cols, rows, msg.key(), msg.value())
-                except (CanonicalError, KeyError, orjson.JSONDecodeError) as exc:
-                    raise TopicError(
-                        f"topic {spec.topic} partition {msg.partition()} offset "
-                        f"{msg.offset()}: cannot compare this event with {spec.identifier}: "
-                        f"{exc}"
-                    ) from exc
+                key, h = read_event(reader, spec, msg)
+                if h is None:
+                    rows.pop(key, None)
+                else:
+                    rows[key] = h
             for tp in consumer.position([TopicPartition(spec.topic, p) for p in list(ends)]):
                 if tp.offset >= 0 and tp.offset >= ends[tp.partition]:
                     ends.pop(tp.partition, None)
-
-    @staticmethod
-    def _apply(
-        spec: TableSpec,
-        key_cols: tuple[ColumnSpec, ...],
-        rows: dict[KeyTexts, int],
-        raw_key: bytes | None,
-        raw_value: bytes | None,
-    ) -> None:
-        key_doc = _payload(raw_key)
-        if not isinstance(key_doc, dict):
-            raise CanonicalError(f"the key {key_doc!r} is not a struct of {spec.key}")
-        key = tuple(from_event(c, key_doc[c.name]) or "" for c in key_cols)
-        value = _payload(raw_value)
-        if value is None:
-            rows.pop(key, None)
-            return
-        if "op" in value and ("after" in value or "before" in value):
-            after = value.get("after") if value["op"] != "d" else None
-        else:  # an unwrapped row (ExtractNewRecordState)
-            after = None if str(value.get("__deleted", "false")) == "true" else value
-        if after is None:
-            rows.pop(key, None)
-            return
-        rows[key] = row_hash(from_event(c, after.get(c.name)) for c in spec.columns)
