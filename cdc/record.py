@@ -39,3 +39,8 @@ class SourceRecord:
         values = {name: getattr(self, name) for name in self.__slots__}
         values.update(changes)
         return SourceRecord(**values)
+
+
+def offset_marker(partition: dict[str, Any], offset: dict[str, Any]) -> SourceRecord:
+    """A queue item that carries only a position: nothing is produced, the offset is stored."""
+    return SourceRecord("", None, None, None, None, partition, offset)

@@ -5,7 +5,8 @@
 ``avro`` extra), so importing this package stays cheap.
 """
 
-from cdc.converters.base import ConversionError, Converter, converter_from_config
+from cdc.converters.base import ConversionError, Converter
+from cdc.converters.factory import converter_from_config
 from cdc.converters.json import JsonConverter
 
 __all__ = ["ConversionError", "Converter", "JsonConverter", "converter_from_config"]

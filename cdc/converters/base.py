@@ -1,4 +1,4 @@
-"""What every converter shares: the ``Converter`` protocol, the config factory, and the
+"""What every converter shares: the ``Converter`` protocol, the config helpers, and the
 schema-directed value rewriter both the JSON and the Avro converter are built on.
 
 Connect values are plain Python (see ``cdc.schema.model``), and almost all of them can go to
@@ -72,36 +72,6 @@ def config_int(cfg: Mapping[str, Any], key: str, default: int) -> int:
         return int(raw)
     except (TypeError, ValueError):
         raise ValueError(f"'{key}' must be an integer, got {raw!r}") from None
-
-
-def converter_from_config(cfg: Mapping[str, Any], *, is_key: bool) -> Converter:
-    """Build the key or value converter from Kafka Connect-style keys.
-
-    Reads ``key.converter`` / ``value.converter`` (full class name or ``json`` / ``avro``;
-    JSON when absent) and hands the converter every ``<side>.converter.*`` key with the prefix
-    stripped, exactly as a Connect worker configures its converters.
-    """
-    side = "key" if is_key else "value"
-    key = f"{side}.converter"
-    name = str(cfg.get(key) or JSON_CONVERTER_CLASS).strip()
-    prefix = key + "."
-    sub = {k[len(prefix) :]: v for k, v in cfg.items() if k.startswith(prefix)}
-    kind = name.lower()
-    if name == JSON_CONVERTER_CLASS or kind == "json":
-        from cdc.converters.json import JsonConverter
-
-        return JsonConverter(sub, is_key=is_key)
-    if name == AVRO_CONVERTER_CLASS or kind == "avro":
-        from cdc.converters.avro import AvroConverter
-
-        # Debezium's connector-level switch; it defaults to true once Avro is chosen.
-        if "sanitize.field.names" not in sub and "sanitize.field.names" in cfg:
-            sub["sanitize.field.names"] = cfg["sanitize.field.names"]
-        return AvroConverter.from_config(sub, is_key=is_key)
-    raise ValueError(
-        f"unknown converter class {name!r} in '{key}': expected {JSON_CONVERTER_CLASS} (or "
-        f"'json') or {AVRO_CONVERTER_CLASS} (or 'avro')"
-    )
 
 
 # -- decimals ----------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from cdc.pipeline.queue import ChangeEventQueue, QueueClosed
 from cdc.pipeline.reselect import ReselectColumns
 from cdc.pipeline.snapshot_marks import SnapshotMarks
 from cdc.pipeline.special_records import SpecialRecords
-from cdc.record import SourceRecord
+from cdc.record import SourceRecord, offset_marker
 from cdc.schema.model import Schema
 from cdc.schema.table_schema import TableSchema, TableSchemaBuilder
 from cdc.spi import (
@@ -50,11 +50,6 @@ OLD_KEY_HEADER = "__debezium.oldkey"
 
 _MISSING: Any = object()
 _UNREGISTERED: Any = object()
-
-
-def offset_marker(partition: dict[str, Any], offset: dict[str, Any]) -> SourceRecord:
-    """A queue item that carries only a position: nothing is produced, the offset is stored."""
-    return SourceRecord("", None, None, None, None, partition, offset)
 
 
 class _Transaction:

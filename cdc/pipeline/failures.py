@@ -15,7 +15,7 @@ import orjson
 
 from cdc.errors import ConversionError
 from cdc.metrics import TaskMetrics
-from cdc.record import SourceRecord
+from cdc.record import SourceRecord, offset_marker
 
 log = logging.getLogger("tidemark.failures")
 
@@ -52,8 +52,6 @@ class FailureHandler:
         position = error.position or {}
         if self.mode == "fail":
             raise error
-        from cdc.pipeline.dispatcher import offset_marker
-
         if self.mode == "warn":
             log.warning(
                 "skipping event that failed conversion at %s: %s; event: %r",

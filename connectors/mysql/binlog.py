@@ -48,7 +48,7 @@ from connectors.mysql.gtid import GtidSet
 from connectors.mysql.json_values import apply_json_diff, normalize
 from connectors.mysql.new_tables import NewTablesGate
 from connectors.mysql.row_images import COLS_BITMAP, PLACEHOLDERS, RESELECTED, refusal
-from connectors.mysql.rows_decoder import ABSENT
+from connectors.mysql.rows_decoder import ABSENT, negative_time2
 from connectors.mysql.schema import Applied
 from connectors.mysql.state import TaskState
 from connectors.mysql.types import ZERO_DATE
@@ -704,20 +704,6 @@ def _images_of(op: Operation, partial: bool) -> Callable[[Any, set[int]], tuple[
         return (None, values) if op is Operation.CREATE else (values, None)
 
     return single
-
-
-def negative_time2(decoded: dt.timedelta) -> dt.timedelta:
-    """Undo python-mysql-replication's misreading of a negative TIME with a fraction.
-
-    TIME2 stores ``-(S + f)`` as one packed signed number whose integer part is the floor,
-    ``-(S + 1)``, and whose fraction bytes hold ``1 - f``; the library reads the integer part's
-    magnitude ``S + 1`` and the fraction bytes as a signed ``-f`` and returns
-    ``-((S + 1) - f)``. Debezium (and the snapshot, which reads text) give ``-(S + f)``.
-    Only negative values with a fraction are affected."""
-    micros = (decoded.days * 86_400 + decoded.seconds) * 1_000_000 + decoded.microseconds
-    whole_plus_one = -(micros // 1_000_000)  # ceil(-micros / 1e6) = S + 1
-    fraction = whole_plus_one * 1_000_000 + micros  # f, in microseconds
-    return -dt.timedelta(seconds=whole_plus_one - 1, microseconds=fraction)
 
 
 def _savepoint_name(sql: str) -> str:

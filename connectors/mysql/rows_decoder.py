@@ -117,8 +117,6 @@ def _time2(d: bytes, p: int, fsp: int) -> tuple[Any, int]:
         * sign
     )
     if value.days < 0 and value.microseconds:
-        from connectors.mysql.binlog import negative_time2
-
         value = negative_time2(value)
     return value, p
 
@@ -376,3 +374,17 @@ def read_rows(
         after, p = second(d, p)
         append((before, after))
     return out
+
+
+def negative_time2(decoded: dt.timedelta) -> dt.timedelta:
+    """Undo python-mysql-replication's misreading of a negative TIME with a fraction.
+
+    TIME2 stores ``-(S + f)`` as one packed signed number whose integer part is the floor,
+    ``-(S + 1)``, and whose fraction bytes hold ``1 - f``; the library reads the integer part's
+    magnitude ``S + 1`` and the fraction bytes as a signed ``-f`` and returns
+    ``-((S + 1) - f)``. Debezium (and the snapshot, which reads text) give ``-(S + f)``.
+    Only negative values with a fraction are affected."""
+    micros = (decoded.days * 86_400 + decoded.seconds) * 1_000_000 + decoded.microseconds
+    whole_plus_one = -(micros // 1_000_000)  # ceil(-micros / 1e6) = S + 1
+    fraction = whole_plus_one * 1_000_000 + micros  # f, in microseconds
+    return -dt.timedelta(seconds=whole_plus_one - 1, microseconds=fraction)

@@ -52,6 +52,7 @@ from connectors.mysql import ddl
 from connectors.mysql.errors import UnparseableDdl, describe_position
 from connectors.mysql.include_check import check_include_lists
 from connectors.mysql.offsets import BinlogPosition, is_at_or_before
+from connectors.mysql.retention import missing_reason
 from connectors.mysql.schema import MySqlSchema
 from connectors.mysql.state import BUILTIN_DATABASES, TaskState
 from connectors.mysql.types import base_type
@@ -200,8 +201,6 @@ class SnapshotRun:
     ) -> dict[str, Any] | None:
         """Record this snapshot's position with the core before its first row; the earlier
         position streaming must start from instead, if any (None: this snapshot's own)."""
-        from connectors.mysql.streaming import missing_reason  # streaming imports this module
-
         own = position.with_(snapshot=False).to_offset()
         resume = dict(self.ctx.snapshot_starting(own))
         for key in ("snapshot", "snapshot_completed", "snapshot_origin"):

@@ -26,7 +26,6 @@ from connectors.mysql.errors import BinlogPositionLost, ConnectionLost, describe
 from connectors.mysql.gtid import (
     GtidSet,
     GtidSourceFilter,
-    MariaDbGtidSet,
     parse_gtid_set,
     restart_gtid_set,
 )
@@ -38,6 +37,7 @@ from connectors.mysql.new_tables import (
     stored_filter,
 )
 from connectors.mysql.offsets import BinlogPosition
+from connectors.mysql.retention import missing_reason
 from connectors.mysql.snapshot import SnapshotRun
 from connectors.mysql.state import BUILTIN_DATABASES, TaskState
 
@@ -83,34 +83,6 @@ def position_available(state: TaskState, offset: Mapping[str, Any]) -> bool:
         return missing_reason(conn, myconn.server_info(conn), offset) is None
     finally:
         conn.close()
-
-
-def missing_reason(conn: Any, info: myconn.ServerInfo, offset: Mapping[str, Any]) -> str | None:
-    """Why the offset cannot be streamed from, or None."""
-    gtids = offset.get("gtids")
-    if gtids and info.gtid_mode:
-        stored = parse_gtid_set(str(gtids), mariadb=info.is_mariadb)
-        _available, purged_text = myconn.gtid_sets(conn, info)
-        purged = parse_gtid_set(purged_text, mariadb=info.is_mariadb)
-        if isinstance(stored, MariaDbGtidSet) and isinstance(purged, MariaDbGtidSet):
-            mine = stored.domains()
-            for domain, (_server, seq) in purged.domains().items():
-                if domain in mine and mine[domain][1] < seq:
-                    return (
-                        f"the oldest binlog starts at GTID {domain}-?-{seq}, after the offset's "
-                        f"{gtids}"
-                    )
-            return None
-        missing = purged.retain(lambda s: s in stored.sources())
-        if not missing.is_contained_within(stored):
-            return f"the server purged GTIDs {purged_text} that the offset ({gtids}) has not seen"
-        return None
-    file = offset.get("file")
-    files = myconn.binlog_files(conn)
-    if file not in files:
-        oldest = files[0] if files else "none"
-        return f"binlog file {file} is gone (oldest is {oldest})"
-    return None
 
 
 class MySqlStreaming(StreamingSource):

@@ -26,6 +26,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from worker.config_providers import RESOLVED, Provider, check_placeholders
 from worker.herder import BadRequest, Herder, HerderError, NotFound
+from worker.rest.openapi import document
 
 log = logging.getLogger("tidemark.worker.rest")
 
@@ -414,8 +415,6 @@ class App:
         return Response(200, generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
 
     def openapi(self, req: Request, p: dict[str, str]) -> Response:
-        from worker.rest.openapi import document
-
         return Response(200, document(self.routes, self.version))
 
     def progress(self, req: Request, p: dict[str, str]) -> Response:

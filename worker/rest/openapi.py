@@ -4,10 +4,31 @@ cannot drift from what the server dispatches. Schemas are Kafka Connect's entiti
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from worker.rest.app import Route
+
+class DocumentedRoute(Protocol):
+    """What the document needs of a route (``worker.rest.app.Route`` has it): declared here
+    so that this module does not import the app that serves it."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def template(self) -> str: ...
+    @property
+    def summary(self) -> str: ...
+    @property
+    def responses(self) -> tuple[int, ...]: ...
+    @property
+    def request(self) -> str | None: ...
+    @property
+    def response(self) -> str | None: ...
+    @property
+    def query(self) -> tuple[str, ...]: ...
+    @property
+    def tag(self) -> str: ...
+
 
 STATE = {
     "type": "string",
@@ -154,7 +175,7 @@ def _slug(template: str) -> str:
     return re.sub(r"[^a-zA-Z0-9]+", "_", template).strip("_") or "root"
 
 
-def document(routes: list[Route], version: str) -> dict[str, Any]:
+def document(routes: Sequence[DocumentedRoute], version: str) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
     for r in routes:
         params: list[dict[str, Any]] = [
