@@ -1,0 +1,169 @@
+"""What every fault scenario shares: the writers, the check through ``tidemark verify``'s
+library API, the duplicate count, and the results table.
+
+A scenario runs a :class:`Writer` against the real database (inserts, updates, deletes, a
+primary-key change, a large value) while it injects its fault, lets capture finish (a sentinel
+row reaches the topic), and then calls :func:`check`: verify compares the table with the last
+event per key of its topic and must find nothing missing, extra or stale. Duplicates (events a
+restart sent again) are counted, not failed: at-least-once delivery allows them after the last
+committed position.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cdc.testing.kafka_reader import read_topic
+from cdc.verify.compare import Options
+from cdc.verify.contract import SourceSide
+from cdc.verify.kafka_target import KafkaTarget
+from worker.verify_cli import verify
+
+#: the size of the large value every writer stores once (under Kafka's 1 MB record limit)
+LARGE = 300_000
+SENTINEL = 9_000_000
+
+
+@dataclass
+class Result:
+    scenario: str
+    runs: int = 0
+    events: int = 0
+    missing: int = 0
+    extra: int = 0
+    stale: int = 0
+    duplicates: int = 0
+
+
+RESULTS: dict[str, Result] = {}
+
+
+def results_table() -> str:
+    lines = [
+        "| scenario | runs | events | missing | extra | stale | duplicates |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in RESULTS.values():
+        lines.append(
+            f"| {r.scenario} | {r.runs} | {r.events} | {r.missing} | {r.extra} | {r.stale} "
+            f"| {r.duplicates} |"
+        )
+    return "\n".join(lines)
+
+
+class Writer(threading.Thread):
+    """Random inserts, updates and deletes on ``table (id int PRIMARY KEY, v text, n int)``
+    whose ids run 1..``first_id``; after ``special_after`` steps, once each: a primary-key
+    change and a large value. ``connect()`` opens an autocommit DB-API connection."""
+
+    def __init__(self, connect: Callable[[], Any], table: str, first_id: int, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.connect = connect
+        self.table = table
+        self.next_id = first_id
+        self.rng = random.Random(seed)
+        self.stop_event = threading.Event()
+        self.ops = 0
+        self.error: BaseException | None = None
+        self.special_after = 40
+
+    def run(self) -> None:
+        try:
+            conn = self.connect()
+            try:
+                cur = conn.cursor()
+                while not self.stop_event.is_set():
+                    self.step(cur)
+                    self.ops += 1
+                    time.sleep(0.01)
+            finally:
+                conn.close()
+        except BaseException as exc:  # surfaced by stop()
+            self.error = exc
+
+    def step(self, cur: Any) -> None:
+        t = self.table
+        r = self.rng.random()
+        target = self.rng.randrange(1, self.next_id)
+        if self.ops in (self.special_after, self.special_after + 1):
+            cur.execute(f"SELECT min(id) FROM {t} WHERE id >= {target}")
+            target = (cur.fetchone() or [None])[0] or 1
+        if self.ops == self.special_after:
+            cur.execute(f"UPDATE {t} SET id = {SENTINEL - 1} WHERE id = {target}")
+            assert cur.rowcount == 1, "the primary-key change changed no row"
+        elif self.ops == self.special_after + 1:
+            cur.execute(f"UPDATE {t} SET v = repeat('x', {LARGE}) WHERE id = {target}")
+            assert cur.rowcount == 1, "the large value changed no row"
+        elif r < 0.35:
+            self.next_id += 1
+            cur.execute(f"INSERT INTO {t} VALUES ({self.next_id}, 'w{self.next_id}', 0)")
+        elif r < 0.85:
+            cur.execute(f"UPDATE {t} SET n = n + 1, v = 'u{self.ops}' WHERE id = {target}")
+        else:
+            cur.execute(f"DELETE FROM {t} WHERE id = {target}")
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(30)
+        assert self.error is None, self.error
+        assert self.ops > self.special_after + 1, f"only {self.ops} writes"
+
+
+def wait_for_sentinel(
+    kafka: str, topic: str, alive: Callable[[], None], timeout: float = 180
+) -> None:
+    """Until the sentinel row's event is in the topic; ``alive`` raises if capture died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive()
+        if any(e.key == {"id": SENTINEL} for e in read_topic(kafka, topic, settle=0.5)):
+            return
+    raise AssertionError(f"the sentinel never reached {topic}")
+
+
+def duplicates(kafka: str, topic: str) -> tuple[int, int]:
+    """(events, duplicates): an event is a duplicate when an earlier one has the same key,
+    operation, row images and source position (a snapshot read: the same key and row)."""
+    seen: set[bytes] = set()
+    events = read_topic(kafka, topic, settle=0.5)
+    dups = 0
+    for e in events:
+        if e.value is None:
+            continue
+        src = e.value.get("source") or {}
+        where = None if e.op == "r" else [src.get(k) for k in ("lsn", "file", "pos", "row")]
+        ident = repr((e.key, e.op, e.before, e.after, where)).encode()
+        if ident in seen:
+            dups += 1
+        seen.add(ident)
+    return len(events), dups
+
+
+def check(scenario: str, source: SourceSide, kafka: str, table: str, topic: str) -> Result:
+    """verify's verdict on one table (asserted: nothing missing, extra or stale), recorded
+    in the results table."""
+    target = KafkaTarget({"bootstrap.servers": kafka}, processes=1)
+    try:
+        (result,) = verify(
+            source, target, [table], Options(chunk_rows=500, recheck_rounds=20, recheck_wait=0.5)
+        )
+    finally:
+        target.close()
+        source.close()
+    events, dups = duplicates(kafka, topic)
+    r = RESULTS.setdefault(scenario, Result(scenario))
+    r.runs += 1
+    r.events += events
+    r.missing += len(result.missing)
+    r.extra += len(result.extra)
+    r.stale += len(result.stale)
+    r.duplicates += dups
+    assert result.error is None, result.error
+    assert (result.missing, result.extra, result.stale) == ([], [], []), scenario
+    assert result.source_rows == result.target_rows > 0
+    return r
