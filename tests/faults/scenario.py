@@ -115,7 +115,7 @@ class Writer(threading.Thread):
 
 
 def wait_for_sentinel(
-    kafka: str, topic: str, alive: Callable[[], None], timeout: float = 180
+    kafka: str, topic: str, alive: Callable[[], object], timeout: float = 180
 ) -> None:
     """Until the sentinel row's event is in the topic; ``alive`` raises if capture died."""
     deadline = time.monotonic() + timeout
