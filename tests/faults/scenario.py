@@ -12,6 +12,7 @@ committed position.
 from __future__ import annotations
 
 import random
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -124,6 +125,16 @@ def wait_for_sentinel(
         if any(e.key == {"id": SENTINEL} for e in read_topic(kafka, topic, settle=0.5)):
             return
     raise AssertionError(f"the sentinel never reached {topic}")
+
+
+def process_alive(proc: subprocess.Popen[bytes]) -> Callable[[], None]:
+    """For :func:`wait_for_sentinel`: raises with the process's stderr once it has exited."""
+
+    def alive() -> None:
+        if proc.poll() is not None:
+            raise AssertionError(proc.communicate()[1].decode()[-3000:])
+
+    return alive
 
 
 def duplicates(kafka: str, topic: str) -> tuple[int, int]:

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from connectors.postgres.verify import verify_side
-from tests.faults.scenario import SENTINEL, Writer, check, wait_for_sentinel
+from tests.faults.scenario import SENTINEL, Writer, check, process_alive, wait_for_sentinel
 from tests.integration.conftest import PgInfo
 from tests.integration.pg_harness import PgHarness
 from tests.integration.test_postgres_snapshot_restart import killed, run_child
@@ -66,12 +66,7 @@ def one_run(h: PgHarness, tmp: Path, rng: random.Random, table: str) -> None:
         writer.stop()
         h.sql(f"INSERT INTO {table} VALUES ({SENTINEL}, 'end', 0)")
 
-        def alive() -> None:
-            assert proc is not None
-            if proc.poll() is not None:
-                raise AssertionError(proc.communicate()[1].decode()[-3000:])
-
-        wait_for_sentinel(h.kafka, topic, alive)
+        wait_for_sentinel(h.kafka, topic, process_alive(proc))
     finally:
         writer.stop_event.set()
         if proc is not None and proc.poll() is None:
