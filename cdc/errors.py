@@ -8,7 +8,9 @@ letting driver types leak upward.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 
@@ -55,3 +57,63 @@ class ConversionError(CDCError):
     def __init__(self, message: str, position: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.position = position
+
+
+class ErrorKind(StrEnum):
+    """What trying again can do about an error."""
+
+    #: transient (connection lost, server restarting, lock timeout): retry after a backoff
+    RETRIABLE = "retriable"
+    #: retrying cannot help (position lost, a bug, corrupt data): the task fails
+    FATAL = "fatal"
+    #: a setting or the database's setup must change first (credentials, grants)
+    CONFIG = "config"
+
+
+def own_kind(error: BaseException) -> ErrorKind | None:
+    """The kind of an error tidemark raised itself; None for anyone else's."""
+    if isinstance(error, RetriableError):
+        return ErrorKind.RETRIABLE
+    if isinstance(error, ConfigError):
+        return ErrorKind.CONFIG
+    if isinstance(error, CDCError):
+        return ErrorKind.FATAL
+    return None
+
+
+@dataclass(frozen=True)
+class ErrorTable:
+    """A connector's reading of its driver's errors, declared as data (as Debezium's
+    ``ErrorHandler`` subclasses list their retriable exceptions): ``codes`` by the driver's
+    error code (``code_of`` gives the keys to try, most specific first: a SQLSTATE, then its
+    class), then ``types`` by exception class (first match), else ``default``. ``config_keys``
+    names, for a CONFIG code, the setting to fix and why, so :meth:`translate` can raise a
+    :class:`ConfigError` that says which key."""
+
+    codes: Mapping[str | int, ErrorKind]
+    types: Sequence[tuple[type[BaseException], ErrorKind]]
+    code_of: Callable[[BaseException], Sequence[str | int]]
+    config_keys: Mapping[str | int, tuple[str, str]] = field(default_factory=dict)
+    default: ErrorKind = ErrorKind.FATAL
+
+    def classify(self, error: BaseException) -> ErrorKind:
+        own = own_kind(error)
+        if own is not None:
+            return own
+        for code in self.code_of(error):
+            kind = self.codes.get(code)
+            if kind is not None:
+                return kind
+        for cls, kind in self.types:
+            if isinstance(error, cls):
+                return kind
+        return self.default
+
+    def translate(self, error: BaseException) -> BaseException:
+        """A driver error the table says is CONFIG as a :class:`ConfigError` naming its key;
+        any other error unchanged (the worker fails the task on it, with its trace)."""
+        for code in self.code_of(error):
+            if code in self.config_keys:
+                key, meaning = self.config_keys[code]
+                return ConfigError([(key, f"{meaning} ({error})")])
+        return error

@@ -15,7 +15,8 @@ The supervisor owns the task's lifecycle (Kafka Connect's task states):
   task waits for ``restart``.
 
 Retriable errors (:class:`cdc.errors.RetriableError`) restart the engine with exponential
-backoff, ``errors.retry.delay.initial.ms`` doubling up to ``errors.retry.delay.max.ms``, at most
+backoff (:class:`cdc.retry.Backoff`, shared with the connectors' reconnects),
+``errors.retry.delay.initial.ms`` doubling up to ``errors.retry.delay.max.ms``, at most
 ``errors.max.retries`` times in a row (-1: no limit, Debezium's default). A run that lasted
 ``reset_after_s`` counts as healthy and resets the count. Everything else, ``FatalError`` and
 ``ConfigError`` included, goes to FAILED, as Kafka Connect does with any exception that is not
@@ -35,6 +36,7 @@ from typing import Any, Protocol
 
 from cdc.errors import RetriableError
 from cdc.metrics import TaskMetrics
+from cdc.retry import Backoff
 
 log = logging.getLogger("tidemark.worker.task")
 
@@ -58,19 +60,15 @@ class EngineLike(Protocol):
     def stop(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy(Backoff):
+    """The shared :class:`cdc.retry.Backoff` with the worker's defaults (``errors.*``), plus
+    how long a run must last to count as healthy and reset the retry count."""
+
     max_retries: int = -1
     initial_delay_s: float = 0.3
     max_delay_s: float = 10.0
     reset_after_s: float = 60.0
-
-    def allows(self, attempt: int) -> bool:
-        return self.max_retries < 0 or attempt <= self.max_retries
-
-    def delay(self, attempt: int) -> float:
-        """Delay before retry number ``attempt`` (1-based)."""
-        return float(min(self.initial_delay_s * (2 ** max(attempt - 1, 0)), self.max_delay_s))
 
 
 def task_thread_name(connector: str, task: int) -> str:

@@ -7,10 +7,13 @@ and carries the binlog position where it happened.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cdc.errors import FatalError, RetriableError, SchemaError
+import pymysql.err  # type: ignore[import-untyped]
+
+from cdc.errors import ErrorKind, ErrorTable, FatalError, RetriableError, SchemaError
+from connectors.mysql import connection as myconn
 
 
 def describe_position(position: Mapping[str, Any] | None) -> str:
@@ -62,3 +65,52 @@ class ConnectionLost(RetriableError):
 
 class HistoryMissing(FatalError):
     """Offsets exist but the schema history is empty: the schema at the offset is unknown."""
+
+
+# -- what the server's and the client library's error numbers mean for a retry ----------------
+
+RETRIABLE, FATAL, CONFIG = ErrorKind.RETRIABLE, ErrorKind.FATAL, ErrorKind.CONFIG
+
+#: Server (ER_*) and client (CR_*) error numbers; anything not listed is FATAL.
+ERROR_CODES: dict[str | int, ErrorKind] = {
+    **dict.fromkeys(myconn.CONNECTION_LOST, RETRIABLE),  # CR_SERVER_LOST, CR_CONN_HOST_ERROR...
+    1040: RETRIABLE,  # ER_CON_COUNT_ERROR: too many connections
+    1053: RETRIABLE,  # ER_SERVER_SHUTDOWN: the server is restarting
+    1152: RETRIABLE,  # ER_ABORTING_CONNECTION
+    1158: RETRIABLE,  # ER_NET_READ_ERROR
+    1159: RETRIABLE,  # ER_NET_READ_INTERRUPTED
+    1160: RETRIABLE,  # ER_NET_ERROR_ON_WRITE
+    1161: RETRIABLE,  # ER_NET_WRITE_INTERRUPTED
+    myconn.ER_LOCK_WAIT_TIMEOUT: RETRIABLE,
+    1213: RETRIABLE,  # ER_LOCK_DEADLOCK
+    1927: RETRIABLE,  # ER_CONNECTION_KILLED (MariaDB)
+    myconn.ER_MASTER_FATAL_READING_BINLOG: FATAL,  # see BinlogPositionLost
+    **dict.fromkeys(myconn.ACCESS_DENIED, CONFIG),
+}
+
+#: Errors without a number, first match wins.
+ERROR_TYPES: Sequence[tuple[type[BaseException], ErrorKind]] = (
+    (pymysql.err.InterfaceError, RETRIABLE),  # PyMySQL's "connection is closed"
+    (OSError, RETRIABLE),  # sockets; also ReconnectRefused (the library's silent reconnect)
+)
+
+#: For each CONFIG number: the setting to fix, and what the error means.
+CONFIG_KEYS: dict[str | int, tuple[str, str]] = {
+    myconn.ER_ACCESS_DENIED: ("database.password", "the server refused the user or its password"),
+    **dict.fromkeys(
+        myconn.ACCESS_DENIED - {myconn.ER_ACCESS_DENIED},
+        (
+            "database.user",
+            "the user lacks a privilege the connector needs (REPLICATION SLAVE, "
+            "REPLICATION CLIENT, SELECT, RELOAD)",
+        ),
+    ),
+}
+
+
+def error_number(error: BaseException) -> Sequence[int]:
+    code = myconn.error_code(error)
+    return () if code is None else (code,)
+
+
+ERRORS = ErrorTable(ERROR_CODES, ERROR_TYPES, error_number, CONFIG_KEYS)

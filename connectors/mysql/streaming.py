@@ -17,12 +17,18 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from cdc.errors import FatalError
+from cdc.errors import ErrorKind, FatalError, RetriableError
+from cdc.retry import Backoff, Failure, run_with_retries
 from cdc.spi import SourceContext, StreamingSource
 from connectors.mysql import connection as myconn
 from connectors.mysql.binlog import BinlogProcessor, Resume
 from connectors.mysql.binlog_decoder import RawBinlogReader, decoder_enabled
-from connectors.mysql.errors import BinlogPositionLost, ConnectionLost, describe_position
+from connectors.mysql.errors import (
+    ERRORS,
+    BinlogPositionLost,
+    ConnectionLost,
+    describe_position,
+)
 from connectors.mysql.gtid import (
     GtidSet,
     GtidSourceFilter,
@@ -49,8 +55,8 @@ LOST_POSITION_ADVICE = (
 )
 
 
-class _StreamEnded(Exception):
-    pass
+class _StreamEnded(RetriableError):
+    """The server closed the binlog stream; reconnected like a lost connection."""
 
 
 def check_server(info: myconn.ServerInfo) -> None:
@@ -124,50 +130,65 @@ class MySqlStreaming(StreamingSource):
             offset_keys_after_gate=keys_after,
         )
         self.processor = processor
-        attempts = 0
-        initial = int(cfg["connect.backoff.initial.delay.ms"]) / 1000
-        max_delay = int(cfg["connect.backoff.max.delay.ms"]) / 1000
-        while not ctx.stop_event.is_set():
+        backoff = Backoff(
+            initial_delay_s=int(cfg["connect.backoff.initial.delay.ms"]) / 1000,
+            max_delay_s=int(cfg["connect.backoff.max.delay.ms"]) / 1000,
+            max_retries=int(cfg["connect.max.attempts"]) if cfg["connect.keep.alive"] else 0,
+        )
+        seen = 0
+
+        def session(tries: int) -> None:
+            nonlocal processor, seen
+            if tries:
+                processor = self._reconnected(processor, ctx)
             seen = processor.events_seen
             try:
                 self._session(ctx, info, processor)
+            except Exception:
                 if ctx.stop_event.is_set():
-                    break
+                    return  # stopping: however the session ended
+                raise
+            if not ctx.stop_event.is_set():
                 raise _StreamEnded("the server ended the binlog stream")
-            except Exception as exc:
-                if ctx.stop_event.is_set():
-                    break
-                if myconn.error_code(exc) == myconn.ER_MASTER_FATAL_READING_BINLOG:
-                    raise BinlogPositionLost(
-                        f"the server cannot stream from {describe_position(processor.offset())}: "
-                        f"{exc}. {LOST_POSITION_ADVICE}"
-                    ) from exc
-                if not (myconn.is_connection_error(exc) or isinstance(exc, _StreamEnded)):
-                    raise
-                if core is not None:
-                    core.streaming.connected = False
-                state.metrics.disconnects += 1
-                if processor.events_seen > seen:
-                    attempts = 0
-                attempts += 1
-                if not cfg["connect.keep.alive"] or attempts > int(cfg["connect.max.attempts"]):
-                    raise ConnectionLost(
-                        f"lost the binlog connection ({exc}) and could not reconnect "
-                        f"({attempts - 1} attempts); restart the connector when the server is "
-                        f"available, it resumes from {describe_position(processor.offset())}"
-                    ) from exc
-                wait = min(initial * 2 ** (attempts - 1), max_delay)
+
+        def on_failure(failure: Failure) -> None:
+            if core is not None:
+                core.streaming.connected = False
+            state.metrics.disconnects += 1
+            if failure.delay is not None:
                 log.warning(
                     "binlog connection lost (%s); reconnecting in %.1f s (attempt %d/%d) from %s",
-                    exc,
-                    wait,
-                    attempts,
+                    failure.error,
+                    failure.delay,
+                    failure.attempt,
                     cfg["connect.max.attempts"],
                     describe_position(processor.offset()),
                 )
-                if ctx.stop_event.wait(wait):
-                    break
-                processor = self._reconnected(processor, ctx)
+
+        def give_up(failure: Failure) -> ConnectionLost:
+            return ConnectionLost(
+                f"lost the binlog connection ({failure.error}) and could not reconnect "
+                f"({failure.attempt - 1} attempts); restart the connector when the server is "
+                f"available, it resumes from {describe_position(processor.offset())}"
+            )
+
+        def translate(exc: BaseException) -> BaseException:
+            if myconn.error_code(exc) == myconn.ER_MASTER_FATAL_READING_BINLOG:
+                return BinlogPositionLost(
+                    f"the server cannot stream from {describe_position(processor.offset())}: "
+                    f"{exc}. {LOST_POSITION_ADVICE}"
+                )
+            return ERRORS.translate(exc)
+
+        run_with_retries(
+            session,
+            schedule=lambda exc: backoff if ERRORS.classify(exc) is ErrorKind.RETRIABLE else None,
+            stop=ctx.stop_event,
+            on_failure=on_failure,
+            give_up=give_up,
+            progressed=lambda: processor.events_seen > seen,
+            translate=translate,
+        )
         if core is not None:
             core.streaming.connected = False
 

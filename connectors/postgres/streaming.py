@@ -20,11 +20,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import psycopg
 from psycopg import pq, sql
 
 from cdc.config import Config
-from cdc.errors import FatalError, RetriableError
+from cdc.errors import ErrorKind, FatalError, RetriableError
+from cdc.retry import Backoff, Failure, run_with_retries
 from cdc.spi import (
     UNAVAILABLE,
     LogicalMessage,
@@ -41,6 +41,7 @@ from cdc.spi import (
 )
 from connectors.postgres import connection as pgconn
 from connectors.postgres import pgoutput as po
+from connectors.postgres.errors import ERRORS, SlotInUse
 from connectors.postgres.identity import check_identities
 from connectors.postgres.publication import (
     as_partition_root,
@@ -128,36 +129,49 @@ class PostgresStreaming(StreamingSource):
             self._flush_lsn = start_lsn
         retries = int(self.cfg["slot.max.retries"])
         delay = int(self.cfg["slot.retry.delay.ms"]) / 1000
-        attempt = 0
-        while not ctx.stop_event.is_set():
-            try:
-                self._stream(ctx, resume, start_lsn, offset is None and attempt == 0)
-                return
-            except PublicationLacksTables:
-                raise
-            except (RetriableError, OSError, _ConnectionLost, psycopg.OperationalError) as exc:
-                attempt += 1
-                if self.metrics is not None:
-                    self.metrics.streaming.connected = False
-                if attempt > retries:
-                    raise RetriableError(
-                        f"lost the replication connection {attempt - 1} times in a row; last "
-                        f"error: {exc}"
-                    ) from exc
-                if "slot is in use" in str(exc):  # held by another process: Debezium's wait
-                    wait = min(delay * (2 ** (attempt - 1)), 60.0)
-                else:  # a lost connection: back off from ~1 s, up to slot.retry.delay.ms
-                    first = min(1.0, delay)
-                    wait = min(first * (2 ** (attempt - 1)), max(delay, first))
+        # A lost connection backs off from ~1 s up to slot.retry.delay.ms; a slot held by
+        # another process waits slot.retry.delay.ms, doubling up to 60 s (Debezium's wait).
+        lost = Backoff(initial_delay_s=min(1.0, delay), max_delay_s=delay, max_retries=retries)
+        busy = Backoff(initial_delay_s=delay, max_delay_s=60.0, max_retries=retries)
+
+        def attempt(tries: int) -> None:
+            nonlocal start_lsn
+            start_lsn = max(start_lsn, self._flush_lsn) if tries else start_lsn
+            self._stream(ctx, resume, start_lsn, offset is None and tries == 0)
+
+        def schedule(exc: BaseException) -> Backoff | None:
+            if isinstance(exc, PublicationLacksTables):
+                return None  # a restart of the task snapshots the new tables first
+            if ERRORS.classify(exc) is not ErrorKind.RETRIABLE:
+                return None
+            return busy if isinstance(exc, SlotInUse) else lost
+
+        def on_failure(failure: Failure) -> None:
+            if self.metrics is not None:
+                self.metrics.streaming.connected = False
+            if failure.delay is not None:
                 log.warning(
                     "replication connection lost (%s); reconnecting in %.1f s (attempt %d/%d)",
-                    exc,
-                    wait,
-                    attempt,
+                    failure.error,
+                    failure.delay,
+                    failure.attempt,
                     retries,
                 )
-                ctx.stop_event.wait(wait)
-                start_lsn = max(start_lsn, self._flush_lsn)
+
+        def give_up(failure: Failure) -> RetriableError:
+            return RetriableError(
+                f"lost the replication connection {failure.attempt - 1} times in a row; last "
+                f"error: {failure.error}"
+            )
+
+        run_with_retries(
+            attempt,
+            schedule=schedule,
+            stop=ctx.stop_event,
+            on_failure=on_failure,
+            give_up=give_up,
+            translate=ERRORS.translate,
+        )
 
     def _stream(self, ctx: SourceContext, resume: _Resume, start_lsn: int, first: bool) -> None:
         cfg = self.cfg
@@ -242,7 +256,7 @@ class PostgresStreaming(StreamingSource):
         if res is None or res.status != pq.ExecStatus.COPY_BOTH:
             msg = pgc.error_message.decode(errors="replace") if pgc.error_message else "?"
             if "is active for PID" in msg:
-                raise RetriableError(f"replication slot is in use: {msg}")
+                raise SlotInUse(f"replication slot is in use: {msg}")
             raise FatalError(f"START_REPLICATION failed: {msg}")
         pgc.nonblocking = 1
         log.info("streaming from slot %s at %s", self.cfg["slot.name"], po.lsn_to_str(start_lsn))
@@ -345,8 +359,8 @@ class PostgresStreaming(StreamingSource):
             raise _ConnectionLost(f"cannot send status to the server: {exc}") from exc
 
 
-class _ConnectionLost(Exception):
-    pass
+class _ConnectionLost(RetriableError):
+    """The replication connection broke (retried by ``execute``; never leaves it)."""
 
 
 def _no_flush() -> None:
