@@ -40,6 +40,9 @@ _PHYSICAL: dict[str, str] = {
     "int64": "long",
     "float32": "float",
     "float64": "double",
+    # Kafka's JsonConverter (and so tidemark's and Debezium's JSON) names them this way.
+    "float": "float",
+    "double": "double",
     "boolean": "boolean",
     "string": "string",
     "bytes": "binary",

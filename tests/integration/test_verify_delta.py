@@ -33,11 +33,11 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.postgres]
 
 DDL = """CREATE TABLE dv (
     id int PRIMARY KEY, name text, price numeric(10,2), flag boolean, ts timestamp,
-    tsz timestamptz, d date, b bytea, j jsonb)"""
+    tsz timestamptz, d date, b bytea, j jsonb, score double precision, ratio real)"""
 ROWS = """INSERT INTO dv SELECT g, 'name ' || g || ' é', g * 1.25, g % 2 = 0,
     timestamp '2024-01-01' + g * interval '61.123456 s',
     timestamptz '2024-01-01 10:00+02' + g * interval '1.000001 s', date '2024-01-01' + g,
-    decode(md5(g::text), 'hex'), jsonb_build_object('g', g, 'a', 'x')
+    decode(md5(g::text), 'hex'), jsonb_build_object('g', g, 'a', 'x'), g / 7.0, g * 0.25
     FROM generate_series(1, 120) g"""
 
 

@@ -231,3 +231,15 @@ def test_state_from_a_delta_schema_and_properties() -> None:
     s = state_from_schema(fields, props)
     assert s.columns == (("id", "integer"),)
     assert s.key == ("id",) and s.accepted == frozenset({"a", "b"})
+
+
+@pytest.mark.parametrize(("kind", "spark"), [("FLOAT32", "float"), ("FLOAT64", "double")])
+def test_float_columns_as_the_json_converter_names_them(kind: str, spark: str) -> None:
+    """Kafka's JsonConverter (and so tidemark's) writes float32/float64 as "float"/"double":
+    the apply job must take them, or every event of a table with a float column fails."""
+    from cdc.converters.json import schema_to_json
+    from cdc.schema.model import Type, primitive
+
+    schema = schema_to_json(primitive(Type[kind]))
+    assert schema["type"] == spark
+    assert st.spark_type(schema) == spark
