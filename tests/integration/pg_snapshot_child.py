@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any
 
-from cdc.engine import Engine
+from cdc.pipeline.coordinator import SourceCoordinator
 from connectors.postgres import snapshot
 from tests.integration import engine_child
 
@@ -41,13 +41,13 @@ def install(spec: dict[str, Any]) -> None:
 
         snapshot._TablePlan.emit_row = counting  # type: ignore[method-assign]
     if spec.get("kill_after_snapshot"):
-        store_now = Engine._store_now
+        store_now = SourceCoordinator.store_now
 
-        def store_then_die(self: Engine, offset: dict[str, Any]) -> None:
+        def store_then_die(self: SourceCoordinator, offset: dict[str, Any]) -> None:
             store_now(self, offset)
             _die()
 
-        Engine._store_now = store_then_die  # type: ignore[method-assign]
+        SourceCoordinator.store_now = store_then_die  # type: ignore[method-assign]
 
 
 if __name__ == "__main__":

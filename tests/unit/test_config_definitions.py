@@ -39,6 +39,7 @@ SOURCES: dict[str, str | None] = {
     "connectors/mysql": "mysql",
     "cdc/testing/memory.py": "memory",
     "cdc/engine.py": None,
+    "cdc/assembly.py": None,
     "cdc/pipeline": None,
     "cdc/snapshot_modes.py": None,
     "worker/worker.py": None,
