@@ -18,6 +18,7 @@ random source is a parameter, so tests check schedules without sleeping or guess
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -83,6 +84,17 @@ class Stop(Protocol):
     def is_set(self) -> bool: ...
 
     def wait(self, timeout: float | None = None) -> bool: ...
+
+
+class NeverStop:
+    """A :class:`Stop` for callers without a stop event: waits are plain sleeps."""
+
+    def is_set(self) -> bool:
+        return False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        time.sleep(timeout or 0)
+        return False
 
 
 @dataclass(frozen=True)

@@ -3,41 +3,66 @@
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from typing import Any
 
 from cdc.config import Config
 from cdc.errors import FatalError, RetriableError
+from cdc.retry import Backoff, Failure, NeverStop, run_with_retries
 from connectors.postgres import connection as pgconn
 
 log = logging.getLogger("tidemark.postgres")
 
 
+class _SlotActive(Exception):
+    def __init__(self, info: pgconn.SlotInfo) -> None:
+        super().__init__(f"slot in use by pid {info.active_pid}")
+        self.info = info
+
+
 def wait_for_inactive_slot(conn: Any, cfg: Config) -> None:
-    """A slot held by another connection is retried ``slot.max.retries`` times, then fails."""
+    """A slot held by another connection is retried ``slot.max.retries`` times, every
+    ``slot.retry.delay.ms``, then fails."""
     slot = cfg["slot.name"]
     retries = int(cfg["slot.max.retries"])
     delay = int(cfg["slot.retry.delay.ms"]) / 1000
-    for attempt in range(retries + 1):
+    every = Backoff(initial_delay_s=delay, max_delay_s=delay, multiplier=1, max_retries=retries)
+
+    def check(tries: int) -> None:
         info = pgconn.slot_info(conn, slot)
-        if info is None or not info.active:
-            return
-        if attempt < retries:
+        if info is not None and info.active:
+            raise _SlotActive(info)
+
+    def on_failure(failure: Failure) -> None:
+        if failure.delay is not None:
             log.warning(
                 "replication slot %s is in use by pid %s; retry %d/%d in %.1f s",
                 slot,
-                info.active_pid,
-                attempt + 1,
+                _holder(failure),
+                failure.attempt,
                 retries,
-                delay,
+                failure.delay,
             )
-            time.sleep(delay)
-    raise RetriableError(
-        f"replication slot {slot!r} is still in use by another connection (pid "
-        f"{info.active_pid if info else '?'}) after {retries} retries. Stop the other consumer "
-        f"or give this connector its own slot.name."
+
+    def give_up(failure: Failure) -> RetriableError:
+        return RetriableError(
+            f"replication slot {slot!r} is still in use by another connection (pid "
+            f"{_holder(failure)}) after {retries} retries. Stop the other consumer "
+            f"or give this connector its own slot.name."
+        )
+
+    run_with_retries(
+        check,
+        schedule=lambda exc: every if isinstance(exc, _SlotActive) else None,
+        stop=NeverStop(),
+        on_failure=on_failure,
+        give_up=give_up,
     )
+
+
+def _holder(failure: Failure) -> object:
+    error = failure.error
+    return error.info.active_pid if isinstance(error, _SlotActive) else "?"
 
 
 def check_slot(info: pgconn.SlotInfo, cfg: Config) -> None:
