@@ -32,21 +32,15 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from cdc.config import Config
 from cdc.errors import FatalError
 from cdc.history import TableChange, TableChangeType
-from cdc.spi import (
-    Operation,
-    RowChange,
-    SchemaChange,
-    SnapshotSource,
-    SourceContext,
-    Table,
-    TableId,
-)
+from cdc.snapshot.driver import TableScan, emit_scans, one_by_one, run_snapshot
+from cdc.snapshot.driver import select_override as _select_override
+from cdc.spi import SchemaChange, SnapshotSource, SourceContext, Table, TableId
 from connectors.mysql import connection as myconn
 from connectors.mysql import ddl
 from connectors.mysql.errors import UnparseableDdl, describe_position
@@ -59,8 +53,6 @@ from connectors.mysql.types import base_type
 
 log = logging.getLogger("tidemark.mysql.snapshot")
 
-PROGRESS_EVERY_ROWS = 10_000
-
 
 def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
@@ -71,19 +63,8 @@ def qualified(table_id: TableId) -> str:
 
 
 def select_override(cfg: Config, table_id: TableId) -> str | None:
-    """``snapshot.select.statement.overrides`` lists ``db.table``; each has its statement in
-    ``snapshot.select.statement.overrides.<db>.<table>``."""
-    listed = {t.strip() for t in cfg["snapshot.select.statement.overrides"]}
-    name = f"{table_id.catalog}.{table_id.table}"
-    if name not in listed:
-        return None
-    stmt = cfg.raw.get(f"snapshot.select.statement.overrides.{name}")
-    if not stmt:
-        raise FatalError(
-            f"snapshot.select.statement.overrides lists {name} but "
-            f"snapshot.select.statement.overrides.{name} is not set"
-        )
-    return str(stmt).rstrip().rstrip(";")
+    """``snapshot.select.statement.overrides`` names tables as ``<db>.<table>``."""
+    return _select_override(cfg, f"{table_id.catalog}.{table_id.table}")
 
 
 def select_statement(table: Table) -> str:
@@ -133,76 +114,118 @@ class SnapshotRun:
         self.metrics = state.metrics
         self.global_lock = False
         self.table_locks = False
+        self.recovery = False
+        self.conn: Any = None
+        self._info: myconn.ServerInfo | None = None
+        self.locking = "none"
+        self.databases: list[str] = []
+        self.all_tables: list[TableId] = []
+        self.captured: list[TableId] = []
+        self.ddl_texts: dict[TableId, str] = {}
+        self._binlog: BinlogPosition | None = None
+        #: this snapshot's own position, as streaming's offset
+        self.own: dict[str, Any] = {}
 
     def run(self, recovery: bool) -> dict[str, Any]:
-        cfg = self.cfg
-        handover: dict[str, Any] | None = None
-        conn = myconn.connect(cfg, autocommit=True, snapshot=True)
-        try:
-            info = myconn.server_info(conn)
-            if not info.log_bin:
-                raise FatalError("the server's binary log is disabled; set log_bin (seed §2.2.2)")
-            timeout_s = max(math.ceil(int(cfg["snapshot.lock.timeout.ms"]) / 1000), 1)
-            myconn.execute(conn, f"SET SESSION lock_wait_timeout = {timeout_s}")
-            myconn.execute(conn, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            check_include_lists(
-                cfg, conn, lambda t: self.state.included(self.ctx, t), self.state.database_filter
-            )
-            databases = self._databases(conn)
-            tables = self._tables(conn, databases)
-            captured = [t for t in tables if self.ctx.is_included(t)]
-            log.info(
-                "snapshot of %d databases, %d tables (%d captured); locking mode %s",
-                len(databases),
-                len(tables),
-                len(captured),
-                cfg["snapshot.locking.mode"],
-            )
-            locking = cfg["snapshot.locking.mode"] if not recovery else "none"
-            ddl_texts: dict[TableId, str] = {}
-            if locking != "none":
-                self._lock(conn, captured, tables, ddl_texts)
-            try:
-                if not self.table_locks:
-                    myconn.execute(conn, "START TRANSACTION WITH CONSISTENT SNAPSHOT")
-                position = self._position(conn, info, locking, recovery)
-                log.info("snapshot position %s", position.to_offset())
-                db_ddl = {db: self._show_create_database(conn, db) for db in databases}
-                for tid in tables:
-                    if tid not in ddl_texts:
-                        ddl_texts[tid] = self._show_create_table(conn, tid)
-                if self.global_lock and cfg["snapshot.locking.mode"] == "minimal":
-                    self._unlock(conn)
-                self._record_schema(position, databases, tables, db_ddl, ddl_texts)
-                if self.include_data:
-                    handover = self._handover(conn, info, position)
-                    known = [self.state.schema.table(t) for t in captured]
-                    scan = [t for t in known if t is not None]
-                    self._read_rows(conn, scan, position.to_offset(), position)
-                if not self.table_locks:
-                    myconn.execute(conn, "COMMIT")
-            finally:
-                self._unlock(conn)
-        finally:
-            conn.close()
+        self.recovery = recovery
+        out = run_snapshot(self.ctx, self, include_data=self.include_data)
         # Streaming from an earlier position needs the schema as of that position.
-        self.state.schema_ready = handover is None
-        if handover is not None:
-            return handover
+        self.state.schema_ready = out == self.own
         if recovery:
             assert self.previous is not None
             out = dict(self.previous)
             out.pop("snapshot", None)
-            return out
-        return position.with_(snapshot=False).to_offset()
+        return out
+
+    @property
+    def info(self) -> myconn.ServerInfo:
+        assert self._info is not None, "prepare() reads the server's settings"
+        return self._info
+
+    @property
+    def binlog(self) -> BinlogPosition:
+        assert self._binlog is not None, "position() comes before the steps that use it"
+        return self._binlog
+
+    # -- the driver's steps (cdc.snapshot.driver) -----------------------------------------------
+    def prepare(self) -> None:
+        cfg = self.cfg
+        self.conn = conn = myconn.connect(cfg, autocommit=True, snapshot=True)
+        self._info = info = myconn.server_info(conn)
+        if not info.log_bin:
+            raise FatalError("the server's binary log is disabled; set log_bin (seed §2.2.2)")
+        self._session(conn)
+        check_include_lists(
+            cfg, conn, lambda t: self.state.included(self.ctx, t), self.state.database_filter
+        )
+
+    def tables(self) -> Sequence[TableId]:
+        conn, cfg = self.conn, self.cfg
+        self.databases = self._databases(conn)
+        self.all_tables = self._tables(conn, self.databases)
+        self.captured = [t for t in self.all_tables if self.ctx.is_included(t)]
+        log.info(
+            "snapshot of %d databases, %d tables (%d captured); locking mode %s",
+            len(self.databases),
+            len(self.all_tables),
+            len(self.captured),
+            cfg["snapshot.locking.mode"],
+        )
+        return self.all_tables
+
+    def lock(self) -> None:
+        self.locking = self.cfg["snapshot.locking.mode"] if not self.recovery else "none"
+        if self.locking != "none":
+            self._lock(self.conn, self.captured, self.all_tables, self.ddl_texts)
+
+    def position(self) -> dict[str, Any]:
+        if not self.table_locks:
+            myconn.execute(self.conn, "START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        self._binlog = self._position(self.conn, self.info, self.locking, self.recovery)
+        log.info("snapshot position %s", self.binlog.to_offset())
+        self.own = self.binlog.with_(snapshot=False).to_offset()
+        return self.own
+
+    def structure(self) -> None:
+        conn = self.conn
+        db_ddl = {db: self._show_create_database(conn, db) for db in self.databases}
+        for tid in self.all_tables:
+            if tid not in self.ddl_texts:
+                self.ddl_texts[tid] = self._show_create_table(conn, tid)
+        if self.global_lock and self.cfg["snapshot.locking.mode"] == "minimal":
+            self._unlock(conn)
+        self._record_schema(self.binlog, self.databases, self.all_tables, db_ddl, self.ddl_texts)
+
+    def handover(self, resume: dict[str, Any]) -> dict[str, Any]:
+        return self._handover(self.conn, self.info, resume) or self.own
+
+    def scans(self) -> list[TableScan]:
+        known = [self.state.schema.table(t) for t in self.captured]
+        offset = self.binlog.to_offset()
+        return [self._scan_of(t, offset, self.binlog) for t in known if t is not None]
+
+    def read(self, scans: list[TableScan]) -> Iterator[tuple[TableScan, Sequence[Any] | None]]:
+        return one_by_one(scans, self.ctx.stop_event.is_set, self._rows)
+
+    def release(self, completed: bool) -> None:
+        conn = self.conn
+        if conn is None:
+            return
+        try:
+            if completed and not self.table_locks:
+                myconn.execute(conn, "COMMIT")
+        finally:
+            try:
+                self._unlock(conn)
+            finally:
+                conn.close()
 
     def _handover(
-        self, conn: Any, info: myconn.ServerInfo, position: BinlogPosition
+        self, conn: Any, info: myconn.ServerInfo, resume: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """Record this snapshot's position with the core before its first row; the earlier
-        position streaming must start from instead, if any (None: this snapshot's own)."""
-        own = position.with_(snapshot=False).to_offset()
-        resume = dict(self.ctx.snapshot_starting(own))
+        """The earlier position streaming must start from instead of this snapshot's, if any
+        (None: this snapshot's own), given the resume position the core recorded."""
+        own = self.own
         for key in ("snapshot", "snapshot_completed", "snapshot_origin"):
             resume.pop(key, None)
         if resume == own or is_at_or_before(own, resume):
@@ -236,9 +259,7 @@ class SnapshotRun:
         conn = myconn.connect(cfg, autocommit=True, snapshot=True)
         try:
             info = myconn.server_info(conn)
-            timeout_s = max(math.ceil(int(cfg["snapshot.lock.timeout.ms"]) / 1000), 1)
-            myconn.execute(conn, f"SET SESSION lock_wait_timeout = {timeout_s}")
-            myconn.execute(conn, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            self._session(conn)
             locking = cfg["snapshot.locking.mode"]
             texts: dict[TableId, str] = {}
             if locking != "none":
@@ -264,7 +285,9 @@ class SnapshotRun:
                     [t.identifier for t in table_ids],
                     position.to_offset(),
                 )
-                self._read_rows(conn, tables, rows_offset, position)
+                self.conn = conn
+                scans = [self._scan_of(t, rows_offset, position) for t in tables]
+                emit_scans(self.ctx, scans, self.read(scans))
                 if not self.table_locks:
                     myconn.execute(conn, "COMMIT")
             finally:
@@ -403,18 +426,7 @@ class SnapshotRun:
             drops = [TableChange(TableChangeType.DROP, Table(t, ())) for t in known]
             text = "DROP TABLE IF EXISTS " + ", ".join(qualified(t) for t in known)
             state.record(offset, None, text, drops)
-        source_base = {
-            "ts_ms": 0,
-            "snapshot": True,
-            "table": None,
-            "server_id": 0,  # Debezium: no binlog event read yet (the seed shows 0)
-            "gtid": None,
-            "file": position.file,
-            "pos": position.pos,
-            "row": 0,
-            "thread": None,
-            "query": None,
-        }
+        source_base = _source_block(position, None, None)
         for db in databases:
             state.schema.apply_ddl(db_ddl[db], None)
             state.record(offset, db, db_ddl[db], [])
@@ -436,50 +448,16 @@ class SnapshotRun:
                 ctx.emit(SchemaChange(tid.catalog, None, text, [tid], source, offset))
 
     # -- rows -------------------------------------------------------------------------------------
-    def _read_rows(
-        self,
-        conn: Any,
-        tables: list[Table],
-        offset: dict[str, Any],
-        position: BinlogPosition,
-    ) -> None:
-        ctx, cfg = self.ctx, self.cfg
-        ctx.snapshot_started([t.id for t in tables])
-        fetch = int(cfg["snapshot.fetch.size"])
-        stream_min = int(cfg["min.row.count.to.stream.results"])
-        for n, table in enumerate(tables, 1):
-            if ctx.stop_event.is_set():
-                raise InterruptedError("snapshot interrupted by stop")
-            tid = table.id
-            estimate = self._estimate(conn, tid)
-            query = select_override(cfg, tid) or select_statement(table)
-            log.info("snapshot table %d/%d %s (about %s rows)", n, len(tables), tid, estimate)
-            t0 = time.monotonic()
-            source = {
-                "ts_ms": int(time.time() * 1000),
-                "snapshot": True,
-                "db": tid.catalog,
-                "table": tid.table,
-                "server_id": 0,  # Debezium: no binlog event read yet (the seed shows 0)
-                "gtid": None,
-                "file": position.file,
-                "pos": position.pos,
-                "row": 0,
-                "thread": None,
-                "query": None,
-            }
-            rows = self._scan(
-                conn,
-                table,
-                query,
-                source,
-                offset,
-                fetch,
-                streaming=(stream_min == 0 or (estimate or 0) >= stream_min),
-                estimate=estimate,
-            )
-            ctx.snapshot_table_completed(tid, rows)
-            log.info("snapshot of %s done: %d rows in %.1f s", tid, rows, time.monotonic() - t0)
+    def _session(self, conn: Any) -> None:
+        timeout_s = max(math.ceil(int(self.cfg["snapshot.lock.timeout.ms"]) / 1000), 1)
+        myconn.execute(conn, f"SET SESSION lock_wait_timeout = {timeout_s}")
+        myconn.execute(conn, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+    def _scan_of(self, table: Table, offset: dict[str, Any], position: BinlogPosition) -> TableScan:
+        tid = table.id
+        source = _source_block(position, tid.catalog, tid.table)  # ts_ms: when it is read
+        query = select_override(self.cfg, tid) or select_statement(table)
+        return TableScan(table, source, offset, self._estimate(self.conn, tid), plan=query)
 
     def _estimate(self, conn: Any, tid: TableId) -> int | None:
         row = myconn.query_one(
@@ -490,47 +468,46 @@ class SnapshotRun:
         )
         return int(row[0]) if row and row[0] is not None else None
 
-    def _scan(
-        self,
-        conn: Any,
-        table: Table,
-        query: str,
-        source: dict[str, Any],
-        offset: dict[str, Any],
-        fetch: int,
-        *,
-        streaming: bool,
-        estimate: int | None,
-    ) -> int:
-        ctx, emit, tid = self.ctx, self.ctx.emit, table.id
-        cursor = myconn.cursor(conn, unbuffered=streaming)
-        count = 0
-        t0 = time.monotonic()
+    def _rows(self, scan: TableScan) -> Iterator[Sequence[Any]]:
+        """One table's rows in ``snapshot.fetch.size`` batches, through a streaming cursor for
+        tables of at least ``min.row.count.to.stream.results`` rows."""
+        cfg, table, tid = self.cfg, scan.table, scan.table.id
+        fetch = int(cfg["snapshot.fetch.size"])
+        stream_min = int(cfg["min.row.count.to.stream.results"])
+        streaming = stream_min == 0 or (scan.estimate or 0) >= stream_min
+        scan.source["ts_ms"] = int(time.time() * 1000)
+        cursor = myconn.cursor(self.conn, unbuffered=streaming)
         try:
             # overrides may name the table without its database
             cursor.execute(f"USE {_quote(tid.catalog or '')}")
-            cursor.execute(query)
+            cursor.execute(scan.plan)
             reorder = _reorder(table, [d[0] for d in cursor.description or ()])
-            read = RowChange
-            op = Operation.READ
             while True:
                 batch = cursor.fetchmany(fetch)
                 if not batch:
                     break
-                for row in batch:
-                    values = (
-                        row if reorder is None else [row[i] if i >= 0 else None for i in reorder]
-                    )
-                    emit(read(op, tid, None, values, source, offset))
-                count += len(batch)
-                if count // PROGRESS_EVERY_ROWS != (count - len(batch)) // PROGRESS_EVERY_ROWS:
-                    ctx.snapshot_progress(tid, count, estimate)
-                    _log_progress(tid, count, estimate, t0)
-                if ctx.stop_event.is_set():
-                    raise InterruptedError("snapshot interrupted by stop")
+                if reorder is not None:
+                    batch = [[row[i] if i >= 0 else None for i in reorder] for row in batch]
+                yield batch
         finally:
             cursor.close()
-        return count
+
+
+def _source_block(position: BinlogPosition, db: str | None, table: str | None) -> dict[str, Any]:
+    """The ``source`` block of snapshot events (schema changes and rows) at ``position``."""
+    return {
+        "ts_ms": 0,
+        "snapshot": True,
+        "db": db,
+        "table": table,
+        "server_id": 0,  # Debezium: no binlog event read yet (the seed shows 0)
+        "gtid": None,
+        "file": position.file,
+        "pos": position.pos,
+        "row": 0,
+        "thread": None,
+        "query": None,
+    }
 
 
 def _reorder(table: Table, names: list[str]) -> list[int] | None:
@@ -541,20 +518,3 @@ def _reorder(table: Table, names: list[str]) -> list[int] | None:
         return None
     index = {n: i for i, n in enumerate(names)}
     return [index.get(n, -1) for n in expected]
-
-
-def _log_progress(tid: TableId, rows: int, estimate: int | None, t0: float) -> None:
-    elapsed = time.monotonic() - t0
-    rate = rows / elapsed if elapsed > 0 else 0.0
-    if estimate and rate and estimate > rows:
-        log.info(
-            "snapshot %s: %d/%d rows (%.0f%%), %.0f rows/s, ETA %.0f s",
-            tid,
-            rows,
-            estimate,
-            100 * rows / estimate,
-            rate,
-            (estimate - rows) / rate,
-        )
-    else:
-        log.info("snapshot %s: %d rows, %.0f rows/s", tid, rows, rate)

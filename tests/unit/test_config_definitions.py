@@ -40,6 +40,7 @@ SOURCES: dict[str, str | None] = {
     "cdc/testing/memory.py": "memory",
     "cdc/engine.py": None,
     "cdc/assembly.py": None,
+    "cdc/snapshot": None,
     "cdc/pipeline": None,
     "cdc/snapshot_modes.py": None,
     "worker/worker.py": None,

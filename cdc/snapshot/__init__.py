@@ -1,0 +1,1 @@
+"""Snapshots: the driver that runs every connector's snapshot steps in order."""
