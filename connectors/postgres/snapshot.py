@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from psycopg import sql
 
 from cdc.config import Config
-from cdc.errors import FatalError
-from cdc.spi import Operation, RowChange, SnapshotSource, SourceContext, Table, TableId
+from cdc.snapshot.driver import TableScan, in_batches, one_by_one, run_snapshot
+from cdc.snapshot.driver import select_override as _select_override
+from cdc.spi import SnapshotSource, SourceContext, Table, TableId
 from connectors.postgres import connection as pgconn
 from connectors.postgres.identity import check_identities
 from connectors.postgres.offsets import handover_offset
@@ -45,23 +45,10 @@ from connectors.postgres.types import Modes, TypeRegistry
 
 log = logging.getLogger("tidemark.postgres.snapshot")
 
-PROGRESS_EVERY_ROWS = 10_000
-
 
 def select_override(cfg: Config, table_id: TableId) -> str | None:
-    """``snapshot.select.statement.overrides`` lists tables; the statement for each is in
-    ``snapshot.select.statement.overrides.<schema>.<table>``."""
-    listed = {t.strip() for t in cfg["snapshot.select.statement.overrides"]}
-    name = f"{table_id.schema}.{table_id.table}"
-    if name not in listed:
-        return None
-    stmt = cfg.raw.get(f"snapshot.select.statement.overrides.{name}")
-    if not stmt:
-        raise FatalError(
-            f"snapshot.select.statement.overrides lists {name} but "
-            f"snapshot.select.statement.overrides.{name} is not set"
-        )
-    return str(stmt).rstrip(";")
+    """``snapshot.select.statement.overrides`` names tables as ``<schema>.<table>``."""
+    return _select_override(cfg, f"{table_id.schema}.{table_id.table}")
 
 
 class PostgresSnapshot(SnapshotSource):
@@ -151,149 +138,167 @@ class PostgresSnapshot(SnapshotSource):
         keep_slot: bool,
         handover: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Read ``tables`` inside an exported snapshot: the new slot's when there is none, else
-        a temporary slot's, streaming later from the kept slot (which holds every change
-        since an earlier attempt's position). The replication connection stays open until
-        every reader imported the snapshot (a temporary slot lives as long as it)."""
-        cfg = self.cfg
-        slot = cfg["slot.name"]
-        repl = pgconn.connect_replication(cfg)
-        try:
-            snap_slot = temporary_slot_name(slot) if keep_slot else slot
-            row = repl.execute(
-                sql.SQL(
-                    "CREATE_REPLICATION_SLOT {} {} LOGICAL pgoutput (SNAPSHOT 'export')"
-                ).format(sql.Identifier(snap_slot), sql.SQL("TEMPORARY" if keep_slot else ""))
-            ).fetchone()
-            assert row is not None
-            consistent_point, snapshot_name = str(row[1]), str(row[2])
-            lsn = str_to_lsn(consistent_point)
-            log.info(
-                "created %sslot %s at %s, snapshot %s",
-                "temporary " if keep_slot else "",
-                snap_slot,
-                consistent_point,
-                snapshot_name,
-            )
-            # Streaming resumes after the consistent point; a transaction committing exactly
-            # at it is still streamed (seq 0 of it is "done", which no event has).
-            position = handover_offset({"lsn": lsn, "ts_usec": time.time_ns() // 1000})
-            # Recorded durably before the first row; an earlier attempt's position comes back
-            # when there is one, and streaming must start there (its events are downstream).
-            if handover is None:
-                handover = (
-                    handover_offset(ctx.snapshot_starting(position)) if include_data else position
-                )
-            if handover["lsn_commit"] < lsn and not keep_slot:
-                log.warning(
-                    "an earlier snapshot attempt began at LSN %s but its slot %s is gone: "
-                    "rows it emitted and deleted since then keep their last event downstream",
-                    lsn_to_str(handover["lsn_commit"]),
-                    slot,
-                )
-            threads = int(cfg["snapshot.max.threads"]) if include_data else 1
-            readers: list[Any] = []
-            try:
-                for _ in range(threads):
-                    readers.append(pgconn.connect(cfg, autocommit=False))
-                    _import_snapshot(readers[-1], snapshot_name)
-                # Every reader holds the exported snapshot now; the replication connection
-                # (and with it a temporary slot) may go.
-                repl.close()
-                loaded = [schema.load(tid, oid) for tid, oid in tables]
-                for table in loaded:
-                    ctx.register_table(table)
-                if include_data:
-                    self._lock(readers[0], loaded)
-                    self._read_all(ctx, readers, loaded, lsn)
-                readers[0].rollback()
-            finally:
-                for conn in readers:
-                    conn.close()
-        finally:
-            if not repl.closed:
-                repl.close()
-        return handover
+        steps = _Steps(self.cfg, ctx, schema, tables, include_data, keep_slot)
+        return run_snapshot(ctx, steps, include_data=include_data, handover=handover)
 
-    def _lock(self, conn: Any, tables: list[Table]) -> None:
+
+class _Steps:
+    """PostgreSQL's snapshot steps: read ``tables`` inside an exported snapshot, the new
+    slot's when there is none, else a temporary slot's, streaming later from the kept slot
+    (which holds every change since an earlier attempt's position). The replication
+    connection stays open until every reader imported the snapshot (a temporary slot lives
+    as long as it)."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        ctx: SourceContext,
+        schema: PgSchema,
+        tables: list[tuple[TableId, int]],
+        include_data: bool,
+        keep_slot: bool,
+    ) -> None:
+        self.cfg, self.ctx, self.schema = cfg, ctx, schema
+        self.table_oids = tables
+        self.include_data = include_data
+        self.keep_slot = keep_slot
+        self.repl: Any = None
+        self.readers: list[Any] = []
+        self.lsn = 0
+        self.loaded: list[Table] = []
+
+    def prepare(self) -> None:
+        """Create the slot (or a temporary one) exporting a snapshot, and import it into every
+        reader (``snapshot.max.threads``)."""
+        cfg, keep_slot = self.cfg, self.keep_slot
+        self.repl = repl = pgconn.connect_replication(cfg)
+        snap_slot = temporary_slot_name(cfg["slot.name"]) if keep_slot else cfg["slot.name"]
+        row = repl.execute(
+            sql.SQL("CREATE_REPLICATION_SLOT {} {} LOGICAL pgoutput (SNAPSHOT 'export')").format(
+                sql.Identifier(snap_slot), sql.SQL("TEMPORARY" if keep_slot else "")
+            )
+        ).fetchone()
+        assert row is not None
+        consistent_point, snapshot_name = str(row[1]), str(row[2])
+        self.lsn = str_to_lsn(consistent_point)
+        log.info(
+            "created %sslot %s at %s, snapshot %s",
+            "temporary " if keep_slot else "",
+            snap_slot,
+            consistent_point,
+            snapshot_name,
+        )
+        threads = int(cfg["snapshot.max.threads"]) if self.include_data else 1
+        for _ in range(threads):
+            self.readers.append(pgconn.connect(cfg, autocommit=False))
+            _import_snapshot(self.readers[-1], snapshot_name)
+        # Every reader holds the exported snapshot now; the replication connection (and with
+        # it a temporary slot) may go.
+        repl.close()
+
+    def tables(self) -> Sequence[TableId]:
+        return [tid for tid, _ in self.table_oids]
+
+    def lock(self) -> None:
         """ACCESS SHARE blocks only DDL (not writes), so a table cannot change shape while it
         is read; bounded by ``snapshot.lock.timeout.ms``."""
-        if self.cfg["snapshot.mode"] == "exported" or not tables:
+        cfg, conn = self.cfg, self.readers[0]
+        if not self.include_data or cfg["snapshot.mode"] == "exported" or not self.table_oids:
             return
         conn.execute(
             sql.SQL("SET LOCAL lock_timeout = {}").format(
-                sql.Literal(f"{int(self.cfg['snapshot.lock.timeout.ms'])}ms")
+                sql.Literal(f"{int(cfg['snapshot.lock.timeout.ms'])}ms")
             )
         )
-        for t in tables:
+        for tid, _ in self.table_oids:
             conn.execute(
                 sql.SQL("LOCK TABLE {} IN ACCESS SHARE MODE").format(
-                    sql.Identifier(t.id.schema or "public", t.id.table)
+                    sql.Identifier(tid.schema or "public", tid.table)
                 )
             )
 
-    def _read_all(
-        self, ctx: SourceContext, readers: list[Any], tables: list[Table], lsn: int
-    ) -> None:
-        conn = readers[0]
+    def position(self) -> dict[str, Any]:
+        # Streaming resumes after the consistent point; a transaction committing exactly at
+        # it is still streamed (seq 0 of it is "done", which no event has).
+        return handover_offset({"lsn": self.lsn, "ts_usec": time.time_ns() // 1000})
+
+    def structure(self) -> None:
+        self.loaded = [self.schema.load(tid, oid) for tid, oid in self.table_oids]
+        for table in self.loaded:
+            self.ctx.register_table(table)
+
+    def handover(self, resume: dict[str, Any]) -> dict[str, Any]:
+        handover = handover_offset(resume)
+        if handover["lsn_commit"] < self.lsn and not self.keep_slot:
+            log.warning(
+                "an earlier snapshot attempt began at LSN %s but its slot %s is gone: "
+                "rows it emitted and deleted since then keep their last event downstream",
+                lsn_to_str(handover["lsn_commit"]),
+                self.cfg["slot.name"],
+            )
+        return handover
+
+    def scans(self) -> list[TableScan]:
+        conn = self.readers[0]
         # Debezium reports the snapshot transaction's id (txid_current, as its connector does).
         xid_row = conn.execute("SELECT txid_current()").fetchone()
         xid = xid_row[0] if xid_row else None
-        plans = [self._plan(conn, table, lsn, xid) for table in tables]
-        ctx.snapshot_started([t.id for t in tables])
+        return [self._scan(conn, table, xid) for table in self.loaded]
+
+    def read(self, scans: list[TableScan]) -> Iterator[tuple[TableScan, Sequence[Any] | None]]:
+        readers = self.readers
         if len(readers) == 1:
-            for n, plan in enumerate(plans, 1):
-                if ctx.stop_event.is_set():
-                    raise InterruptedError("snapshot interrupted by stop")
-                log.info(
-                    "snapshot table %d/%d %s (about %s rows)", n, len(plans), plan.id, plan.estimate
-                )
-                for row in pgconn.copy_rows(conn, plan.query, plan.ncols):
-                    plan.emit_row(ctx, row)
-                plan.completed(ctx)
+            conn = readers[0]
+            yield from one_by_one(
+                scans,
+                self.ctx.stop_event.is_set,
+                lambda s: in_batches(pgconn.copy_rows(conn, s.plan.query, s.plan.ncols)),
+            )
             return
         chunks = [
             c
-            for i, plan in enumerate(plans)
+            for i, s in enumerate(scans)
             for c in split_table(
-                i, plan.query, plan.ncols, plan.pages, len(readers), table=plan.splittable
+                i, s.plan.query, s.plan.ncols, s.plan.pages, len(readers), table=s.plan.splittable
             )
         ]
-        remaining = [0] * len(plans)
+        remaining = [0] * len(scans)
         for c in chunks:
             remaining[c.table_index] += 1
         log.info(
             "snapshot of %d table(s) in %d chunk(s) with %d readers",
-            len(plans),
+            len(scans),
             len(chunks),
             len(readers),
         )
         reader = ParallelReader(readers, chunks)
-        for index, rows in reader.batches(ctx.stop_event.is_set):
-            plan = plans[index]
+        for index, rows in reader.batches(self.ctx.stop_event.is_set):
             if rows is None:
                 remaining[index] -= 1
                 if remaining[index] == 0:
-                    plan.completed(ctx)
+                    yield scans[index], None
                 continue
-            for row in rows:
-                plan.emit_row(ctx, row)
+            yield scans[index], rows
 
-    def _plan(self, conn: Any, table: Table, lsn: int, xid: Any) -> _TablePlan:
-        tid = table.id
+    def release(self, completed: bool) -> None:
+        for conn in self.readers:
+            conn.close()
+        if self.repl is not None and not self.repl.closed:
+            self.repl.close()
+
+    def _scan(self, conn: Any, table: Table, xid: Any) -> TableScan:
+        tid, lsn = table.id, self.lsn
         info = conn.execute(
             "SELECT reltuples::bigint, pg_relation_size(oid) / current_setting('block_size')::int,"
             " relkind FROM pg_class WHERE oid = %s",
             (table.extra["oid"],),
         ).fetchone()
-        estimate = max(int(info[0]), 0) if info else None
         override = select_override(self.cfg, tid)
         ident = sql.Identifier(tid.schema or "public", tid.table)
         query: sql.Composable = (
             sql.SQL(override) if override else sql.SQL("SELECT * FROM {}").format(ident)
         )
         ts_ms = time.time_ns() // 1_000_000
-        offset = {"lsn": lsn, "snapshot": True, "txId": xid, "ts_usec": ts_ms * 1000}
         source = {
             "ts_ms": ts_ms,
             "snapshot": True,
@@ -304,65 +309,27 @@ class PostgresSnapshot(SnapshotSource):
             "lsn": lsn,
             "xmin": None,
         }
-        return _TablePlan(
-            id=tid,
-            query=query,
-            ncols=len(table.columns),
-            estimate=estimate,
-            pages=int(info[1]) if info else 0,
-            splittable=ident if not override and info and info[2] == "r" else None,
+        return TableScan(
+            table=table,
             source=source,
-            offset=offset,
+            offset={"lsn": lsn, "snapshot": True, "txId": xid, "ts_usec": ts_ms * 1000},
+            estimate=max(int(info[0]), 0) if info else None,
+            plan=_Plan(
+                query=query,
+                ncols=len(table.columns),
+                pages=int(info[1]) if info else 0,
+                splittable=ident if not override and info and info[2] == "r" else None,
+            ),
         )
 
-    @staticmethod
-    def _log_progress(tid: TableId, rows: int, estimate: int | None, t0: float) -> None:
-        elapsed = time.monotonic() - t0
-        rate = rows / elapsed if elapsed > 0 else 0.0
-        if estimate and rate and estimate > rows:
-            eta = (estimate - rows) / rate
-            log.info(
-                "snapshot %s: %d/%d rows (%.0f%%), %.0f rows/s, ETA %.0f s",
-                tid,
-                rows,
-                estimate,
-                100 * rows / estimate,
-                rate,
-                eta,
-            )
-        else:
-            log.info("snapshot %s: %d rows, %.0f rows/s", tid, rows, rate)
 
+class _Plan(NamedTuple):
+    """How one table is read: its query, and whether it can be split into page ranges."""
 
-@dataclass
-class _TablePlan:
-    """One table's snapshot: its query, the source block its events carry, and progress."""
-
-    id: TableId
     query: sql.Composable
     ncols: int
-    estimate: int | None
     pages: int
     splittable: sql.Identifier | None
-    source: dict[str, Any]
-    offset: dict[str, Any]
-    rows: int = 0
-    t0: float = field(default_factory=time.monotonic)
-
-    def emit_row(self, ctx: SourceContext, row: tuple[Any, ...]) -> None:
-        ctx.emit(RowChange(Operation.READ, self.id, None, row, self.source, self.offset))
-        self.rows += 1
-        if self.rows % PROGRESS_EVERY_ROWS == 0:
-            ctx.snapshot_progress(self.id, self.rows, self.estimate)
-            if ctx.stop_event.is_set():
-                raise InterruptedError("snapshot interrupted by stop")
-            PostgresSnapshot._log_progress(self.id, self.rows, self.estimate, self.t0)
-
-    def completed(self, ctx: SourceContext) -> None:
-        ctx.snapshot_table_completed(self.id, self.rows)
-        log.info(
-            "snapshot of %s done: %d rows in %.1f s", self.id, self.rows, time.monotonic() - self.t0
-        )
 
 
 def _import_snapshot(conn: Any, snapshot_name: str) -> None:

@@ -15,10 +15,11 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from cdc.pipeline.coordinator import SourceCoordinator
-from connectors.postgres import snapshot
+from cdc.snapshot.driver import TableScan
 from tests.integration import engine_child
 
 
@@ -29,17 +30,17 @@ def _die() -> None:
 def install(spec: dict[str, Any]) -> None:
     kill_rows = spec.get("kill_after_rows")
     if kill_rows:
-        emit_row = snapshot._TablePlan.emit_row
+        emit = TableScan.emit
         emitted = [0]
 
-        def counting(self: Any, ctx: Any, row: tuple[Any, ...]) -> None:
-            emit_row(self, ctx, row)
-            emitted[0] += 1
-            if emitted[0] == kill_rows:
+        def counting(self: TableScan, ctx: Any, rows: Sequence[Any]) -> None:
+            emit(self, ctx, rows)
+            before, emitted[0] = emitted[0], emitted[0] + len(rows)
+            if before < kill_rows <= emitted[0]:
                 time.sleep(1.0)  # the task thread sends and commits what was emitted
                 _die()
 
-        snapshot._TablePlan.emit_row = counting  # type: ignore[method-assign]
+        TableScan.emit = counting  # type: ignore[method-assign]
     if spec.get("kill_after_snapshot"):
         store_now = SourceCoordinator.store_now
 
