@@ -21,7 +21,6 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import logging
-import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -132,12 +131,12 @@ class ConnectorPlugin:
 
     @property
     def class_name(self) -> str:
-        names = getattr(self.cls, "class_names", ())
+        names = self.cls.class_names
         return names[0] if names else f"{self.cls.__module__}.{self.cls.__qualname__}"
 
     @property
     def type_name(self) -> str:
-        return str(getattr(self.cls, "type_name", self.spec.name))
+        return str(self.cls.type_name or self.spec.name)
 
     @property
     def version(self) -> str:
@@ -149,7 +148,7 @@ class ConnectorPlugin:
 
     def names(self) -> set[str]:
         out = {self.spec.name, self.type_name, self.class_name, *self.spec.aliases}
-        for cname in getattr(self.cls, "class_names", ()):
+        for cname in self.cls.class_names:
             out.update((cname, cname.rsplit(".", 1)[-1]))
         out.add(self.cls.__name__)
         return out
@@ -290,12 +289,9 @@ def _load(spec: PluginSpec) -> ConnectorPlugin:
         raise PluginError(f"connector plugin {spec.name!r}: {spec.target} not found") from exc
     if not (isinstance(cls, type) and issubclass(cls, Connector)):
         raise PluginError(f"connector plugin {spec.name!r}: {spec.target} is not a Connector")
-    cdef = getattr(cls, "config_def", None)
-    if not isinstance(cdef, ConfigDef):
-        # Connectors that keep their definition at module level (the memory connector).
-        cdef = getattr(sys.modules[cls.__module__], "CONFIG_DEF", None)
-    if not isinstance(cdef, ConfigDef):
-        cdef = ConfigDef()
+    # The class declares its keys (``Connector.config_def``); anything else than a ConfigDef
+    # leaves the worker's own keys only.
+    cdef = cls.config_def if isinstance(cls.config_def, ConfigDef) else ConfigDef()
     return ConnectorPlugin(spec, cls, cdef.extend(WORKER_FIELDS), _offset_validator(spec, cls))
 
 
@@ -470,20 +466,13 @@ def _text(value: Any) -> str | None:
 
 
 def _offset_validator(spec: PluginSpec, cls: type[Connector]) -> OffsetValidator:
-    custom = getattr(cls, "validate_offset", None)
-    if callable(custom):
+    """``Connector.validate_offset`` (its default accepts any JSON object), problems listed."""
+    check = cls.validate_offset
 
-        def from_connector(
-            partition: dict[str, Any], offset: dict[str, Any] | None
-        ) -> tuple[dict[str, Any] | None, list[str]]:
-            checked, problems = custom(partition, offset)
-            return checked, list(problems)
+    def from_connector(
+        partition: dict[str, Any], offset: dict[str, Any] | None
+    ) -> tuple[dict[str, Any] | None, list[str]]:
+        checked, problems = check(partition, offset)
+        return checked, list(problems)
 
-        return from_connector
-    return _any_offset
-
-
-def _any_offset(
-    partition: dict[str, Any], offset: dict[str, Any] | None
-) -> tuple[dict[str, Any] | None, list[str]]:
-    return offset, []
+    return from_connector

@@ -39,8 +39,8 @@ def build_engine(
 ) -> EngineLike:
     """The real thing: the connector instance and an :class:`cdc.engine.Engine` for it."""
     connector = plugin.cls(config)
-    parsed = getattr(connector, "config", None)
-    if not isinstance(parsed, Config):
+    parsed = connector.config
+    if not isinstance(parsed, Config):  # the connector left parsing to the worker
         parsed = plugin.config_def.parse(config)
     return Engine(connector, parsed, store, settings)
 

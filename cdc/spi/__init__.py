@@ -1,5 +1,12 @@
 """The few interfaces a connector implements. Depends only on the standard library."""
 
+from cdc.spi.contract import (
+    ConfigDefinition,
+    ConnectorConfig,
+    Position,
+    SourceMetrics,
+    StreamingGauges,
+)
 from cdc.spi.events import (
     UNAVAILABLE,
     LogicalMessage,
@@ -26,9 +33,12 @@ from cdc.spi.source import (
 __all__ = [
     "UNAVAILABLE",
     "Column",
+    "ConfigDefinition",
     "Connector",
+    "ConnectorConfig",
     "LogicalMessage",
     "Operation",
+    "Position",
     "PositionReached",
     "Reselector",
     "RowChange",
@@ -37,6 +47,8 @@ __all__ = [
     "Snapshotter",
     "SourceContext",
     "SourceEvent",
+    "SourceMetrics",
+    "StreamingGauges",
     "StreamingSource",
     "Table",
     "TableId",

@@ -4,20 +4,61 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol
 
-from cdc.spi.events import SourceEvent, TableId
+from cdc.spi.contract import ConfigDefinition, ConnectorConfig, SourceMetrics
+from cdc.spi.events import Operation, SourceEvent, TableId
 from cdc.spi.relational import Table, ValueConverterProvider
 from cdc.spi.reselect import Reselector
 
 
 class SourceContext(Protocol):
-    """What sources see of the core. ``emit`` may block: that is the backpressure."""
+    """What sources see of the core: all of it, so a connector uses nothing undeclared.
+    ``emit`` may block: that is the backpressure. The core's ``EventDispatcher`` implements
+    it; ``cdc.testing.memory`` uses every member."""
 
     stop_event: threading.Event
 
+    @property
+    def metrics(self) -> SourceMetrics:
+        """The task's metrics: the streaming gauges a connector keeps current (connected,
+        lag, position) and its own extra gauges."""
+        ...
+
+    @property
+    def tx_metadata(self) -> bool:
+        """``provide.transaction.metadata``: whether BEGIN/END reach the transaction topic. A
+        source may skip reporting ``TransactionBegin`` when False (ends are still counted)."""
+        ...
+
     def emit(self, event: SourceEvent) -> None: ...
+
+    def emit_row(
+        self,
+        op: Operation,
+        table_id: TableId,
+        before_row: Sequence[Any] | None,
+        after_row: Sequence[Any] | None,
+        source: dict[str, Any],
+        offset: dict[str, Any],
+        transaction_id: str | None = None,
+        partial: bool = False,
+    ) -> None:
+        """``emit(RowChange(op, table_id, before_row, after_row, source, offset,
+        transaction_id, partial))`` without building the event: for a source whose innermost
+        loop reports one row per call (the PostgreSQL stream): no event object is built and
+        dispatched per row."""
+        ...
+
+    def batched(self, limit: int = 512) -> AbstractContextManager[Callable[[], None]]:
+        """Within the block, what the source emits reaches the queue ``limit`` records at a
+        time (one hand-off instead of one lock round trip per record; order unchanged). The
+        block yields ``flush``: the source calls it before it waits for input, so nothing it
+        decoded sits in the core while it idles. Leaving the block, also on an error, hands
+        over the rest."""
+        ...
 
     def register_table(self, table: Table) -> None:
         """Declare (or re-declare after a schema change) a table's structure before its rows."""
@@ -88,10 +129,20 @@ class StreamingSource(ABC):
 class Connector(ABC):
     """One database kind. Instances are built per configured connector."""
 
-    #: short name, e.g. "postgresql"; also the `source.connector` field
-    type_name: ClassVar[str]
+    #: short name, e.g. "postgresql"; also the `source.connector` field ("": the worker
+    #: names the connector by its plugin entry point)
+    type_name: ClassVar[str] = ""
     #: Debezium class names accepted for ``connector.class``
     class_names: ClassVar[tuple[str, ...]] = ()
+    #: every configuration key this connector reads (a ``cdc.config.ConfigDef``): the worker
+    #: validates and documents the connector with it; None: only the core's own keys
+    config_def: ClassVar[ConfigDefinition | None] = None
+    #: schemas (PostgreSQL) or databases (MySQL) never captured whatever the include lists
+    #: say; the core's table filter leaves them out
+    system_schemas: frozenset[str] = frozenset()
+    #: the parsed configuration, set by the connector's ``__init__`` (subclasses narrow the
+    #: type); None: the worker parses the raw configuration with ``config_def``
+    config: ConnectorConfig | None = None
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.raw_config = dict(config)
@@ -135,6 +186,12 @@ class Connector(ABC):
         offset to store (possibly completed) and the problems found. The default accepts any
         JSON object; connectors override it with their own format's rules."""
         return offset, []
+
+    def heartbeat_action(self) -> Callable[[], None] | None:
+        """Run by the core with each heartbeat (``heartbeat.interval.ms``), e.g. a write that
+        keeps a quiet database's log moving; None: heartbeats only. A connector that runs its
+        heartbeat query on its own connection (PostgreSQL) keeps None."""
+        return None
 
     def reselector(self) -> Reselector | None:
         """A new :class:`~cdc.spi.reselect.Reselector` on its own connection, for the

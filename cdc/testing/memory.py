@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from cdc.common_config import common_def
-from cdc.config import ConfigDef, ConfigField, Kind, one_of
+from cdc.config import Config, ConfigDef, ConfigField, Kind, one_of
 from cdc.envelope import source_block_schema
 from cdc.schema import logical
 from cdc.schema.model import INT32, INT64, STRING, Schema, Type, primitive
@@ -206,6 +206,10 @@ class MemorySnapshot(SnapshotSource):
 
 
 class MemoryStreaming(StreamingSource):
+    """Tails the log through every member of the source context a real stream uses: rows
+    through ``emit_row`` inside ``batched`` (flushed before each wait), BEGIN only with
+    transaction metadata, the streaming gauges and an extra gauge of its own."""
+
     def __init__(self, db: MemoryDatabase, transactions_per_second: float = 0.0) -> None:
         self.db = db
         self.tx_interval = 1.0 / transactions_per_second if transactions_per_second else 0.0
@@ -214,27 +218,45 @@ class MemoryStreaming(StreamingSource):
         pos = int(offset["pos"]) if offset else 0
         for mt in list(self.db.tables.values()):
             ctx.register_table(mt.table)
-        while not ctx.stop_event.is_set():
-            with self.db.cond:
-                if pos >= len(self.db.log):
-                    self.db.cond.wait(0.1)
-                entries = self.db.log[pos:]
-            for e in entries:
-                src = _source(self.db.name, e.table, e.pos, e.tx, False)
-                off = {"pos": e.pos}
-                if e.kind == "begin":
-                    ctx.emit(TransactionBegin(str(e.tx), src, off))
-                elif e.kind == "end":
-                    ctx.emit(TransactionEnd(str(e.tx), src, off))
-                    if self.tx_interval:
-                        time.sleep(self.tx_interval)
-                else:
-                    assert e.op is not None and e.table is not None
-                    table = self.db.tables[e.table].table
-                    ctx.emit(RowChange(e.op, table.id, e.before, e.after, src, off, str(e.tx)))
-                pos = e.pos
-            if not entries:
-                ctx.emit(PositionReached({"pos": pos}))
+        metrics = ctx.metrics
+        metrics.extra["MemoryLogEntries"] = lambda: float(len(self.db.log))
+        gauges = metrics.streaming
+        gauges.connected = True
+        try:
+            with ctx.batched(64) as flush:
+                while not ctx.stop_event.is_set():
+                    with self.db.cond:
+                        entries = self.db.log[pos:]
+                    if not entries:
+                        ctx.emit(PositionReached({"pos": pos}))
+                        flush()  # nothing read may wait in the core while the log is idle
+                        with self.db.cond:
+                            if pos >= len(self.db.log):
+                                self.db.cond.wait(0.1)
+                        continue
+                    for e in entries:
+                        self._report(ctx, e, flush)
+                        pos = e.pos
+                    gauges.ms_behind_source = 0
+                    gauges.source_event_position = {"pos": str(pos)}
+        finally:
+            gauges.connected = False
+
+    def _report(self, ctx: SourceContext, e: LogEntry, flush: Callable[[], None]) -> None:
+        src = _source(self.db.name, e.table, e.pos, e.tx, False)
+        off = {"pos": e.pos}
+        if e.kind == "begin":
+            if ctx.tx_metadata:
+                ctx.emit(TransactionBegin(str(e.tx), src, off))
+        elif e.kind == "end":
+            ctx.emit(TransactionEnd(str(e.tx), src, off))
+            if self.tx_interval:
+                flush()
+                time.sleep(self.tx_interval)
+        else:
+            assert e.op is not None and e.table is not None
+            table = self.db.tables[e.table].table
+            ctx.emit_row(e.op, table.id, e.before, e.after, src, off, str(e.tx))
 
     def commit_offset(self, offset: Mapping[str, Any]) -> None:
         self.db.committed_positions.append(int(offset["pos"]))
@@ -280,6 +302,7 @@ class MemoryConnector(Connector):
     type_name = "memory"
     class_names = ("io.tidemark.connector.memory.MemoryConnector",)
     config_def = CONFIG_DEF
+    config: Config
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         super().__init__(config)

@@ -94,7 +94,7 @@ class BinlogProcessor:
         self.ctx = ctx
         self.emit_now = ctx.emit
         self.metrics = state.metrics
-        self.core_metrics = getattr(ctx, "metrics", None)
+        self.core_metrics = ctx.metrics
         self.include_query = bool(self.cfg["include.query"])
         self.schema_mode = self.cfg["inconsistent.schema.handling.mode"]
         self.decode_mode = self.cfg.get("event.deserialization.failure.handling.mode") or (

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from cdc.config import Config
 from cdc.envelope import V3, source_block_schema
 from cdc.schema.model import INT32, INT64, OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
 from cdc.snapshot_modes import MODES, WhenNeeded
@@ -65,6 +66,7 @@ class MySqlConnector(Connector):
         "io.debezium.connector.mariadb.MariaDbConnector",
     )
     config_def = CONFIG_DEF
+    config: Config
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         super().__init__(config)
@@ -137,12 +139,11 @@ class MySqlConnector(Connector):
 
 def attach_metrics(ctx: SourceContext, metrics: MySqlMetrics) -> None:
     """Export the MySQL gauges through the core's registry (``TaskMetrics.extra``)."""
-    core = getattr(ctx, "metrics", None)
-    if core is not None and hasattr(core, "extra"):
-        core.extra.update(metrics.gauges())
-        core.extra_text.update(metrics.texts())
-        core.extra_contexts.update(metrics.CONTEXTS)
-        core.streaming_context = "binlog"
+    core = ctx.metrics
+    core.extra.update(metrics.gauges())
+    core.extra_text.update(metrics.texts())
+    core.extra_contexts.update(metrics.CONTEXTS)
+    core.streaming_context = "binlog"
 
 
 class _Attached(SnapshotSource):

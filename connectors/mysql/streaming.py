@@ -101,7 +101,7 @@ class MySqlStreaming(StreamingSource):
 
     def execute(self, ctx: SourceContext, offset: Mapping[str, Any] | None) -> None:
         state, cfg = self.state, self.cfg
-        core = getattr(ctx, "metrics", None)
+        core = ctx.metrics
         conn = myconn.connect(cfg)
         try:
             info = myconn.server_info(conn)
@@ -236,7 +236,7 @@ class MySqlStreaming(StreamingSource):
         )
         with self._lock:
             self._reader = reader
-        core = getattr(ctx, "metrics", None)
+        core = ctx.metrics
         log.info(
             "streaming from %s (%s)",
             describe_position(resume.__dict__),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from cdc.config import Config
 from cdc.engine import table_filter_from_config
 from cdc.envelope import V3, source_block_schema
 from cdc.schema.model import INT64, OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
@@ -83,6 +84,7 @@ class PostgresConnector(Connector):
     class_names = ("io.debezium.connector.postgresql.PostgresConnector",)
     config_def = CONFIG_DEF
     system_schemas = pgconn.SYSTEM_SCHEMAS
+    config: Config
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         super().__init__(config)

@@ -1,9 +1,84 @@
 """PostgreSQL source offsets: Debezium's keys plus tidemark's resume keys, validated before
-an operator's offset edit (KIP-875 ``PATCH /offsets``) is stored."""
+an operator's offset edit (KIP-875 ``PATCH /offsets``) is stored.
+
+:class:`WalPosition` is the typed form (the ``cdc.spi.Position`` of this connector); the
+stored JSON keeps its keys and their order. The streaming loop builds its per-row offset
+dicts inline with the same keys (a dataclass per row would cost the hot path), and a unit
+test holds them equal to ``WalPosition.to_offset``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class WalPosition:
+    """A place in the WAL as streaming reports and resumes it: the event's own ``lsn``, its
+    transaction's ``txId`` and commit time (Debezium's keys), the transaction's commit LSN and
+    the event's 1-based ``seq`` inside it, whether the whole transaction was emitted
+    (``complete``), and the LSN the slot may be confirmed to once this offset is stored
+    (``flush_lsn``, the end of the last completed transaction)."""
+
+    lsn: int
+    tx_id: int | None = None
+    ts_usec: int = 0
+    lsn_commit: int = 0
+    seq: int = 0
+    complete: bool = True
+    flush_lsn: int = 0
+
+    def to_offset(self) -> dict[str, Any]:
+        return {
+            "lsn": self.lsn,
+            "txId": self.tx_id,
+            "ts_usec": self.ts_usec,
+            "lsn_commit": self.lsn_commit,
+            "seq": self.seq,
+            "complete": self.complete,
+            "flush_lsn": self.flush_lsn,
+        }
+
+    @classmethod
+    def from_offset(cls, offset: Mapping[str, Any]) -> WalPosition:
+        """A stored offset as streaming resumes it: keys it lacks (an offset of an older
+        release, an operator's ``{"lsn": ...}`` before completion) read as nothing emitted
+        yet of any transaction, from the slot's confirmed position."""
+        try:
+            tx = offset.get("txId")
+            return cls(
+                lsn=int(offset.get("lsn") or 0),
+                tx_id=None if tx is None else int(tx),
+                ts_usec=int(offset.get("ts_usec") or 0),
+                lsn_commit=int(offset.get("lsn_commit") or 0),
+                seq=int(offset.get("seq") or 0),
+                complete=bool(offset.get("complete", True)),
+                flush_lsn=int(offset.get("flush_lsn") or 0),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                f"not a PostgreSQL connector offset: {dict(offset)!r} ({exc})"
+            ) from exc
+
+    @classmethod
+    def after_snapshot(cls, offset: Mapping[str, Any]) -> WalPosition:
+        """Where streaming starts after a snapshot consistent at ``offset["lsn"]`` (or an
+        older release's snapshot row offset): transactions committed before it are in the
+        snapshot; the one committing at it and every later one are streamed. A streaming
+        offset is taken as it is."""
+        lsn = int(offset.get("lsn") or 0)
+        position = cls.from_offset({"flush_lsn": lsn, **offset})
+        if "lsn_commit" in offset:
+            return position
+        return replace(position, lsn_commit=lsn, seq=0, complete=False)
+
+    @classmethod
+    def delivered_through(cls, lsn: int) -> WalPosition:
+        """Everything up to and including ``lsn`` was delivered: streaming restarts right
+        after it (an operator's ``{"lsn": ...}`` offset)."""
+        return cls(lsn=lsn, lsn_commit=lsn, seq=0, complete=True, flush_lsn=lsn)
 
 
 def nonneg_int(value: Any) -> bool:
@@ -58,11 +133,11 @@ def validate_offset(
         return offset, problems
     full = dict(offset)
     if "flush_lsn" not in full and not full.get("snapshot"):
-        lsn = full["lsn"]
-        full.setdefault("lsn_commit", lsn)
-        full.setdefault("seq", 0)
-        full.setdefault("complete", True)
-        full["flush_lsn"] = lsn
+        done = WalPosition.delivered_through(full["lsn"])
+        full.setdefault("lsn_commit", done.lsn_commit)
+        full.setdefault("seq", done.seq)
+        full.setdefault("complete", done.complete)
+        full["flush_lsn"] = done.flush_lsn
     return full, []
 
 
@@ -71,18 +146,20 @@ def validate_offset(
 _SNAPSHOT_ONLY = ("snapshot", "snapshot_completed", "last_snapshot_record", "snapshot_origin")
 
 
+_HANDOVER_COMPLETION = ("seq", "complete", "flush_lsn", "txId", "ts_usec")
+
+
 def handover_offset(offset: dict[str, Any]) -> dict[str, Any]:
     """A position streaming can start from: a stored streaming offset as it is, or a snapshot
     position (an older release's snapshot row offset ``{"lsn", "snapshot": true, ...}``)
     completed the way the snapshot hands over: transactions committed before ``lsn`` are in
     the snapshot, the one committing at it and every later one are streamed."""
     full = {k: v for k, v in offset.items() if k not in _SNAPSHOT_ONLY}
-    lsn = int(full.get("lsn") or 0)
+    typed = WalPosition.after_snapshot(full).to_offset()
     if "lsn_commit" not in full:
-        full.update(lsn_commit=lsn, seq=0, complete=False)
-    full.setdefault("seq", 0)
-    full.setdefault("complete", True)
-    full.setdefault("flush_lsn", lsn)
-    full.setdefault("txId", None)
-    full.setdefault("ts_usec", 0)
+        full.update(lsn_commit=typed["lsn_commit"], seq=0, complete=False)
+    # Completed in the order earlier releases stored (the stored JSON stays byte-identical);
+    # keys WalPosition does not model (Debezium's lsn_proc, xmin...) are kept.
+    for key in _HANDOVER_COMPLETION:
+        full.setdefault(key, typed[key])
     return full

@@ -31,7 +31,7 @@ from cdc.snapshot.driver import select_override as _select_override
 from cdc.spi import SnapshotSource, SourceContext, Table, TableId
 from connectors.postgres import connection as pgconn
 from connectors.postgres.identity import check_identities
-from connectors.postgres.offsets import handover_offset
+from connectors.postgres.offsets import WalPosition, handover_offset
 from connectors.postgres.pgoutput import lsn_to_str, str_to_lsn
 from connectors.postgres.publication import check_included, sync_publication
 from connectors.postgres.schema import PgSchema
@@ -229,11 +229,12 @@ class _Steps:
 
     def handover(self, resume: dict[str, Any]) -> dict[str, Any]:
         handover = handover_offset(resume)
-        if handover["lsn_commit"] < self.lsn and not self.keep_slot:
+        start = WalPosition.from_offset(handover)
+        if start.lsn_commit < self.lsn and not self.keep_slot:
             log.warning(
                 "an earlier snapshot attempt began at LSN %s but its slot %s is gone: "
                 "rows it emitted and deleted since then keep their last event downstream",
-                lsn_to_str(handover["lsn_commit"]),
+                lsn_to_str(start.lsn_commit),
                 self.cfg["slot.name"],
             )
         return handover

@@ -30,8 +30,8 @@ from cdc.spi import (
     LogicalMessage,
     Operation,
     PositionReached,
-    RowChange,
     SourceContext,
+    SourceMetrics,
     StreamingSource,
     Table,
     TableId,
@@ -43,6 +43,7 @@ from connectors.postgres import connection as pgconn
 from connectors.postgres import pgoutput as po
 from connectors.postgres.errors import ERRORS, SlotInUse
 from connectors.postgres.identity import check_identities
+from connectors.postgres.offsets import WalPosition
 from connectors.postgres.publication import (
     as_partition_root,
     check_included,
@@ -87,7 +88,12 @@ class _Resume:
 
 class PostgresStreaming(StreamingSource):
     def __init__(
-        self, cfg: Config, modes: Modes, *, registry: TypeRegistry, metrics: Any = None
+        self,
+        cfg: Config,
+        modes: Modes,
+        *,
+        registry: TypeRegistry,
+        metrics: SourceMetrics | None = None,
     ) -> None:
         self.cfg = cfg
         self.modes = modes
@@ -113,19 +119,16 @@ class PostgresStreaming(StreamingSource):
     # -- the loop ---------------------------------------------------------------------------------
     def execute(self, ctx: SourceContext, offset: Mapping[str, Any] | None) -> None:
         if self.metrics is None:
-            self.metrics = getattr(ctx, "metrics", None)
+            self.metrics = ctx.metrics
         if self.metrics is not None:
             self.metrics.extra["PostgresSlotLagBytes"] = lambda: float(self.slot_lag_bytes)
             self.metrics.extra["PostgresSlotWalStatus"] = lambda: float(self.slot_wal_status)
         resume = _Resume(0, 0, True)
         start_lsn = 0
         if offset:
-            resume = _Resume(
-                int(offset.get("lsn_commit") or 0),
-                int(offset.get("seq") or 0),
-                bool(offset.get("complete", True)),
-            )
-            start_lsn = int(offset.get("flush_lsn") or 0)
+            stored = WalPosition.from_offset(offset)
+            resume = _Resume(stored.lsn_commit, stored.seq, stored.complete)
+            start_lsn = stored.flush_lsn
             self._flush_lsn = start_lsn
         retries = int(self.cfg["slot.max.retries"])
         delay = int(self.cfg["slot.retry.delay.ms"]) / 1000
@@ -266,8 +269,7 @@ class PostgresStreaming(StreamingSource):
         status_every = int(self.cfg["status.update.interval.ms"]) / 1000
         # Records go to the queue a run at a time: everything decoded from what libpq has
         # buffered, handed over before the loop waits on the socket (or every 512 records).
-        batched = getattr(ctx, "batched", None)
-        hold = batched(512) if batched is not None else contextlib.nullcontext(_no_flush)
+        hold = ctx.batched(512)
         try:
             with hold as flush:
                 self._stream_loop(pgc, state, meta, ctx.stop_event, flush, status_every)
@@ -363,10 +365,6 @@ class _ConnectionLost(RetriableError):
     """The replication connection broke (retried by ``execute``; never leaves it)."""
 
 
-def _no_flush() -> None:
-    """The flush of a context that hands records over one by one anyway."""
-
-
 class _StreamState:
     """Per-connection decoding state: relations, the open transaction, resume skipping."""
 
@@ -377,7 +375,7 @@ class _StreamState:
         self.ctx = ctx
         self.emit = ctx.emit
         #: the dispatcher's direct row entry (``emit`` of a RowChange without building one)
-        self.emit_row: Callable[..., None] = getattr(ctx, "emit_row", None) or self._emit_row_event
+        self.emit_row = ctx.emit_row
         self.schema = schema
         self.resume = resume
         self.dbname = src.dbname
@@ -411,7 +409,7 @@ class _StreamState:
         }
         self.heartbeat_query = src.cfg.get("heartbeat.action.query")
         # BEGIN events matter only when transaction metadata is on
-        self.tx_events = bool(getattr(ctx, "tx_metadata", True))
+        self.tx_events = ctx.tx_metadata
         self.next_end_event = 0.0
         self.heartbeat_s = int(src.cfg["heartbeat.interval.ms"]) / 1000
         self.next_heartbeat = time.monotonic() + self.heartbeat_s if self.heartbeat_s else 0.0
@@ -697,20 +695,6 @@ class _StreamState:
             before = msg.old if msg.old is not None else msg.key
             partial = before is not None and UNAVAILABLE in before
             self.emit_row(_DELETE, tid, before, None, source, offset, self.xid_text, partial)
-
-    def _emit_row_event(
-        self,
-        op: Operation,
-        table_id: TableId,
-        before: list[Any] | None,
-        after: list[Any] | None,
-        source: dict[str, Any],
-        offset: dict[str, Any],
-        transaction_id: str | None = None,
-        partial: bool = False,
-    ) -> None:
-        """``emit_row`` for a context without one: the same row as a RowChange event."""
-        self.emit(RowChange(op, table_id, before, after, source, offset, transaction_id, partial))
 
     def truncate(self, msg: po.Truncate, lsn: int) -> None:
         self.seq += 1

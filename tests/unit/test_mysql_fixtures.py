@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from cdc.metrics import TaskMetrics
 from cdc.spi import RowChange, SchemaChange, SourceEvent, Table, TableId, TransactionEnd
 from connectors.mysql.binlog import BinlogProcessor, Resume
 from connectors.mysql.config import parse_config
@@ -39,6 +40,7 @@ class Ctx:
     def __init__(self) -> None:
         self.events: list[SourceEvent] = []
         self.stop_event = threading.Event()
+        self.metrics = TaskMetrics("mysql", "fx", "fx")
         self.tables: dict[TableId, Table] = {}
         #: the table registered when each row was emitted (rows decode with that version)
         self.table_of: dict[int, Table] = {}

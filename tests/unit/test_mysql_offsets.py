@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from cdc.metrics import TaskMetrics
 from cdc.spi import (
     Operation,
     PositionReached,
@@ -40,6 +41,7 @@ class Ctx:
     def __init__(self) -> None:
         self.events: list[SourceEvent] = []
         self.stop_event = threading.Event()
+        self.metrics = TaskMetrics("mysql", "fx", "fx")
         self.tables: dict[TableId, Table] = {}
 
     def emit(self, event: SourceEvent) -> None:

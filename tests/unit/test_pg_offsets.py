@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from connectors.postgres.offsets import handover_offset, validate_offset
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from cdc.spi import TableId
+from connectors.postgres.offsets import WalPosition, handover_offset, validate_offset
+from connectors.postgres.streaming import _StreamState
 
 PARTITION = {"server": "s"}
 
@@ -39,3 +47,80 @@ def test_a_mid_snapshot_offset_can_be_stored_back() -> None:
     assert validate_offset(PARTITION, offset) == (offset, [])
     _, problems = validate_offset(PARTITION, {**offset, "snapshot_origin": {"lsn": "x"}})
     assert len(problems) == 1 and "snapshot_origin" in problems[0]
+
+
+# -- WalPosition: the typed offset, and the stored JSON it must keep ---------------------------
+# Stored by earlier releases (the file/Kafka offset stores write the map as JSON in this order).
+STORED_STREAMING = (
+    '{"lsn":24023128,"txId":771,"ts_usec":1732540000123456,"lsn_commit":24023200,'
+    '"seq":3,"complete":false,"flush_lsn":24022000}'
+)
+STORED_AFTER_SNAPSHOT = (
+    '{"lsn":24023128,"ts_usec":1732540000123456,"lsn_commit":24023128,"seq":0,'
+    '"complete":false,"flush_lsn":24023128,"txId":null}'
+)
+
+
+def _dumps(offset: dict[str, Any]) -> str:
+    return json.dumps(offset, separators=(",", ":"))
+
+
+def test_a_stored_streaming_offset_loads_and_writes_back_byte_identical() -> None:
+    position = WalPosition.from_offset(json.loads(STORED_STREAMING))
+    assert position == WalPosition(24023128, 771, 1732540000123456, 24023200, 3, False, 24022000)
+    assert _dumps(position.to_offset()) == STORED_STREAMING
+    assert WalPosition.from_offset(position.to_offset()) == position
+
+
+def test_an_offset_stored_after_a_snapshot_loads_and_hands_over_byte_identical() -> None:
+    stored = json.loads(STORED_AFTER_SNAPSHOT)
+    position = WalPosition.from_offset(stored)
+    assert (position.lsn_commit, position.seq, position.complete) == (24023128, 0, False)
+    assert position.flush_lsn == 24023128 and position.tx_id is None
+    assert _dumps(handover_offset(stored)) == STORED_AFTER_SNAPSHOT
+    # the snapshot writes its position in that same form
+    fresh = handover_offset({"lsn": 24023128, "ts_usec": 1732540000123456})
+    assert _dumps(fresh) == STORED_AFTER_SNAPSHOT
+
+
+def test_keys_walposition_does_not_model_survive_the_handover() -> None:
+    stored = {**json.loads(STORED_STREAMING), "lsn_proc": 24023000, "xmin": None}
+    assert _dumps(handover_offset(stored)) == _dumps(stored)
+
+
+def test_a_malformed_offset_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="not a PostgreSQL connector offset"):
+        WalPosition.from_offset({"lsn": "zero"})
+
+
+def test_an_lsn_only_offset_is_completed_as_delivered_through_that_lsn() -> None:
+    checked, problems = validate_offset(PARTITION, {"lsn": 500})
+    assert problems == []
+    assert _dumps(checked or {}) == (
+        '{"lsn":500,"lsn_commit":500,"seq":0,"complete":true,"flush_lsn":500}'
+    )
+    assert WalPosition.from_offset(checked or {}) == WalPosition.delivered_through(500)
+
+
+def test_the_streaming_loops_inline_offsets_are_walposition_offsets() -> None:
+    """The hot path builds offset maps directly; they must be exactly ``to_offset``'s."""
+    state = SimpleNamespace(xid=771, commit_ts_us=1732540000123456)
+    built = _StreamState._offset(state, 24023128, 24023200, 3, False, 24022000)  # type: ignore[arg-type]
+    assert _dumps(built) == STORED_STREAMING
+
+    table = SimpleNamespace(id=TableId(None, "public", "t"))
+    row_state = SimpleNamespace(
+        seq=2,
+        skip_tx=False,
+        commit_lsn=24023200,
+        resume=SimpleNamespace(lsn_commit=0, seq=0),
+        relations={16384: (table, True, ())},
+        commit_ts_ms=1732540000123,
+        commit_ts_us=1732540000123456,
+        dbname="db",
+        xid=771,
+        flush_lsn=24022000,
+    )
+    position = _StreamState._row_position(row_state, 16384, 24023128)  # type: ignore[arg-type]
+    assert position is not None
+    assert _dumps(position[2]) == STORED_STREAMING
