@@ -12,10 +12,11 @@ committed position.
 from __future__ import annotations
 
 import random
+import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,8 @@ class Result:
     extra: int = 0
     stale: int = 0
     duplicates: int = 0
+    #: differences the scenario expects (each named by key and asserted), e.g. a poison event
+    expected: int = 0
 
 
 RESULTS: dict[str, Result] = {}
@@ -46,13 +49,13 @@ RESULTS: dict[str, Result] = {}
 
 def results_table() -> str:
     lines = [
-        "| scenario | runs | events | missing | extra | stale | duplicates |",
-        "|---|---|---|---|---|---|---|",
+        "| scenario | runs | events | missing | extra | stale | duplicates | expected |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in RESULTS.values():
         lines.append(
             f"| {r.scenario} | {r.runs} | {r.events} | {r.missing} | {r.extra} | {r.stale} "
-            f"| {r.duplicates} |"
+            f"| {r.duplicates} | {r.expected} |"
         )
     return "\n".join(lines)
 
@@ -60,10 +63,19 @@ def results_table() -> str:
 class Writer(threading.Thread):
     """Random inserts, updates and deletes on ``table (id int PRIMARY KEY, v text, n int)``
     whose ids run 1..``first_id``; after ``special_after`` steps, once each: a primary-key
-    change and a large value. ``connect()`` opens an autocommit DB-API connection."""
+    change (to ``moved_to``) and a large value. ``connect()`` opens an autocommit DB-API
+    connection."""
 
-    def __init__(self, connect: Callable[[], Any], table: str, first_id: int, seed: int) -> None:
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        table: str,
+        first_id: int,
+        seed: int,
+        moved_to: int = SENTINEL - 1,
+    ) -> None:
         super().__init__(daemon=True)
+        self.moved_to = moved_to
         self.connect = connect
         self.table = table
         self.next_id = first_id
@@ -95,14 +107,14 @@ class Writer(threading.Thread):
             cur.execute(f"SELECT min(id) FROM {t} WHERE id >= {target}")
             target = (cur.fetchone() or [None])[0] or 1
         if self.ops == self.special_after:
-            cur.execute(f"UPDATE {t} SET id = {SENTINEL - 1} WHERE id = {target}")
+            cur.execute(f"UPDATE {t} SET id = {self.moved_to} WHERE id = {target}")
             assert cur.rowcount == 1, "the primary-key change changed no row"
         elif self.ops == self.special_after + 1:
             cur.execute(f"UPDATE {t} SET v = repeat('x', {LARGE}) WHERE id = {target}")
             assert cur.rowcount == 1, "the large value changed no row"
         elif r < 0.35:
             self.next_id += 1
-            cur.execute(f"INSERT INTO {t} VALUES ({self.next_id}, 'w{self.next_id}', 0)")
+            cur.execute(f"INSERT INTO {t} (id, v, n) VALUES ({self.next_id}, 'w{self.next_id}', 0)")
         elif r < 0.85:
             cur.execute(f"UPDATE {t} SET n = n + 1, v = 'u{self.ops}' WHERE id = {target}")
         else:
@@ -155,13 +167,28 @@ def duplicates(kafka: str, topic: str) -> tuple[int, int]:
     return len(events), dups
 
 
-def check(scenario: str, source: SourceSide, kafka: str, table: str, topic: str) -> Result:
-    """verify's verdict on one table (asserted: nothing missing, extra or stale), recorded
-    in the results table."""
+def check(
+    scenario: str,
+    source: SourceSide,
+    kafka: str,
+    table: str,
+    topic: str,
+    *,
+    missing: Iterable[int] = (),
+    extra: Iterable[int] = (),
+) -> Result:
+    """verify's verdict on one table, recorded in the results table. Asserted: nothing stale,
+    and exactly the ``missing`` / ``extra`` keys (ids) the scenario expects (none by default).
+    With differences expected, fewer re-checks: capture has finished (the sentinel arrived)."""
+    want = (sorted((str(k),) for k in missing), sorted((str(k),) for k in extra))
+    rounds = 3 if want != ([], []) else 20
     target = KafkaTarget({"bootstrap.servers": kafka}, processes=1)
     try:
         (result,) = verify(
-            source, target, [table], Options(chunk_rows=500, recheck_rounds=20, recheck_wait=0.5)
+            source,
+            target,
+            [table],
+            Options(chunk_rows=500, recheck_rounds=rounds, recheck_wait=0.5),
         )
     finally:
         target.close()
@@ -174,7 +201,30 @@ def check(scenario: str, source: SourceSide, kafka: str, table: str, topic: str)
     r.extra += len(result.extra)
     r.stale += len(result.stale)
     r.duplicates += dups
+    r.expected += len(want[0]) + len(want[1])
     assert result.error is None, result.error
-    assert (result.missing, result.extra, result.stale) == ([], [], []), scenario
-    assert result.source_rows == result.target_rows > 0
+    found = (sorted(map(tuple, result.missing)), sorted(map(tuple, result.extra)))
+    assert (found, result.stale) == (want, []), scenario
+    assert result.target_rows == result.source_rows - len(want[0]) + len(want[1])
+    assert result.source_rows > 0
     return r
+
+
+def stop_child(proc: subprocess.Popen[bytes]) -> str:
+    """SIGTERM a task process; it must exit cleanly. Returns its stderr."""
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    return err.decode()
+
+
+def failed_child(proc: subprocess.Popen[bytes], timeout: float = 60) -> str:
+    """A task process that must stop by itself with an error (not a signal); its stderr."""
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        raise AssertionError(f"the task did not fail: {err.decode()[-3000:]}") from None
+    assert proc.returncode not in (0, None) and proc.returncode > 0, proc.returncode
+    return err.decode()

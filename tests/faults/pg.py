@@ -1,0 +1,53 @@
+"""The PostgreSQL side of the fault scenarios: a fresh table per run and its connector config."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from tests.faults.scenario import Writer
+from tests.integration.pg_harness import PgHarness
+from tests.integration.test_postgres_snapshot_restart import run_child
+from tests.integration.test_verify_postgres import pg_harness
+
+__all__ = ["PgRun", "pg_harness", "pg_run", "run_child"]
+
+
+@dataclass
+class PgRun:
+    """One run of a scenario: its table (``rows`` rows, REPLICA IDENTITY FULL so updates
+    carry the large value), a temporary directory, the connector config and its topic."""
+
+    h: PgHarness
+    table: str
+    tmp: Path
+    cfg: dict[str, Any]
+    topic: str
+
+    @property
+    def connect(self) -> Callable[[], Any]:
+        return lambda: psycopg.connect(self.h.pg.dsn(self.h.dbname), autocommit=True)
+
+    def writer(self, first_id: int, seed: int, **kw: Any) -> Writer:
+        return Writer(self.connect, self.table, first_id, seed, **kw)
+
+    @property
+    def qualified(self) -> str:
+        return f"public.{self.table}"
+
+
+def pg_run(h: PgHarness, tmp_path: Path, run: int, rows: int, **overrides: Any) -> PgRun:
+    table = f"items{run}"
+    tmp = tmp_path / f"run{run}"
+    tmp.mkdir()
+    h.sql(
+        f"CREATE TABLE {table} (id int PRIMARY KEY, v text, n int)",
+        f"ALTER TABLE {table} REPLICA IDENTITY FULL",
+        f"INSERT INTO {table} SELECT g, 'v' || g, 0 FROM generate_series(1, {rows}) g",
+    )
+    cfg = h.config(table_include_list=f"public.{table}", **overrides)
+    return PgRun(h, table, tmp, cfg, h.topic(cfg, table))
