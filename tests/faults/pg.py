@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,19 @@ class PgRun:
     @property
     def qualified(self) -> str:
         return f"public.{self.table}"
+
+    def stored(self) -> dict[str, Any] | None:
+        """The offset the task process stored in ``tmp/offsets.json`` (None before any)."""
+        path = self.tmp / "offsets.json"
+        if not path.exists():
+            return None
+        entries = json.loads(path.read_text())["offsets"]
+        return dict(entries[0]["offset"]) if entries else None
+
+    def streaming(self) -> bool:
+        """The snapshot-complete offset (or a later one) is stored."""
+        stored = self.stored()
+        return stored is not None and not stored.get("snapshot")
 
 
 def pg_run(h: PgHarness, tmp_path: Path, run: int, rows: int, **overrides: Any) -> PgRun:
