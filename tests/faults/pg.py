@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import Popen
 from typing import Any
 
 import psycopg
@@ -15,7 +17,7 @@ from tests.integration.pg_harness import PgHarness
 from tests.integration.test_postgres_snapshot_restart import run_child
 from tests.integration.test_verify_postgres import pg_harness
 
-__all__ = ["PgRun", "pg_harness", "pg_run", "run_child"]
+__all__ = ["PgRun", "pg_harness", "pg_run", "ready", "run_child", "wait_streaming"]
 
 
 @dataclass
@@ -65,3 +67,23 @@ def pg_run(h: PgHarness, tmp_path: Path, run: int, rows: int, **overrides: Any) 
     )
     cfg = h.config(table_include_list=f"public.{table}", **overrides)
     return PgRun(h, table, tmp, cfg, h.topic(cfg, table))
+
+
+def ready(proc: Popen[bytes]) -> Popen[bytes]:
+    """Wait until an ``engine_child`` built its engine (it prints READY): a SIGTERM earlier
+    ends it before it ran at all."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip() == b"READY", (line, proc.communicate()[1].decode()[-3000:])
+    return proc
+
+
+def wait_streaming(r: PgRun, proc: Popen[bytes], timeout: float = 60) -> None:
+    """Until the task stored its snapshot-complete offset (a stop before that ends the
+    snapshot with an error, see docs/reliability.md)."""
+    deadline = time.monotonic() + timeout
+    while not r.streaming():
+        if proc.poll() is not None:
+            raise AssertionError(proc.communicate()[1].decode()[-3000:])
+        assert time.monotonic() < deadline, "the snapshot did not finish"
+        time.sleep(0.05)
