@@ -5,10 +5,10 @@
 
 SPEC: ``{"kind": "postgres" | "mysql", "config": {...}, "bootstrap": "...",
 "offsets": "<file>", "producer": {...} (optional, added to the producer's settings),
-"kill_at_ddl": {"nth": N, "when": "before" | "after"} (optional, MySQL)}``. With
-``kill_at_ddl`` the process SIGKILLs itself at the N-th ``ALTER`` the binlog reader
-applies: just before its schema history record is written, or right after it (the history
-holds the DDL, no event or offset at its position has been stored). SIGTERM stops the
+"kill_at_ddl": {"match": TEXT, "when": "before" | "after"} (optional, MySQL)}``. With
+``kill_at_ddl`` the process SIGKILLs itself at the first DDL containing TEXT that the
+connector records: just before its schema history record is written, or right after it
+(the history holds the DDL; no event or offset at its position has been stored). SIGTERM stops the
 engine cleanly (exit code 0); a task failure exits 1 with the traceback on stderr.
 """
 
@@ -31,20 +31,17 @@ from cdc.spi import Connector
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def kill_at_ddl(nth: int, when: str) -> None:
+def kill_at_ddl(match: str, when: str) -> None:
     from connectors.mysql.state import TaskState
 
     record = TaskState.record
-    seen = [0]
 
     def killing(self: TaskState, position: Any, database: Any, ddl_text: str, *rest: Any) -> None:
-        alter = ddl_text.lstrip().upper().startswith("ALTER")
-        if alter:
-            seen[0] += 1
-        if alter and seen[0] == nth and when == "before":
+        hit = match in ddl_text
+        if hit and when == "before":
             os.kill(os.getpid(), signal.SIGKILL)
         record(self, position, database, ddl_text, *rest)
-        if alter and seen[0] == nth:
+        if hit:
             os.kill(os.getpid(), signal.SIGKILL)
 
     TaskState.record = killing  # type: ignore[method-assign]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from typing import Any
 
 import psycopg
 
-from tests.faults.scenario import Writer
+from tests.faults.scenario import Writer, stored_offset
 from tests.integration.pg_harness import PgHarness
 from tests.integration.test_postgres_snapshot_restart import run_child
 from tests.integration.test_verify_postgres import pg_harness
@@ -43,12 +42,7 @@ class PgRun:
         return f"public.{self.table}"
 
     def stored(self) -> dict[str, Any] | None:
-        """The offset the task process stored in ``tmp/offsets.json`` (None before any)."""
-        path = self.tmp / "offsets.json"
-        if not path.exists():
-            return None
-        entries = json.loads(path.read_text())["offsets"]
-        return dict(entries[0]["offset"]) if entries else None
+        return stored_offset(self.tmp / "offsets.json")
 
     def streaming(self) -> bool:
         """The snapshot-complete offset (or a later one) is stored."""

@@ -11,6 +11,7 @@ committed position.
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 import subprocess
@@ -18,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from cdc.testing.kafka_reader import read_topic
@@ -229,3 +231,11 @@ def failed_child(proc: subprocess.Popen[bytes], timeout: float = 60) -> str:
         raise AssertionError(f"the task did not fail: {err.decode()[-3000:]}") from None
     assert proc.returncode not in (0, None) and proc.returncode > 0, proc.returncode
     return err.decode()
+
+
+def stored_offset(path: Path) -> dict[str, Any] | None:
+    """The (single) offset a task process stored in its offsets file; None before any."""
+    if not path.exists():
+        return None
+    entries = json.loads(path.read_text())["offsets"]
+    return dict(entries[0]["offset"]) if entries else None
