@@ -18,7 +18,7 @@ import pytest
 
 from cdc.testing.kafka_reader import read_topic
 from connectors.postgres.verify import verify_side
-from tests.faults.pg import pg_harness, pg_run, run_child
+from tests.faults.pg import pg_harness, pg_run, ready, run_child, wait_streaming
 from tests.faults.scenario import (
     SENTINEL,
     check,
@@ -60,8 +60,9 @@ def test_snapshot_mode_changed_between_runs(h: PgHarness, tmp_path: Path, runs: 
         try:
             for mode in MODES:
                 cfg["snapshot.mode"] = mode
-                proc = run_child(h, cfg, tmp)
-                time.sleep(1.0)
+                proc = ready(run_child(h, cfg, tmp))
+                wait_streaming(r, proc)  # a stop during a snapshot fails it: not this fault
+                time.sleep(0.5)
                 process_alive(proc)()
                 if mode != MODES[-1]:
                     stop_child(proc)
