@@ -135,6 +135,12 @@ class SourceCoordinator:
             self.run()
         except QueueClosed:
             pass
+        except InterruptedError as exc:
+            # A snapshot cut short by a graceful stop is a clean end (its offsets say it is
+            # unfinished, so the next start redoes it); without a stop request, a failure.
+            if not self.stopping.is_set():
+                log.error("%s: source failed: %s", self.name, exc)
+                fail(exc)
         except BaseException as exc:
             if not self.stopping.is_set():
                 log.error("%s: source failed: %s", self.name, exc)

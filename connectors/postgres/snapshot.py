@@ -102,7 +102,14 @@ class PostgresSnapshot(SnapshotSource):
                     existing = None
                 else:
                     check_slot(existing, cfg)
-            return self._snapshot(ctx, meta, schema, tables, include_data, existing is not None)
+            kept_from = (
+                str_to_lsn(existing.confirmed_flush_lsn)
+                if existing is not None and existing.confirmed_flush_lsn
+                else None
+            )
+            return self._snapshot(
+                ctx, meta, schema, tables, include_data, existing is not None, kept_from=kept_from
+            )
         finally:
             meta.close()
 
@@ -137,8 +144,9 @@ class PostgresSnapshot(SnapshotSource):
         include_data: bool,
         keep_slot: bool,
         handover: dict[str, Any] | None = None,
+        kept_from: int | None = None,
     ) -> dict[str, Any]:
-        steps = _Steps(self.cfg, ctx, schema, tables, include_data, keep_slot)
+        steps = _Steps(self.cfg, ctx, schema, tables, include_data, keep_slot, kept_from)
         return run_snapshot(ctx, steps, include_data=include_data, handover=handover)
 
 
@@ -157,11 +165,16 @@ class _Steps:
         tables: list[tuple[TableId, int]],
         include_data: bool,
         keep_slot: bool,
+        kept_from: int | None = None,
     ) -> None:
         self.cfg, self.ctx, self.schema = cfg, ctx, schema
         self.table_oids = tables
         self.include_data = include_data
         self.keep_slot = keep_slot
+        #: the kept slot's confirmed position: it holds every change after it, and with no
+        #: stored offsets (deleted, or never stored) it is the only record of where an earlier
+        #: run's events end, so the handover never starts later than it
+        self.kept_from = kept_from
         self.repl: Any = None
         self.readers: list[Any] = []
         self.lsn = 0
@@ -219,8 +232,13 @@ class _Steps:
 
     def position(self) -> dict[str, Any]:
         # Streaming resumes after the consistent point; a transaction committing exactly at
-        # it is still streamed (seq 0 of it is "done", which no event has).
-        return handover_offset({"lsn": self.lsn, "ts_usec": time.time_ns() // 1000})
+        # it is still streamed (seq 0 of it is "done", which no event has). With a kept slot,
+        # from its confirmed position instead when that is earlier: replaying converges,
+        # skipping its backlog would lose the deletes in it.
+        lsn = self.lsn
+        if self.kept_from is not None and 0 < self.kept_from < lsn:
+            lsn = self.kept_from
+        return handover_offset({"lsn": lsn, "ts_usec": time.time_ns() // 1000})
 
     def structure(self) -> None:
         self.loaded = [self.schema.load(tid, oid) for tid, oid in self.table_oids]

@@ -521,3 +521,22 @@ def test_no_data_snapshot_keeps_the_slot_backlog(h: PgHarness) -> None:
         h.sql("INSERT INTO cnd VALUES (3, 'after', NULL)")
         events = read_topic(h.kafka, h.topic(cfg, "cnd"), min_count=2)
     assert [(e.op, e.key["id"]) for e in events] == [("c", 2), ("c", 3)]
+
+
+def test_stop_during_snapshot_is_a_clean_stop(h: PgHarness) -> None:
+    """A graceful stop (SIGTERM, REST pause, worker shutdown) that lands mid-snapshot ends the
+    task without an error; the restart redoes the snapshot (its offsets say so)."""
+    customers(h, "c_stop", rows=60_000)
+    cfg = h.config(max_queue_size="200", max_batch_size="50")
+    run = h.start(cfg)
+    try:
+        deadline = time.monotonic() + 60
+        while sum(run.engine.metrics.snapshot.rows_scanned.values()) < 100:
+            assert not run.errors, run.errors
+            assert time.monotonic() < deadline, "snapshot did not start"
+            time.sleep(0.01)
+        assert run.engine.state == "SNAPSHOT"
+    finally:
+        run.stop()
+    assert run.errors == []
+    h.drop_slot(cfg)
