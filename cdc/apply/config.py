@@ -139,6 +139,7 @@ def from_mapping(doc: Mapping[str, Any], overrides: Mapping[str, Any] | None = N
     _check_regex("kafka.topic.pattern", cfg.topic_pattern)
     _check_regex("kafka.topics.exclude", cfg.topic_exclude)
     _check_trigger(cfg.trigger)
+    _check_kafka_options(cfg.kafka_options)
     if cfg.input_format == "avro" and not cfg.registry_url:
         raise ConfigError(
             "input.format is avro but schema.registry.url is not set: the writer schemas of "
@@ -164,6 +165,18 @@ def _check_regex(key: str, value: str | None) -> None:
         re.compile(value)
     except re.error as exc:
         raise ConfigError(f"{key} is not a valid regular expression: {exc}") from None
+
+
+def _check_kafka_options(options: Mapping[str, str]) -> None:
+    """Each option reaches Spark's Kafka source as ``kafka.<name>``, so ``sasl.jaas.config``
+    and ``kafka.sasl.jaas.config`` are the same setting: given both, one would silently win."""
+    for key in options:
+        bare = key.removeprefix("kafka.")
+        if bare != key and bare in options:
+            raise ConfigError(
+                f"kafka.options sets {bare!r} twice, as {bare!r} and {key!r} (both become "
+                f"Spark's kafka.{bare}); keep one"
+            )
 
 
 _TRIGGER_INTERVAL = re.compile(r"^\s*\d+(\.\d+)?\s*(ms|millisecond|second|minute|hour)s?\s*$")

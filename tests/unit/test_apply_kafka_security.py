@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdc.apply.config import from_mapping
+import pytest
+
+from cdc.apply.config import ConfigError, from_mapping
 from cdc.apply.job import ApplyJob
 
 JAAS = (
@@ -65,3 +67,20 @@ def test_security_options_reach_the_kafka_source() -> None:
         "kafka.ssl.truststore.type": "PEM",
         "kafka.ssl.truststore.location": "/tls/ca.crt",
     }
+
+
+def test_an_option_given_with_and_without_the_prefix_is_refused() -> None:
+    doc = {
+        "kafka": {
+            "bootstrap.servers": "127.0.0.1:59094",
+            "topics": ["a.b.c"],
+            "options": {
+                "sasl.jaas.config": JAAS,
+                "kafka.sasl.jaas.config": JAAS.replace("s3cret", "other"),
+            },
+        },
+        "target.path": "/lake",
+        "checkpoint.location": "/ckpt",
+    }
+    with pytest.raises(ConfigError, match=r"kafka\.options sets 'sasl\.jaas\.config' twice"):
+        from_mapping(doc)
