@@ -189,7 +189,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     workloads = [name for name, _ in steps]
     contenders = [c.strip() for c in args.contenders.split(",") if c.strip()]
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    outdir = Path(args.results) if args.results else RESULTS / f"compare-{stamp}"
+    # Absolute: Debezium Server runs in its own directory and resolves its offset and
+    # schema history files against it, so a relative --results would put them elsewhere.
+    outdir = Path(args.results).resolve() if args.results else RESULTS / f"compare-{stamp}"
     outdir.mkdir(parents=True, exist_ok=True)
     if "mariadb" in databases and "limit" in contenders:
         mariadb.require_tools()
