@@ -9,9 +9,10 @@ once at create time, so a rotated secret is picked up by a restart.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from cdc.config import Config
 from cdc.engine import Engine, EngineSettings
@@ -73,10 +74,22 @@ class Worker:
         # connector, shared by each engine it builds as its sink's ``known_topics``, so a
         # topic is added when the first record goes to it and a reset (clear) re-tracks it.
         self.topics: dict[str, set[str]] = {}
+        # The live sinks of each connector's engines: a reset must also empty their fast-path
+        # topic cache, or records keep bypassing the tracking (weak: engines are rebuilt).
+        self._sinks: dict[str, weakref.WeakSet[Any]] = {}
         # Distributed mode: another worker may have run the task and moved its offsets, so
         # every start reads the offsets topic again; transactional ids carry the group id.
         self.refresh_offsets = False
         self.transactional_prefix = "tidemark"
+
+    def reset_topics(self, name: str) -> None:
+        """``PUT /connectors/{name}/topics/reset``: forget the topics written so far; each is
+        tracked again when the connector next writes to it."""
+        self.topics.get(name, set()).clear()
+        for sink in list(self._sinks.get(name, ())):
+            fast = getattr(sink, "fast_topics", None)
+            if isinstance(fast, set):
+                fast.clear()
 
     def engine_settings(self, name: str, config: Mapping[str, str], task_id: int) -> EngineSettings:
         s = self.settings
@@ -167,6 +180,7 @@ class Worker:
             sink = getattr(engine, "sink", None)
             if sink is not None and isinstance(getattr(sink, "known_topics", None), set):
                 sink.known_topics = self.topics.setdefault(name, set())
+                self._sinks.setdefault(name, weakref.WeakSet()).add(sink)
             return engine
 
         return TaskRunner(

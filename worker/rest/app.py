@@ -531,7 +531,7 @@ class App:
     def reset_topics(self, req: Request, p: dict[str, str]) -> Response:
         name = p["connector"]
         self.herder.connector_info(name)
-        self.herder.worker.topics.get(name, set()).clear()
+        self.herder.worker.reset_topics(name)
         return Response(202)
 
     def get_offsets(self, req: Request, p: dict[str, str]) -> Response:
