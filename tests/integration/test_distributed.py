@@ -425,6 +425,7 @@ def run_one(c: Cluster, workers: list[Worker], short: str, table: str) -> tuple[
     return name, next(w for w in workers if w.id == running_on(workers, name)())
 
 
+@pytest.mark.known_failing  # issue 17: read_committed saw changes twice (see its note)
 def test_three_workers_spread_fail_over_and_roll_exactly_once(cluster: Cluster) -> None:
     c = cluster
     group = f"{c.tag}-g1"

@@ -204,6 +204,7 @@ def test_enum_label_added_while_streaming_is_in_the_next_events_schema(
         assert [allowed(v, n) for n in ("md", "dm", "mds")] == ["sad,ok,happy"] * 3
 
 
+@pytest.mark.known_failing  # issue 26: rows alive in the topic, gone from the table (note)
 def test_killed_while_catching_up_across_the_changes_keeps_keys_and_values(
     h: PgHarness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
