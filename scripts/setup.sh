@@ -35,6 +35,8 @@ echo "==> installing tidemark[$EXTRAS] into .venv"
 
 echo "==> resolving Kafka broker jars from Maven Central (cached in ~/.cache/tidemark)"
 .venv/bin/python -c "from worker.dev.kafka import resolve_jars, KAFKA_VERSION; print('   ', resolve_jars('kafka', KAFKA_VERSION))"
+echo "==> resolving the Cassandra node's jars from Maven Central (cached in ~/.cache/tidemark)"
+.venv/bin/python -c "from worker.dev.cassandra import CASSANDRA_VERSION; from worker.dev.kafka import resolve_jars; print('   ', resolve_jars('cassandra', CASSANDRA_VERSION))"
 if [[ ",$EXTRAS," == *",spark,"* ]]; then
   echo "==> resolving Spark's Kafka source and Delta jars (cached in ~/.cache/tidemark)"
   .venv/bin/python -c "from cdc.apply.jars import POMS; from worker.dev.kafka import resolve_jars; [print('   ', resolve_jars(p, v)) for p, v in POMS]"

@@ -99,3 +99,31 @@ def kafka(stack: Stack) -> Iterator[str]:
     assert isinstance(svc, KafkaService)
     for _ in _run(stack, "kafka"):
         yield svc.bootstrap
+
+
+@dataclass(frozen=True)
+class CassandraInfo:
+    """The local Cassandra node: its CQL address and the directories a per-node agent reads."""
+
+    host: str
+    port: int
+    cdc_raw: str
+    commitlog: str
+    config: str
+
+
+@pytest.fixture(scope="session")
+def cassandra(stack: Stack) -> Iterator[CassandraInfo]:
+    from worker.dev.cassandra import CassandraService
+
+    svc = stack["cassandra"]
+    assert isinstance(svc, CassandraService)
+    for _ in _run(stack, "cassandra"):
+        env = svc.env()
+        yield CassandraInfo(
+            env["TIDEMARK_CASSANDRA_HOST"],
+            int(env["TIDEMARK_CASSANDRA_PORT"]),
+            env["TIDEMARK_CASSANDRA_CDC_RAW"],
+            env["TIDEMARK_CASSANDRA_COMMITLOG"],
+            env["TIDEMARK_CASSANDRA_CONFIG"],
+        )

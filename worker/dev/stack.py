@@ -10,6 +10,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from worker.dev.cassandra import CassandraService
 from worker.dev.kafka import KafkaService
 from worker.dev.mariadb import MariaDBService
 from worker.dev.postgres import PostgresService
@@ -19,6 +20,7 @@ SERVICE_TYPES: dict[str, tuple[type[Service], int]] = {
     "postgres": (PostgresService, 55432),
     "mariadb": (MariaDBService, 53306),
     "kafka": (KafkaService, 59092),
+    "cassandra": (CassandraService, 59042),
 }
 
 
