@@ -9,7 +9,7 @@ EXTRAS="${1:-dev}"
 PY="${PYTHON:-python3}"
 
 need_pkgs=()
-for pkg in postgresql mariadb-server mariadb-client maven openjdk-17-jre-headless; do
+for pkg in postgresql mariadb-server mariadb-client maven openjdk-17-jre-headless openjdk-17-jdk-headless; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
@@ -37,6 +37,8 @@ echo "==> resolving Kafka broker jars from Maven Central (cached in ~/.cache/tid
 .venv/bin/python -c "from worker.dev.kafka import resolve_jars, KAFKA_VERSION; print('   ', resolve_jars('kafka', KAFKA_VERSION))"
 echo "==> resolving the Cassandra node's jars from Maven Central (cached in ~/.cache/tidemark)"
 .venv/bin/python -c "from worker.dev.cassandra import CASSANDRA_VERSION; from worker.dev.kafka import resolve_jars; print('   ', resolve_jars('cassandra', CASSANDRA_VERSION))"
+echo "==> resolving the MongoDB stand-in's jars (mongo-java-server) from Maven Central (cached in ~/.cache/tidemark)"
+.venv/bin/python -c "from worker.dev.mongodb import MONGO_JAVA_SERVER_VERSION; from worker.dev.kafka import resolve_jars; print('   ', resolve_jars('mongo-java-server', MONGO_JAVA_SERVER_VERSION))"
 if [[ ",$EXTRAS," == *",spark,"* ]]; then
   echo "==> resolving Spark's Kafka source and Delta jars (cached in ~/.cache/tidemark)"
   .venv/bin/python -c "from cdc.apply.jars import POMS; from worker.dev.kafka import resolve_jars; [print('   ', resolve_jars(p, v)) for p, v in POMS]"

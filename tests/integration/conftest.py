@@ -127,3 +127,14 @@ def cassandra(stack: Stack) -> Iterator[CassandraInfo]:
             env["TIDEMARK_CASSANDRA_COMMITLOG"],
             env["TIDEMARK_CASSANDRA_CONFIG"],
         )
+
+
+@pytest.fixture(scope="session")
+def mongodb(stack: Stack) -> Iterator[str]:
+    """The connection string of the MongoDB stand-in (mongo-java-server, oplog enabled)."""
+    from worker.dev.mongodb import MongoDBService
+
+    svc = stack["mongodb"]
+    assert isinstance(svc, MongoDBService)
+    for _ in _run(stack, "mongodb"):
+        yield svc.uri

@@ -13,6 +13,7 @@ from pathlib import Path
 from worker.dev.cassandra import CassandraService
 from worker.dev.kafka import KafkaService
 from worker.dev.mariadb import MariaDBService
+from worker.dev.mongodb import MongoDBService
 from worker.dev.postgres import PostgresService
 from worker.dev.service import Service, ServiceStatus, StackError
 
@@ -21,6 +22,7 @@ SERVICE_TYPES: dict[str, tuple[type[Service], int]] = {
     "mariadb": (MariaDBService, 53306),
     "kafka": (KafkaService, 59092),
     "cassandra": (CassandraService, 59042),
+    "mongodb": (MongoDBService, 57017),
 }
 
 
