@@ -12,6 +12,11 @@ need_pkgs=()
 for pkg in postgresql mariadb-server mariadb-client maven openjdk-17-jre-headless openjdk-17-jdk-headless; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done
+# SQL Server connector: pyodbc needs unixODBC; FreeTDS for a real SQL Server, the PostgreSQL
+# ODBC driver for the SQL Server stand-in of `tidemark dev` (worker/dev/sqlserver_standin.py)
+for pkg in unixodbc tdsodbc odbc-postgresql; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
+done
 if [ "${#need_pkgs[@]}" -gt 0 ]; then
   echo "==> installing Debian packages: ${need_pkgs[*]}"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -138,3 +138,32 @@ def mongodb(stack: Stack) -> Iterator[str]:
     assert isinstance(svc, MongoDBService)
     for _ in _run(stack, "mongodb"):
         yield svc.uri
+
+
+@dataclass(frozen=True)
+class SqlServerInfo:
+    """The SQL Server stand-in: a database in the local PostgreSQL with SQL Server's CDC
+    catalog and functions (worker/dev/sqlserver_standin.py), reached through pyodbc."""
+
+    host: str
+    port: int
+    user: str
+    password: str
+    dbname: str
+
+
+@pytest.fixture(scope="session")
+def sqlserver(stack: Stack, postgres: PgInfo) -> Iterator[SqlServerInfo]:
+    from worker.dev.sqlserver_standin import SqlServerStandinService
+
+    svc = stack["sqlserver"]
+    assert isinstance(svc, SqlServerStandinService)
+    for _ in _run(stack, "sqlserver"):
+        env = svc.env()
+        yield SqlServerInfo(
+            env["TIDEMARK_SQLSERVER_HOST"],
+            int(env["TIDEMARK_SQLSERVER_PORT"]),
+            env["TIDEMARK_SQLSERVER_USER"],
+            env["TIDEMARK_SQLSERVER_PASSWORD"],
+            env["TIDEMARK_SQLSERVER_DBNAME"],
+        )

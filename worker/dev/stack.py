@@ -16,6 +16,7 @@ from worker.dev.mariadb import MariaDBService
 from worker.dev.mongodb import MongoDBService
 from worker.dev.postgres import PostgresService
 from worker.dev.service import Service, ServiceStatus, StackError
+from worker.dev.sqlserver_standin import SqlServerStandinService
 
 SERVICE_TYPES: dict[str, tuple[type[Service], int]] = {
     "postgres": (PostgresService, 55432),
@@ -23,6 +24,8 @@ SERVICE_TYPES: dict[str, tuple[type[Service], int]] = {
     "kafka": (KafkaService, 59092),
     "cassandra": (CassandraService, 59042),
     "mongodb": (MongoDBService, 57017),
+    # a database in the local PostgreSQL, not a process: after "postgres"
+    "sqlserver": (SqlServerStandinService, 55432),
 }
 
 
