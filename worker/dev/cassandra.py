@@ -101,6 +101,7 @@ class CassandraService(Service):
                 "cdc_total_space: 512MiB",
                 "cdc_block_writes: true",
                 "cdc_on_repair_enabled: false",
+                *self._compression(),
                 "storage_compatibility_mode: NONE",
                 "authenticator: AllowAllAuthenticator",
                 "authorizer: AllowAllAuthorizer",
@@ -115,6 +116,12 @@ class CassandraService(Service):
                 "",
             ]
         )
+
+    def _compression(self) -> list[str]:
+        """``TIDEMARK_CASSANDRA_COMMITLOG_COMPRESSION=LZ4Compressor`` (or another compressor
+        class) writes compressed segments: how the reader's compressed path is exercised."""
+        cls = os.environ.get("TIDEMARK_CASSANDRA_COMMITLOG_COMPRESSION", "")
+        return [f"commitlog_compression: [{{class_name: {cls}}}]"] if cls else []
 
     def prepare(self) -> None:
         self._lib()  # resolve before starting so a Maven failure is reported as such

@@ -1,0 +1,1 @@
+"""Cassandra: a per-node agent reading the commit log segments in cdc_raw (pure Python)."""

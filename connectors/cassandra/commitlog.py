@@ -1,0 +1,258 @@
+"""Cassandra commit log segments, read in pure Python: descriptor, sync sections, entries.
+
+A segment (``CommitLog-<version>-<id>.log``) is a descriptor header followed by *sections*,
+one per sync: an 8-byte sync marker (the position of the next marker and a CRC) and the
+entries written since the previous sync. An entry is ``size | CRC(size) | mutation |
+CRC(size + mutation)``. With commit log compression each section's body is compressed
+(``uncompressed length`` + the compressor's block); positions are then *logical* (as if
+uncompressed), as in Cassandra's own ``CommitLogPosition`` and the ``_cdc.idx`` file.
+
+The reader never trusts bytes past the durable offset that Cassandra writes into
+``<segment>_cdc.idx`` on each sync (and it reports ``COMPLETED`` once the segment is closed),
+and every problem (truncation, a CRC mismatch, an unknown version) is a
+:class:`CommitLogError` naming the file and the position, so the offset never moves past it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: commit log descriptor version → messaging version of the mutations (4.0, 5.0)
+MESSAGING_VERSIONS = {7: 12, 8: 13}
+SYNC_MARKER_SIZE = 8
+_NAME = re.compile(r"^CommitLog-(\d+)-(\d+)\.log$")
+_INT = struct.Struct(">i")
+_UINT = struct.Struct(">I")
+
+
+class CommitLogError(Exception):
+    """A segment cannot be read at ``pos`` (a logical position); ``reason`` says why."""
+
+    def __init__(self, file: str, pos: int, reason: str) -> None:
+        super().__init__(f"commit log {file} at position {pos}: {reason}")
+        self.file = file
+        self.pos = pos
+        self.reason = reason
+
+
+class TruncatedSegment(CommitLogError):
+    pass
+
+
+class ChecksumMismatch(CommitLogError):
+    pass
+
+
+class UnsupportedSegment(CommitLogError):
+    pass
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    version: int
+    id: int
+    parameters: dict[str, Any]
+    #: position of the first sync marker
+    header_end: int
+
+    @property
+    def messaging_version(self) -> int:
+        return MESSAGING_VERSIONS[self.version]
+
+    @property
+    def compression(self) -> str | None:
+        """The compressor's class name (short form, e.g. ``LZ4Compressor``) or None."""
+        cls = self.parameters.get("compressionClass")
+        return str(cls).rsplit(".", 1)[-1] if cls else None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One mutation. ``start`` is the logical position of its size field, ``end`` the
+    position right after its CRC: the offset stored once it is delivered."""
+
+    start: int
+    end: int
+    data: bytes
+
+
+@dataclass(frozen=True)
+class CdcIndex:
+    """``<segment>_cdc.idx``: the logical offset up to which the segment is durable, and
+    whether Cassandra closed the segment (nothing will be appended)."""
+
+    offset: int
+    completed: bool
+
+
+def segment_id(name: str) -> int | None:
+    """The segment id from a file name, None for other files (the ids order segments)."""
+    m = _NAME.match(name)
+    return int(m.group(2)) if m else None
+
+
+def index_path(segment: Path) -> Path:
+    return segment.with_name(segment.name[: -len(".log")] + "_cdc.idx")
+
+
+def read_cdc_index(segment: Path) -> CdcIndex | None:
+    """The durable offset of a segment in ``cdc_raw``; None when no index exists (yet). Also
+    accepts the ``-CDC.idx`` spelling of some Cassandra builds."""
+    for path in (index_path(segment), segment.with_name(segment.name[: -len(".log")] + "-CDC.idx")):
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            continue
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        if not lines:
+            return None  # being rewritten right now: read it again on the next poll
+        try:
+            offset = int(lines[0])
+        except ValueError as exc:
+            raise CommitLogError(
+                path.name, 0, f"the CDC index holds {lines[0]!r}, not an offset"
+            ) from exc
+        return CdcIndex(offset, len(lines) > 1 and lines[1] == "COMPLETED")
+    return None
+
+
+def read_descriptor(data: bytes, file: str) -> Descriptor:
+    """``int version | long id | short paramsLen | params JSON | int CRC``."""
+    if len(data) < 18:
+        raise TruncatedSegment(file, 0, f"{len(data)} bytes is too short for a descriptor")
+    version, id_ = struct.unpack_from(">iq", data, 0)
+    if version not in MESSAGING_VERSIONS:
+        raise UnsupportedSegment(
+            file,
+            0,
+            f"commit log version {version} is not supported (supported: "
+            f"{', '.join(map(str, sorted(MESSAGING_VERSIONS)))}: Cassandra 4.0 to 5.0)",
+        )
+    (plen,) = struct.unpack_from(">H", data, 12)
+    end = 14 + plen + 4
+    if len(data) < end:
+        raise TruncatedSegment(file, 0, "the descriptor runs past the end of the file")
+    params_bytes = data[14 : 14 + plen]
+    crc = zlib.crc32(
+        struct.pack(">iiii", version, id_ & 0xFFFFFFFF, (id_ >> 32) & 0xFFFFFFFF, plen)
+        + params_bytes
+    )
+    (claimed,) = _UINT.unpack_from(data, 14 + plen)
+    if crc != claimed:
+        raise ChecksumMismatch(file, 0, "descriptor CRC mismatch")
+    try:
+        params = json.loads(params_bytes.decode("utf-8")) if plen else {}
+    except ValueError as exc:
+        raise CommitLogError(file, 14, f"descriptor parameters are not JSON: {exc}") from exc
+    if any(k.startswith("encCipher") or k == "encKeyAlias" for k in params):
+        raise UnsupportedSegment(file, 0, "encrypted commit logs are not supported")
+    return Descriptor(version, id_, params, end)
+
+
+def _decompressor(desc: Descriptor, file: str) -> Any:
+    kind = desc.compression
+    if kind is None:
+        return None
+    if kind == "LZ4Compressor":
+        import lz4.block
+
+        # Cassandra's LZ4Compressor: a 4-byte little-endian uncompressed length, then a block.
+        return lambda b: lz4.block.decompress(b)
+    if kind == "DeflateCompressor":
+        return zlib.decompress
+    raise UnsupportedSegment(
+        file, 0, f"commit log compression {kind} is not supported (LZ4Compressor, Deflate)"
+    )
+
+
+def iter_entries(
+    data: bytes, file: str, *, limit: int | None = None, after: int = 0
+) -> Iterator[Entry]:
+    """Every entry of a segment whose section ends at or before ``limit`` (the ``_cdc.idx``
+    offset; None: up to the first zero marker), skipping entries that end at or before
+    ``after`` (the stored offset). Raises :class:`CommitLogError` on damaged bytes."""
+    desc = read_descriptor(data, file)
+    decompress = _decompressor(desc, file)
+    phys = desc.header_end
+    logical = desc.header_end
+    while True:
+        if limit is not None and logical >= limit:
+            return
+        if phys + SYNC_MARKER_SIZE > len(data):
+            if limit is not None:
+                raise TruncatedSegment(
+                    file, logical, f"the file ends before the durable offset {limit}"
+                )
+            return
+        nxt, claimed = struct.unpack_from(">iI", data, phys)
+        crc = zlib.crc32(
+            struct.pack(">iii", desc.id & 0xFFFFFFFF, (desc.id >> 32) & 0xFFFFFFFF, phys)
+        )
+        if crc != claimed:
+            if nxt == 0 and claimed == 0:
+                if limit is not None:
+                    raise TruncatedSegment(
+                        file, logical, f"no sync marker before the durable offset {limit}"
+                    )
+                return  # the unwritten tail
+            raise ChecksumMismatch(file, logical, "sync marker CRC mismatch")
+        if nxt <= phys or nxt > len(data):
+            raise TruncatedSegment(
+                file, logical, f"the section ends at {nxt}, past the file's {len(data)} bytes"
+            )
+        if decompress is None:
+            body = data[phys + SYNC_MARKER_SIZE : nxt]
+            body_start = phys + SYNC_MARKER_SIZE
+        else:
+            (length,) = _INT.unpack_from(data, phys + SYNC_MARKER_SIZE)
+            try:
+                body = decompress(data[phys + SYNC_MARKER_SIZE + 4 : nxt])
+            except Exception as exc:
+                raise CommitLogError(
+                    file, logical, f"section does not decompress ({desc.compression}): {exc}"
+                ) from exc
+            if len(body) != length:
+                raise CommitLogError(
+                    file, logical, f"section decompressed to {len(body)} bytes, not {length}"
+                )
+            body_start = logical + SYNC_MARKER_SIZE
+        section_end = body_start + len(body)
+        if limit is not None and section_end > limit:
+            return  # written but not yet synced: the next index update covers it
+        yield from _section_entries(body, body_start, file, after)
+        phys = nxt
+        logical = section_end
+
+
+def _section_entries(body: bytes, base: int, file: str, after: int) -> Iterator[Entry]:
+    pos = 0
+    n = len(body)
+    while n - pos >= 4:
+        (size,) = _INT.unpack_from(body, pos)
+        if size == 0:
+            return  # end-of-segment marker / zero padding
+        start = base + pos
+        if size < 10:
+            raise CommitLogError(file, start, f"invalid mutation size {size}")
+        if pos + 8 + size + 4 > n:
+            raise TruncatedSegment(file, start, f"a {size}-byte mutation runs past its section")
+        (size_crc,) = _UINT.unpack_from(body, pos + 4)
+        size_bytes = body[pos : pos + 4]
+        crc = zlib.crc32(size_bytes)
+        if crc != size_crc:
+            raise ChecksumMismatch(file, start, "mutation size CRC mismatch")
+        payload = body[pos + 8 : pos + 8 + size]
+        (claimed,) = _UINT.unpack_from(body, pos + 8 + size)
+        if zlib.crc32(payload, crc) != claimed:
+            raise ChecksumMismatch(file, start, "mutation CRC mismatch")
+        pos += 8 + size + 4
+        end = base + pos
+        if end > after:
+            yield Entry(start, end, payload)

@@ -1,0 +1,208 @@
+"""CQL types as the commit log needs them: how long a value is on disk, and what it means.
+
+The commit log stores cells in Cassandra's internal encoding: a fixed-length type (int,
+bigint, uuid, ...) is written as raw bytes, every other type with a vint length. Decoding a
+value needs the type from ``system_schema.columns`` (its CQL text, e.g. ``map<text, int>`` or
+``frozen<list<int>>``), parsed here once per column.
+"""
+
+from __future__ import annotations
+
+import decimal
+import ipaddress
+import struct
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from connectors.cassandra.vint import read_signed_vint
+
+_FIXED = {
+    "int": 4,
+    "bigint": 8,
+    "counter": 8,
+    "boolean": 1,
+    "double": 8,
+    "float": 4,
+    "uuid": 16,
+    "timeuuid": 16,
+    "timestamp": 8,
+}
+_COLLECTIONS = ("list", "set", "map")
+
+
+class CqlTypeError(ValueError):
+    """A column type this reader cannot parse or decode; the message names the type."""
+
+
+@dataclass(frozen=True)
+class CqlType:
+    """``name`` is the lower-case CQL name (``int``, ``list``, ``frozen`` is folded into
+    ``frozen``); ``params`` the element types of collections and tuples."""
+
+    name: str
+    params: tuple[CqlType, ...] = ()
+    frozen: bool = False
+
+    @property
+    def fixed_length(self) -> int:
+        """Bytes of a value on disk, or -1 for a vint-length-prefixed value."""
+        return _FIXED.get(self.name, -1)
+
+    @property
+    def multi_cell(self) -> bool:
+        """A non-frozen collection: stored as one cell per element (a complex column)."""
+        return self.name in _COLLECTIONS and not self.frozen
+
+    def __str__(self) -> str:
+        inner = f"<{', '.join(str(p) for p in self.params)}>" if self.params else ""
+        text = f"{self.name}{inner}"
+        return f"frozen<{text}>" if self.frozen and self.name in (*_COLLECTIONS, "tuple") else text
+
+
+def parse_type(text: str) -> CqlType:
+    """Parse a CQL type as ``system_schema.columns.type`` spells it."""
+    parsed, rest = _parse(text.strip(), text)
+    if rest.strip():
+        raise CqlTypeError(f"unexpected {rest!r} after the type in {text!r}")
+    return parsed
+
+
+def _parse(s: str, whole: str, frozen: bool = False) -> tuple[CqlType, str]:
+    i = 0
+    while i < len(s) and (s[i].isalnum() or s[i] in "_."):
+        i += 1
+    name = s[:i].lower()
+    if not name:
+        raise CqlTypeError(f"cannot parse the column type {whole!r}")
+    rest = s[i:].lstrip()
+    params: list[CqlType] = []
+    if rest.startswith("<"):
+        rest = rest[1:]
+        while True:
+            if name == "frozen":
+                inner, rest = _parse(rest.lstrip(), whole, frozen=True)
+                params.append(inner)
+            else:
+                inner, rest = _parse(rest.lstrip(), whole, frozen=frozen)
+                params.append(inner)
+            rest = rest.lstrip()
+            if rest.startswith(","):
+                rest = rest[1:]
+                continue
+            if rest.startswith(">"):
+                rest = rest[1:]
+                break
+            raise CqlTypeError(f"cannot parse the column type {whole!r}")
+    if name == "frozen":
+        if len(params) != 1:
+            raise CqlTypeError(f"frozen<> takes one type in {whole!r}")
+        p = params[0]
+        return CqlType(p.name, p.params, frozen=True), rest
+    if name == "vector":
+        raise CqlTypeError(f"vector columns are not supported by the commit log reader: {whole!r}")
+    return CqlType(name, tuple(params), frozen=frozen or name == "tuple"), rest
+
+
+# -- values -------------------------------------------------------------------------------
+
+_EPOCH_DAYS_SHIFT = 1 << 31
+
+
+def _duration(b: bytes) -> str:
+    months, p = read_signed_vint(b, 0)
+    days, p = read_signed_vint(b, p)
+    nanos, _ = read_signed_vint(b, p)
+    return f"{months}mo{days}d{nanos}ns"
+
+
+def _decimal(b: bytes) -> str:
+    scale = struct.unpack_from(">i", b)[0]
+    unscaled = int.from_bytes(b[4:], "big", signed=True)
+    return str(decimal.Decimal(unscaled).scaleb(-scale))
+
+
+def _date(b: bytes) -> int:
+    """Days since 1970-01-01 (Cassandra stores them unsigned, shifted by 2^31)."""
+    return int(struct.unpack(">I", b)[0]) - _EPOCH_DAYS_SHIFT
+
+
+_SIMPLE: dict[str, Callable[[bytes], Any]] = {
+    "ascii": lambda b: b.decode("ascii"),
+    "text": lambda b: b.decode("utf-8"),
+    "varchar": lambda b: b.decode("utf-8"),
+    "int": lambda b: struct.unpack(">i", b)[0],
+    "bigint": lambda b: struct.unpack(">q", b)[0],
+    "counter": lambda b: struct.unpack(">q", b)[0],
+    "smallint": lambda b: struct.unpack(">h", b)[0],
+    "tinyint": lambda b: struct.unpack(">b", b)[0],
+    "boolean": lambda b: b != b"\x00",
+    "float": lambda b: struct.unpack(">f", b)[0],
+    "double": lambda b: struct.unpack(">d", b)[0],
+    "timestamp": lambda b: struct.unpack(">q", b)[0],
+    "date": _date,
+    "time": lambda b: struct.unpack(">q", b)[0],
+    "uuid": lambda b: str(uuid.UUID(bytes=b)),
+    "timeuuid": lambda b: str(uuid.UUID(bytes=b)),
+    "inet": lambda b: str(ipaddress.ip_address(b)),
+    "blob": bytes,
+    "varint": lambda b: str(int.from_bytes(b, "big", signed=True)),
+    "decimal": _decimal,
+    "duration": _duration,
+}
+
+
+def decode_value(t: CqlType, b: bytes) -> Any:
+    """A value's bytes (never empty for fixed-length types) as a Python value: the forms the
+    connector's Connect schemas declare (timestamps in ms, dates in days, uuids as text,
+    varint/decimal as text, collections as lists and maps)."""
+    fn = _SIMPLE.get(t.name)
+    if fn is not None:
+        return fn(b)
+    if t.name in ("list", "set"):
+        return [decode_value(t.params[0], e) for e in _elements(b, t)]
+    if t.name == "map":
+        items = _elements(b, t)
+        return {
+            _map_key(decode_value(t.params[0], k)): decode_value(t.params[1], v)
+            for k, v in zip(items[::2], items[1::2], strict=True)
+        }
+    if t.name == "tuple":
+        return _tuple(t, b)
+    raise CqlTypeError(f"values of type {t} are not supported by the commit log reader")
+
+
+def _map_key(k: Any) -> Any:
+    return k if isinstance(k, str | int | float | bool) else str(k)
+
+
+def _elements(b: bytes, t: CqlType) -> list[bytes]:
+    """A frozen collection: int32 count, then int32-length-prefixed elements (a map has
+    two per entry)."""
+    (n,) = struct.unpack_from(">i", b)
+    pos = 4
+    out: list[bytes] = []
+    for _ in range(n * (2 if t.name == "map" else 1)):
+        (size,) = struct.unpack_from(">i", b, pos)
+        pos += 4
+        out.append(b[pos : pos + size])
+        pos += size
+    return out
+
+
+def _tuple(t: CqlType, b: bytes) -> list[Any]:
+    out: list[Any] = []
+    pos = 0
+    for p in t.params:
+        if pos >= len(b):
+            out.append(None)
+            continue
+        (size,) = struct.unpack_from(">i", b, pos)
+        pos += 4
+        if size < 0:
+            out.append(None)
+            continue
+        out.append(decode_value(p, b[pos : pos + size]))
+        pos += size
+    return out

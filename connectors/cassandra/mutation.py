@@ -1,0 +1,412 @@
+"""Mutations as Cassandra 4.0/5.0 write them into the commit log (messaging versions 12/13).
+
+A mutation holds one partition update per table of one keyspace; each update names its table
+by id, then carries the partition key, the columns present (by name), an optional partition
+deletion, an optional static row, then rows and range tombstone markers. Rows carry the
+clustering values, a liveness timestamp (INSERT), a row deletion, and one cell per column
+(several for a non-frozen collection). Decoding a value needs its type, so every partition
+update is decoded with the table schema in force (:class:`TableDef`).
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from connectors.cassandra.cqltypes import CqlType, CqlTypeError, decode_value
+from connectors.cassandra.tabledef import ColumnDef, TableDef
+from connectors.cassandra.vint import read_unsigned_vint
+
+# EncodingStats epochs: 2015-09-22T00:00:00Z in microseconds and seconds.
+TIMESTAMP_EPOCH = 1442880000 * 1_000_000
+DELETION_TIME_EPOCH = 1442880000
+
+_SIGN = 1 << 63
+_MASK64 = (1 << 64) - 1
+
+# partition flags (UnfilteredRowIteratorSerializer)
+_IS_EMPTY = 0x01
+_HAS_PARTITION_DELETION = 0x04
+_HAS_STATIC_ROW = 0x08
+_HAS_ROW_ESTIMATE = 0x10
+# row flags (UnfilteredSerializer)
+_END_OF_PARTITION = 0x01
+_IS_MARKER = 0x02
+_HAS_TIMESTAMP = 0x04
+_HAS_TTL = 0x08
+_HAS_DELETION = 0x10
+_HAS_ALL_COLUMNS = 0x20
+_HAS_COMPLEX_DELETION = 0x40
+_EXTENSION_FLAG = 0x80
+_IS_STATIC = 0x01
+# cell flags (Cell.Serializer)
+_CELL_DELETED = 0x01
+_CELL_EXPIRING = 0x02
+_CELL_EMPTY_VALUE = 0x04
+_CELL_ROW_TIMESTAMP = 0x08
+_CELL_ROW_TTL = 0x10
+#: ClusteringPrefix.Kind ordinals of boundaries (a marker closing one range, opening another)
+_BOUNDARY_KINDS = (2, 5)
+
+
+class MutationError(ValueError):
+    """The mutation cannot be decoded; ``offset`` is the byte within the mutation."""
+
+    def __init__(self, reason: str, offset: int) -> None:
+        super().__init__(f"{reason} (byte {offset} of the mutation)")
+        self.reason = reason
+        self.offset = offset
+
+
+class UnknownTable(MutationError):
+    def __init__(self, table_id: uuid.UUID, offset: int) -> None:
+        super().__init__(f"mutation for an unknown table id {table_id}", offset)
+        self.table_id = table_id
+
+
+@dataclass(frozen=True, slots=True)
+class CellValue:
+    """One column of a row as the event shows it: ``value`` (None for a deleted cell),
+    ``deletion_ts`` (microseconds: when a tombstone was written or when a TTL expires; None
+    otherwise) and ``set`` (the column was written by this mutation)."""
+
+    value: Any
+    deletion_ts: int | None
+    set: bool = True
+
+
+@dataclass(slots=True)
+class RowChange:
+    """One row (or a whole partition) changed by a partition update.
+
+    ``kind``: ``insert`` (the row has a liveness timestamp: an INSERT), ``update`` (cells
+    only), ``row_delete``, ``partition_delete``. ``clustering`` is None for a partition
+    delete and for the static row."""
+
+    table: TableDef
+    kind: str
+    partition_key: list[Any]
+    clustering: list[Any] | None
+    cells: dict[str, CellValue]
+    #: the newest write timestamp in the row (microseconds)
+    timestamp: int
+    static: bool = False
+
+
+@dataclass(slots=True)
+class PartitionUpdate:
+    table: TableDef
+    rows: list[RowChange] = field(default_factory=list)
+    #: range tombstone markers (range deletes): counted, not emitted
+    range_tombstones: int = 0
+
+
+SchemaLookup = Callable[[uuid.UUID], TableDef | None]
+
+
+class _Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def byte(self) -> int:
+        b = self.data[self.pos]
+        self.pos += 1
+        return b
+
+    def vint(self) -> int:
+        v, self.pos = read_unsigned_vint(self.data, self.pos)
+        return v
+
+    def take(self, n: int) -> bytes:
+        end = self.pos + n
+        if end > len(self.data):
+            raise IndexError("read past the end of the mutation")
+        b = self.data[self.pos : end]
+        self.pos = end
+        return b
+
+    def vbytes(self) -> bytes:
+        return self.take(self.vint())
+
+    def value(self, t: CqlType) -> bytes:
+        n = t.fixed_length
+        return self.take(n) if n >= 0 else self.vbytes()
+
+
+@dataclass(slots=True)
+class _Header:
+    min_ts: int
+    min_ldt: int
+    min_ttl: int
+    statics: list[ColumnDef]
+    regulars: list[ColumnDef]
+
+    def ts(self, r: _Reader) -> int:
+        # a 64-bit delta that wraps (a live deletion time is Long.MIN_VALUE)
+        return ((r.vint() + self.min_ts + _SIGN) & _MASK64) - _SIGN
+
+    def ldt(self, r: _Reader) -> int:
+        return r.vint() + self.min_ldt
+
+    def ttl(self, r: _Reader) -> int:
+        return r.vint() + self.min_ttl
+
+
+def decode_mutation(data: bytes, lookup: SchemaLookup) -> list[PartitionUpdate]:
+    """Decode one commit log entry. Raises :class:`UnknownTable` when ``lookup`` does not know
+    a table id and :class:`MutationError` for bytes that do not decode."""
+    r = _Reader(data)
+    try:
+        count = r.vint()
+        return [_partition(r, lookup) for _ in range(count)]
+    except MutationError:
+        raise
+    except (IndexError, struct.error) as exc:
+        raise MutationError(f"truncated mutation: {exc}", r.pos) from exc
+    except (CqlTypeError, UnicodeDecodeError, ValueError) as exc:
+        raise MutationError(f"undecodable value: {exc}", r.pos) from exc
+
+
+def _partition(r: _Reader, lookup: SchemaLookup) -> PartitionUpdate:
+    at = r.pos
+    table_id = uuid.UUID(bytes=r.take(16))
+    table = lookup(table_id)
+    if table is None:
+        raise UnknownTable(table_id, at)
+    key = _partition_key(table, r.vbytes())
+    flags = r.byte()
+    update = PartitionUpdate(table)
+    if flags & _IS_EMPTY:
+        return update
+    min_ts = r.vint() + TIMESTAMP_EPOCH
+    min_ldt = r.vint() + DELETION_TIME_EPOCH
+    min_ttl = r.vint()
+    statics = _columns(r, table) if flags & _HAS_STATIC_ROW else []
+    regulars = _columns(r, table)
+    h = _Header(min_ts, min_ldt, min_ttl, statics, regulars)
+    if flags & _HAS_PARTITION_DELETION:
+        ts = h.ts(r)
+        ldt = h.ldt(r)
+        update.rows.append(RowChange(table, "partition_delete", key, None, {}, ts))
+        _ = ldt
+    if flags & _HAS_STATIC_ROW:
+        row_flags = r.byte()
+        ext = r.byte() if row_flags & _EXTENSION_FLAG else 0
+        row = _row(r, h, table, key, row_flags, ext)
+        if row is not None:
+            update.rows.append(row)
+    if flags & _HAS_ROW_ESTIMATE:
+        r.vint()
+    while True:
+        row_flags = r.byte()
+        if row_flags & _END_OF_PARTITION:
+            break
+        if row_flags & _IS_MARKER:
+            _skip_marker(r, h, table)
+            update.range_tombstones += 1
+            continue
+        ext = r.byte() if row_flags & _EXTENSION_FLAG else 0
+        row = _row(r, h, table, key, row_flags, ext)
+        if row is not None:
+            update.rows.append(row)
+    return update
+
+
+def _partition_key(table: TableDef, raw: bytes) -> list[Any]:
+    cols = table.partition_key
+    if len(cols) == 1:
+        return [_decode(cols[0].type, raw)]
+    # CompositeType: per component a 2-byte length, the bytes, an end-of-component byte.
+    out: list[Any] = []
+    pos = 0
+    for c in cols:
+        (n,) = struct.unpack_from(">H", raw, pos)
+        out.append(_decode(c.type, raw[pos + 2 : pos + 2 + n]))
+        pos += 2 + n + 1
+    return out
+
+
+def _decode(t: CqlType, raw: bytes) -> Any:
+    if not raw and t.fixed_length != 0 and t.name not in ("text", "varchar", "ascii", "blob"):
+        return None  # an empty value of a non-string type reads as null in CQL
+    return decode_value(t, raw)
+
+
+def _columns(r: _Reader, table: TableDef) -> list[ColumnDef]:
+    n = r.vint()
+    out = []
+    for _ in range(n):
+        at = r.pos
+        name = r.vbytes().decode("utf-8")
+        col = table.by_name.get(name)
+        if col is None:
+            raise MutationError(
+                f"column {name!r} is not in the schema of {table.qualified} (dropped?)", at
+            )
+        out.append(col)
+    return out
+
+
+def _subset(r: _Reader, superset: list[ColumnDef]) -> list[ColumnDef]:
+    encoded = r.vint()
+    if encoded == 0:
+        return superset
+    n = len(superset)
+    if n < 64:
+        return [c for i, c in enumerate(superset) if not (encoded >> i) & 1]
+    present_count = n - encoded
+    if present_count < n // 2:
+        return [superset[r.vint()] for _ in range(present_count)]
+    missing = {r.vint() for _ in range(encoded)}
+    return [c for i, c in enumerate(superset) if i not in missing]
+
+
+def _clustering_values(r: _Reader, cols: list[ColumnDef], size: int) -> list[Any]:
+    values: list[Any] = []
+    offset = 0
+    while offset < size:
+        header = r.vint()
+        limit = min(size, offset + 32)
+        while offset < limit:
+            shift = (offset % 32) * 2
+            if header & (1 << (shift + 1)):
+                values.append(None)
+            elif header & (1 << shift):
+                values.append(_decode(cols[offset].type, b""))
+            else:
+                values.append(_decode(cols[offset].type, r.value(cols[offset].type)))
+            offset += 1
+    return values
+
+
+def _skip_marker(r: _Reader, h: _Header, table: TableDef) -> None:
+    kind = r.byte()
+    (size,) = struct.unpack(">H", r.take(2))
+    _clustering_values(r, table.clustering, size)
+    for _ in range(2 if kind in _BOUNDARY_KINDS else 1):
+        h.ts(r)
+        h.ldt(r)
+
+
+def _row(
+    r: _Reader, h: _Header, table: TableDef, key: list[Any], flags: int, ext: int
+) -> RowChange | None:
+    static = bool(ext & _IS_STATIC)
+    clustering = None
+    if not static:
+        ccols = table.clustering
+        clustering = _clustering_values(r, ccols, len(ccols))
+    row_ts: int | None = None
+    row_ttl = 0
+    row_ldt = 0
+    newest = 0
+    deleted = False
+    if flags & _HAS_TIMESTAMP:
+        row_ts = h.ts(r)
+        newest = row_ts
+    if flags & _HAS_TTL:
+        row_ttl = h.ttl(r)
+        row_ldt = h.ldt(r)
+    if flags & _HAS_DELETION:
+        del_ts = h.ts(r)
+        h.ldt(r)
+        newest = max(newest, del_ts)
+        deleted = True
+    superset = h.statics if static else h.regulars
+    cols = superset if flags & _HAS_ALL_COLUMNS else _subset(r, superset)
+    cells: dict[str, CellValue] = {}
+    for col in cols:
+        if col.type.multi_cell:
+            cell, ts = _complex(r, h, col, flags & _HAS_COMPLEX_DELETION, row_ts, row_ttl, row_ldt)
+        else:
+            cell, ts = _cell(r, h, col, col.type, row_ts, row_ttl, row_ldt, complex_=False)
+        newest = max(newest, ts)
+        cells[col.name] = cell
+    kind = "row_delete" if deleted else ("insert" if row_ts is not None else "update")
+    return RowChange(table, kind, key, clustering, cells, newest, static)
+
+
+def _cell(
+    r: _Reader,
+    h: _Header,
+    col: ColumnDef,
+    t: CqlType,
+    row_ts: int | None,
+    row_ttl: int,
+    row_ldt: int,
+    *,
+    complex_: bool,
+) -> tuple[CellValue, int]:
+    flags = r.byte()
+    at = r.pos
+    deleted = bool(flags & _CELL_DELETED)
+    expiring = bool(flags & _CELL_EXPIRING)
+    if flags & _CELL_ROW_TIMESTAMP:
+        if row_ts is None:
+            raise MutationError(f"cell of {col.name!r} uses a missing row timestamp", at)
+        ts = row_ts
+    else:
+        ts = h.ts(r)
+    ldt: int | None = None
+    if flags & _CELL_ROW_TTL:
+        ldt = row_ldt
+    elif deleted or expiring:
+        ldt = h.ldt(r)
+    if expiring and not flags & _CELL_ROW_TTL:
+        h.ttl(r)
+    path = r.vbytes() if complex_ else None
+    raw = b"" if flags & _CELL_EMPTY_VALUE else r.value(t)
+    deletion_ts = ldt * 1_000_000 if ldt is not None else None
+    if deleted:
+        value: Any = path
+    elif complex_:
+        value = (path, raw)
+    else:
+        value = _decode(t, raw)
+    return CellValue(value, deletion_ts), ts
+
+
+def _complex(
+    r: _Reader,
+    h: _Header,
+    col: ColumnDef,
+    has_deletion: int,
+    row_ts: int | None,
+    row_ttl: int,
+    row_ldt: int,
+) -> tuple[CellValue, int]:
+    """A non-frozen collection: an optional whole-collection deletion (an overwrite or a
+    delete of the column), then one cell per element written. The value lists the elements
+    this mutation wrote (a set's or list's new elements, a map's new entries)."""
+    deletion_ts: int | None = None
+    newest = 0
+    if has_deletion:
+        dts = h.ts(r)
+        ldt = h.ldt(r)
+        newest = dts
+        if dts != -_SIGN:
+            deletion_ts = ldt * 1_000_000
+    n = r.vint()
+    t = col.type
+    elems: list[tuple[bytes, bytes]] = []
+    for _ in range(n):
+        cell, ts = _cell(r, h, col, t, row_ts, row_ttl, row_ldt, complex_=True)
+        newest = max(newest, ts)
+        if isinstance(cell.value, tuple):
+            elems.append(cell.value)
+    value: Any
+    if t.name == "map":
+        value = {decode_value(t.params[0], k): decode_value(t.params[1], v) for k, v in elems}
+    elif t.name == "set":
+        value = [decode_value(t.params[0], k) for k, _ in elems]
+    else:
+        value = [decode_value(t.params[0], v) for _, v in elems]
+    if not elems and deletion_ts is not None:
+        value = None
+    return CellValue(value, deletion_ts), newest

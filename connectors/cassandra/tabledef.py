@@ -1,0 +1,113 @@
+"""A table's structure as the commit log decoder needs it: its id, key columns in order and
+every column's type, from ``system_schema.tables``/``columns`` rows (plain dicts, so the
+decoder and its tests need no driver)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from connectors.cassandra.cqltypes import CqlType, parse_type
+
+PARTITION_KEY = "partition_key"
+CLUSTERING = "clustering"
+REGULAR = "regular"
+STATIC = "static"
+
+
+@dataclass(frozen=True)
+class ColumnDef:
+    name: str
+    kind: str
+    position: int
+    type: CqlType
+    type_text: str
+    descending: bool = False
+
+
+@dataclass(frozen=True)
+class TableDef:
+    keyspace: str
+    name: str
+    id: uuid.UUID
+    columns: tuple[ColumnDef, ...]
+    cdc: bool = False
+    by_name: dict[str, ColumnDef] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.by_name.update({c.name: c for c in self.columns})
+
+    @property
+    def partition_key(self) -> list[ColumnDef]:
+        return sorted((c for c in self.columns if c.kind == PARTITION_KEY), key=_pos)
+
+    @property
+    def clustering(self) -> list[ColumnDef]:
+        return sorted((c for c in self.columns if c.kind == CLUSTERING), key=_pos)
+
+    @property
+    def regular(self) -> list[ColumnDef]:
+        """Regular columns in Cassandra's order (by name), the order of the value fields."""
+        return sorted((c for c in self.columns if c.kind == REGULAR), key=lambda c: c.name)
+
+    @property
+    def primary_key(self) -> list[ColumnDef]:
+        return self.partition_key + self.clustering
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.keyspace}.{self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        """The form stored next to golden commit log fixtures."""
+        return {
+            "keyspace": self.keyspace,
+            "table": self.name,
+            "id": str(self.id),
+            "cdc": self.cdc,
+            "columns": [
+                {
+                    "name": c.name,
+                    "kind": c.kind,
+                    "position": c.position,
+                    "type": c.type_text,
+                    "clustering_order": "desc" if c.descending else "asc",
+                }
+                for c in self.columns
+            ],
+        }
+
+
+def _pos(c: ColumnDef) -> int:
+    return c.position
+
+
+def table_from_rows(
+    table_row: Mapping[str, Any], column_rows: Iterable[Mapping[str, Any]]
+) -> TableDef:
+    """Build from one ``system_schema.tables`` row and its ``system_schema.columns`` rows
+    (driver rows as dicts, or the fixture JSON)."""
+    cols = tuple(
+        ColumnDef(
+            name=str(r["column_name"] if "column_name" in r else r["name"]),
+            kind=str(r["kind"]),
+            position=int(r["position"]),
+            type=parse_type(str(r["type"])),
+            type_text=str(r["type"]),
+            descending=str(r.get("clustering_order", "")) == "desc",
+        )
+        for r in column_rows
+    )
+    return TableDef(
+        keyspace=str(table_row.get("keyspace_name", table_row.get("keyspace"))),
+        name=str(table_row.get("table_name", table_row.get("table"))),
+        id=uuid.UUID(str(table_row["id"])),
+        columns=cols,
+        cdc=bool(table_row.get("cdc")),
+    )
+
+
+def table_from_json(doc: Mapping[str, Any]) -> TableDef:
+    return table_from_rows(doc, doc["columns"])
