@@ -7,6 +7,7 @@ Results are cached per table because the same tables are asked about on every ev
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -122,3 +123,13 @@ def describe_unmatched(patterns: Iterable[str], existing: Iterable[str]) -> str:
         f"no table matches {'; '.join(parts)}; {len(names)} table(s) exist, e.g. "
         f"{', '.join(names[:5])}"
     )
+
+
+def warn_running_empty(reason: str, notices: list[str]) -> None:
+    """``table.include.list.allow.empty=true``: the connector runs although its include list
+    captures nothing. Said in the log and kept in the task's status, where an operator who
+    mistyped a pattern looks (a log line alone scrolls away)."""
+    notice = f"{reason} (running anyway: table.include.list.allow.empty=true)"
+    logging.getLogger("tidemark.filters").warning("%s", notice)
+    if notice not in notices:
+        notices.append(notice)

@@ -47,6 +47,9 @@ class SourceMetrics(Protocol):
     extra_contexts: dict[str, str]
     #: the streaming phase's ``context`` label (MySQL says ``binlog``)
     streaming_context: str
+    #: warnings the operator must see in the task's status (``/connectors/{name}/status``
+    #: ``trace``), not only in the log: e.g. an include list that captures nothing
+    notices: list[str]
 
 
 class ConnectorConfig(Protocol):

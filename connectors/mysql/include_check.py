@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from cdc.config import Config
 from cdc.errors import FatalError
-from cdc.filters import describe_unmatched
+from cdc.filters import describe_unmatched, warn_running_empty
 from cdc.spi import TableId
 from connectors.mysql import connection as myconn
 from connectors.mysql.state import BUILTIN_DATABASES
@@ -26,6 +26,7 @@ def check_include_lists(
     conn: myconn.Connection,
     table_included: Callable[[TableId], bool],
     database_included: Callable[[str], bool],
+    notices: list[str],
 ) -> None:
     """Fail (or warn) when ``table.include.list`` matches no existing table, or, without a
     table list, ``database.include.list`` no existing database (an empty database is fine:
@@ -54,7 +55,7 @@ def check_include_lists(
         return  # nothing was asked for by name: an empty server is not a typo
     reason = f"{key} captures nothing: {describe_unmatched(patterns, names)}"
     if cfg["table.include.list.allow.empty"]:
-        log.warning("%s (running anyway: table.include.list.allow.empty=true)", reason)
+        warn_running_empty(reason, notices)
         return
     raise FatalError(
         f"{reason}. Fix the patterns (anchored regular expressions on <database>.<table> for "

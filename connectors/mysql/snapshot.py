@@ -156,7 +156,11 @@ class SnapshotRun:
             raise FatalError("the server's binary log is disabled; set log_bin (seed §2.2.2)")
         self._session(conn)
         check_include_lists(
-            cfg, conn, lambda t: self.state.included(self.ctx, t), self.state.database_filter
+            cfg,
+            conn,
+            lambda t: self.state.included(self.ctx, t),
+            self.state.database_filter,
+            self.ctx.metrics.notices,
         )
 
     def tables(self) -> Sequence[TableId]:

@@ -106,7 +106,10 @@ class MySqlStreaming(StreamingSource):
         try:
             info = myconn.server_info(conn)
             check_server(info)
-            check_include_lists(cfg, conn, lambda t: state.included(ctx, t), state.database_filter)
+            notices = ctx.metrics.notices
+            check_include_lists(
+                cfg, conn, lambda t: state.included(ctx, t), state.database_filter, notices
+            )
             state.metrics.is_gtid_mode_enabled = info.gtid_mode
             resume, gtids = self._start(conn, info, offset)
             if not state.schema_ready:

@@ -29,7 +29,7 @@ from psycopg import sql
 
 from cdc.config import Config
 from cdc.errors import FatalError
-from cdc.filters import describe_unmatched
+from cdc.filters import describe_unmatched, warn_running_empty
 from cdc.spi import Table, TableId
 from connectors.postgres import connection as pgconn
 
@@ -234,7 +234,9 @@ def _set_tables(conn: Any, name: str, tables: list[TableId], carried: set[TableI
         ) from exc
 
 
-def check_included(cfg: Config, included: list[TableId], every: list[TableId]) -> None:
+def check_included(
+    cfg: Config, included: list[TableId], every: list[TableId], notices: list[str]
+) -> None:
     """An include list that matches no table fails the start (Debezium: DBZ-2885) naming
     the patterns and the nearest table names, unless ``table.include.list.allow.empty``."""
     if included:
@@ -248,7 +250,7 @@ def check_included(cfg: Config, included: list[TableId], every: list[TableId]) -
     ]
     reason = f"{key} captures nothing: {describe_unmatched(patterns, existing)}"
     if cfg["table.include.list.allow.empty"]:
-        log.warning("%s (running anyway: table.include.list.allow.empty=true)", reason)
+        warn_running_empty(reason, notices)
         return
     raise FatalError(
         f"{reason}. Fix the patterns (anchored regular expressions on <schema>.<table>), or "

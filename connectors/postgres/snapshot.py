@@ -77,7 +77,7 @@ class PostgresSnapshot(SnapshotSource):
             schema = PgSchema(meta, dbname, self.registry)
             every = pgconn.list_tables(meta, dbname)
             tables = [(tid, oid) for tid, oid in every if ctx.is_included(tid)]
-            check_included(cfg, [t for t, _ in tables], [t for t, _ in every])
+            check_included(cfg, [t for t, _ in tables], [t for t, _ in every], ctx.metrics.notices)
             check_identities(meta, cfg, tables)
             existing = pgconn.slot_info(meta, slot)
             if self.only_tables and previous_offset is not None and existing is not None:

@@ -188,7 +188,7 @@ class PostgresStreaming(StreamingSource):
             listed = pgconn.list_tables(meta, self.dbname)
             included = [(t, oid) for t, oid in listed if ctx.is_included(t)]
             tables = [t for t, _ in included]
-            check_included(cfg, tables, [t for t, _ in listed])
+            check_included(cfg, tables, [t for t, _ in listed], ctx.metrics.notices)
             check_identities(meta, cfg, included)
             if cfg["snapshot.mode"] not in _NO_NEW_TABLE_SNAPSHOT:
                 new = not_published(meta, cfg, tables)

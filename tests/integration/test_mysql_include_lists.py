@@ -60,6 +60,9 @@ def test_allow_empty_runs_with_a_warning_and_captures_tables_created_later(
     )
     with caplog.at_level(logging.WARNING, logger="tidemark.mysql"), h.running(cfg) as run:
         h.wait_streaming(run)
+        # the warning is in the task's status too (its trace), not only in the log
+        [notice] = run.engine.metrics.problems()
+        assert rf"'{h.dbname}\\.later'" in notice and "allow.empty=true" in notice, notice
         h.sql("CREATE TABLE later (id int PRIMARY KEY)", "INSERT INTO later VALUES (1)")
         events = h.read(cfg, "later", min_count=1, settle=0.3)
     assert [e.after for e in events] == [{"id": 1}]

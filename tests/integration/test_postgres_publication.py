@@ -136,4 +136,7 @@ def test_include_list_matching_nothing_fails_unless_allowed(h: PgHarness) -> Non
     )
     with h.running(cfg) as run:
         h.wait_streaming(run)
+        # said in the task's status (its trace) too, once although both phases checked it
+        [notice] = run.engine.metrics.problems()
+        assert "'public.ordres'" in notice and "allow.empty=true" in notice, notice
     assert published(h, cfg) == []
