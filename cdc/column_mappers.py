@@ -82,6 +82,8 @@ class ColumnMappers:
         self.rules: list[_Rule] = []
         self.problems: list[tuple[str, str]] = []
         for key, value in raw_config.items():
+            if not (_TRUNCATE.match(key) or _MASK.match(key) or _HASH.match(key)):
+                continue  # other keys' values need not be regular expressions ("*.*.field")
             patterns = tuple(compile_patterns(split_list(value)))
             try:
                 if m := _TRUNCATE.match(key):

@@ -84,12 +84,20 @@ def envelope_schema(
     *,
     with_transaction: bool = False,
     version: str = V1_2,
+    flat: bool = False,
 ) -> Schema:
-    fields: list[tuple[str, Schema]] = [
-        (BEFORE, value_schema.as_optional()),
-        (AFTER, value_schema.as_optional()),
-        (SOURCE, source_schema),
-    ]
+    """``flat``: the value's own fields stand in the envelope in place of ``before`` and
+    ``after`` (a document table: MongoDB's ``after``/``patch``/``filter`` JSON strings)."""
+    fields: list[tuple[str, Schema]]
+    if flat:
+        fields = [(f.name, f.schema.as_optional()) for f in value_schema.fields]
+        fields.append((SOURCE, source_schema))
+    else:
+        fields = [
+            (BEFORE, value_schema.as_optional()),
+            (AFTER, value_schema.as_optional()),
+            (SOURCE, source_schema),
+        ]
     if version == V3:
         # Debezium 3.x declares the transaction block right after source.
         fields += [

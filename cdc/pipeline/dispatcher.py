@@ -146,6 +146,7 @@ class EventDispatcher:
             self.source_schema,
             with_transaction=self.tx_metadata,
             version=self.envelope_version,
+            flat=ts.flat,
         )
         ts.topic = self.namer.data_topic(table.id)
         self.schemas[table.id] = ts
@@ -369,7 +370,11 @@ class EventDispatcher:
         before = None if before_row is None else value_fn(before_row)
         after = None if after_row is None else value_fn(after_row)
         key = ts.key_from_row(after_row if after_row is not None else before_row)  # type: ignore[arg-type]
-        if self.tx_metadata:
+        if ts.flat:  # a document table: its fields are the envelope's (MongoDB)
+            value = {**(after or {}), "source": source, "op": op, "ts_ms": now}
+            if self.tx_metadata:
+                value["transaction"] = self._tx_block(transaction_id, ts)
+        elif self.tx_metadata:
             tx = self._tx_block(transaction_id, ts)
             value = {
                 "before": before,
@@ -416,6 +421,9 @@ class EventDispatcher:
             "ts_us": now_ns // 1000,
             "ts_ns": now_ns,
         }
+        if ts.flat:  # a document table: its fields are the envelope's (MongoDB)
+            del value["before"], value["after"]
+            value = {**(after or {}), **value}
         marks = self._marks
         if marks is not None and op == "r":
             record = SourceRecord(

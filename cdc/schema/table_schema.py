@@ -35,6 +35,9 @@ class TableSchema:
     envelope_schema: Schema | None = None
     topic: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    #: a document table (``Table.extra["flat_envelope"]``): the value's fields are the
+    #: envelope's own fields (no ``before``/``after`` structs) and the key is not in the value
+    flat: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,11 +192,14 @@ class TableSchemaBuilder:
             key_names = list(table.primary_key)
         value_cols: list[_Col] = []
         all_cols: dict[str, _Col] = {}
+        flat = bool(table.extra.get("flat_envelope"))
         for col in table.columns:
             built = self._column(table, col)
             if built is None:
                 continue
             all_cols[col.name] = built
+            if flat and col.name in key_names:
+                continue
             if self.column_filter.is_included(tid, col.name):
                 value_cols.append(built)
         value_schema = struct(
@@ -213,7 +219,9 @@ class TableSchemaBuilder:
         else:
             key_schema = None
             key_fn = _no_key
-        return TableSchema(tid, key_schema, value_schema, key_fn, value_fn, partial_fn, key_names)
+        return TableSchema(
+            tid, key_schema, value_schema, key_fn, value_fn, partial_fn, key_names, flat=flat
+        )
 
 
 def _no_key(row: Sequence[Any]) -> None:

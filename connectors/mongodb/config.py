@@ -1,0 +1,255 @@
+"""The MongoDB connector's properties (seed §4.5.4 and its later revision), validated.
+
+Names are Debezium's; the 1.2 names are aliases (``mongodb.name`` for the logical name,
+``collection.whitelist``, ``field.blacklist``, ``initial.sync.max.threads``). The core reads
+its table filter from ``table.include.list``/``table.exclude.list``: here those are the
+collection lists (``<db>.<collection>`` regular expressions) under their MongoDB names.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdc.common_config import common_def, database_filter_fields
+from cdc.config import ConfigDef, ConfigField, Kind, at_least, exclusive, one_of, valid_regex_list
+
+CAPTURE_MODES = (
+    "change_streams",
+    "change_streams_update_full",
+    "change_streams_with_pre_image",
+    "change_streams_update_full_with_pre_image",
+    "oplog",
+)
+SNAPSHOT_MODES = ("initial", "never", "initial_only")
+GROUP = "MongoDB"
+
+
+def _field_list(value: Any) -> str | None:
+    for entry in value or []:
+        if entry.count(".") < 2:
+            return f"entry {entry!r} must be <database>.<collection>.<field path>"
+    return None
+
+
+def _renames(value: Any) -> str | None:
+    for entry in value or []:
+        path, sep, new = entry.partition(":")
+        if not sep or not new or "." in new or path.count(".") < 2:
+            return (
+                f"entry {entry!r} must be <database>.<collection>.<field path>:<new name> "
+                "(the new name is one field name, without dots)"
+            )
+    return None
+
+
+MONGODB_FIELDS = ConfigDef(
+    [
+        ConfigField(
+            "database.server.name",
+            aliases=("mongodb.name", "topic.prefix"),
+            required=True,
+            importance="HIGH",
+            doc="Logical name of the MongoDB replica set or cluster: the prefix of every topic "
+            "(<name>.<db>.<collection>) and the key offsets are stored under. mongodb.name is "
+            "the 1.2 name, topic.prefix the 2.x one.",
+        ),
+        ConfigField(
+            "mongodb.hosts",
+            Kind.STRING,
+            None,
+            group=GROUP,
+            doc="Comma-separated host:port seeds of the replica set; 'rs0/host:port' names "
+            "the replica set (needed with mongodb.members.auto.discover=false, and for a "
+            "server that reports no replica set name, such as the tidemark dev stand-in).",
+        ),
+        ConfigField(
+            "mongodb.connection.string",
+            Kind.STRING,
+            None,
+            group=GROUP,
+            doc="A mongodb:// connection string, used instead of mongodb.hosts (later "
+            "Debezium's name). A '/rs0' replicaSet option names the replica set.",
+        ),
+        ConfigField("mongodb.user", Kind.STRING, None, group=GROUP, doc="User to authenticate as."),
+        ConfigField("mongodb.password", Kind.PASSWORD, None, group=GROUP, doc="Its password."),
+        ConfigField(
+            "mongodb.authsource",
+            Kind.STRING,
+            "admin",
+            group=GROUP,
+            doc="Database the user is defined in.",
+        ),
+        ConfigField(
+            "mongodb.ssl.enabled", Kind.BOOLEAN, False, group=GROUP, doc="Connect with TLS."
+        ),
+        ConfigField(
+            "mongodb.ssl.invalid.hostname.allowed",
+            Kind.BOOLEAN,
+            False,
+            group=GROUP,
+            doc="Accept a server certificate whose host name does not match (MITM risk).",
+        ),
+        ConfigField(
+            "mongodb.members.auto.discover",
+            Kind.BOOLEAN,
+            True,
+            group=GROUP,
+            doc="true: mongodb.hosts are seeds and the driver finds the primary; false: "
+            "connect to the first host as given (behind a proxy).",
+        ),
+        ConfigField(
+            "capture.mode",
+            Kind.STRING,
+            "change_streams",
+            validator=one_of(*CAPTURE_MODES),
+            recommended=CAPTURE_MODES,
+            group=GROUP,
+            doc="How changes are read: change streams (current Debezium's default; "
+            "_update_full adds the document after an update, _with_pre_image the document "
+            "before it, where the collection has pre-images enabled) or oplog (the seed's "
+            "mechanism: a tailing read of local.oplog.rs).",
+        ),
+        ConfigField(
+            "snapshot.mode",
+            Kind.STRING,
+            "initial",
+            validator=one_of(*SNAPSHOT_MODES),
+            recommended=SNAPSHOT_MODES,
+            group="Snapshot",
+            doc="initial: copy the collections when no offset is stored, an earlier snapshot "
+            "did not finish, or the stored position is no longer in the oplog; never: only "
+            "stream (a lost position is then an error); initial_only: copy, then stop.",
+        ),
+        ConfigField(
+            "snapshot.max.threads",
+            Kind.INT,
+            1,
+            aliases=("initial.sync.max.threads",),
+            validator=at_least(1),
+            group="Snapshot",
+            doc="Collections copied in parallel during a snapshot.",
+        ),
+        ConfigField(
+            "snapshot.fetch.size",
+            Kind.INT,
+            0,
+            validator=at_least(0),
+            group="Snapshot",
+            doc="Documents per batch of a snapshot read; 0 lets the server choose.",
+        ),
+        ConfigField(
+            "table.include.list",
+            Kind.LIST,
+            [],
+            aliases=("collection.include.list", "collection.whitelist"),
+            validator=valid_regex_list,
+            group="Filters",
+            doc="Regular expressions of <db>.<collection> to capture (collection.include.list; "
+            "1.2: collection.whitelist). local, admin and config are never captured.",
+        ),
+        ConfigField(
+            "table.exclude.list",
+            Kind.LIST,
+            [],
+            aliases=("collection.exclude.list", "collection.blacklist"),
+            validator=valid_regex_list,
+            group="Filters",
+            doc="Regular expressions of <db>.<collection> not to capture.",
+        ),
+        ConfigField(
+            "field.exclude.list",
+            Kind.LIST,
+            [],
+            aliases=("field.blacklist",),
+            validator=_field_list,
+            group="Filters",
+            doc="<db>.<collection>.<field path> entries (db and collection may be *): fields "
+            "removed from after, patch, filter-free update descriptions and snapshots.",
+        ),
+        ConfigField(
+            "field.renames",
+            Kind.LIST,
+            [],
+            validator=_renames,
+            group="Filters",
+            doc="<db>.<collection>.<field path>:<new name> entries, applied in order.",
+        ),
+        ConfigField(
+            "connect.backoff.initial.delay.ms",
+            Kind.LONG,
+            1000,
+            validator=at_least(1),
+            group=GROUP,
+            doc="First delay before reconnecting to an unreachable primary; each next delay "
+            "doubles, up to connect.backoff.max.delay.ms.",
+        ),
+        ConfigField(
+            "connect.backoff.max.delay.ms",
+            Kind.LONG,
+            120000,
+            validator=at_least(1),
+            group=GROUP,
+            doc="Longest delay between reconnection attempts.",
+        ),
+        ConfigField(
+            "connect.max.attempts",
+            Kind.INT,
+            16,
+            validator=at_least(1),
+            group=GROUP,
+            doc="Failed connection attempts in a row before the task fails.",
+        ),
+        ConfigField(
+            "mongodb.poll.interval.ms",
+            Kind.LONG,
+            30000,
+            validator=at_least(1),
+            group=GROUP,
+            doc="How often replica set membership is re-read.",
+        ),
+        ConfigField(
+            "mongodb.connect.timeout.ms",
+            Kind.INT,
+            10000,
+            validator=at_least(1),
+            group=GROUP,
+            doc="Driver connection timeout.",
+        ),
+        ConfigField(
+            "mongodb.socket.timeout.ms",
+            Kind.INT,
+            0,
+            validator=at_least(0),
+            group=GROUP,
+            doc="Driver socket timeout; 0 disables it.",
+        ),
+        ConfigField(
+            "mongodb.server.selection.timeout.ms",
+            Kind.INT,
+            30000,
+            validator=at_least(1),
+            group=GROUP,
+            doc="Driver server selection timeout.",
+        ),
+        ConfigField(
+            "mongodb.oplog.poll.interval.ms",
+            Kind.INT,
+            200,
+            validator=at_least(1),
+            group=GROUP,
+            doc="tidemark: in oplog mode, the wait between oplog reads when a tailable cursor "
+            "ends (servers without await support).",
+        ),
+    ]
+)
+MONGODB_FIELDS.checks.append(exclusive(("table.include.list", "table.exclude.list")))
+
+
+@MONGODB_FIELDS.check
+def _hosts(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:
+    if not values.get("mongodb.hosts") and not values.get("mongodb.connection.string"):
+        return [("mongodb.hosts", "is required (or give mongodb.connection.string)")]
+    return []
+
+
+CONFIG_DEF = common_def().extend(database_filter_fields()).extend(MONGODB_FIELDS)

@@ -1,0 +1,120 @@
+"""Connecting to MongoDB with pymongo, and the positions the connector reads from it.
+
+The replica set name is the ``rs`` of every offset partition and source block: the server's
+``setName``, else the ``rs0/`` prefix of ``mongodb.hosts`` (a server that reports no replica
+set, such as the tidemark dev stand-in), else the connection string's ``replicaSet``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pymongo
+from bson import Timestamp
+from pymongo.errors import OperationFailure, PyMongoError
+
+from cdc.config import Config
+from cdc.errors import ConfigError
+
+log = logging.getLogger("tidemark.mongodb")
+
+Client = pymongo.MongoClient[dict[str, Any]]
+
+
+def _hosts(config: Config) -> tuple[str | None, list[str]]:
+    raw = str(config.get("mongodb.hosts") or "")
+    rs, sep, rest = raw.partition("/")
+    if not sep:
+        rs, rest = "", raw
+    return (rs or None), [h.strip() for h in rest.split(",") if h.strip()]
+
+
+def configured_replica_set(config: Config) -> str | None:
+    rs, _ = _hosts(config)
+    if rs:
+        return rs
+    uri = config.get("mongodb.connection.string")
+    if uri:
+        values = parse_qs(urlparse(str(uri)).query).get("replicaSet")
+        if values:
+            return values[0]
+    return None
+
+
+def connect(config: Config) -> Client:
+    """A client for the configuration (``mongodb.hosts`` or ``mongodb.connection.string``)."""
+    options: dict[str, Any] = {
+        "connectTimeoutMS": config["mongodb.connect.timeout.ms"],
+        "serverSelectionTimeoutMS": config["mongodb.server.selection.timeout.ms"],
+        "socketTimeoutMS": config["mongodb.socket.timeout.ms"] or None,
+        "appname": "tidemark",
+    }
+    if config.get("mongodb.user"):
+        options.update(
+            username=config["mongodb.user"],
+            password=config.get("mongodb.password") or "",
+            authSource=config["mongodb.authsource"],
+        )
+    if config["mongodb.ssl.enabled"]:
+        options["tls"] = True
+        options["tlsAllowInvalidHostnames"] = config["mongodb.ssl.invalid.hostname.allowed"]
+    uri = config.get("mongodb.connection.string")
+    if uri:
+        return pymongo.MongoClient(str(uri), **options)
+    _, hosts = _hosts(config)
+    if not config["mongodb.members.auto.discover"]:
+        options["directConnection"] = True
+        hosts = hosts[:1]
+    return pymongo.MongoClient(",".join(hosts), **options)
+
+
+def replica_set_name(client: Client, config: Config) -> str:
+    try:
+        hello = client.admin.command("isMaster")
+    except OperationFailure as exc:
+        raise ConfigError([("mongodb.user", f"cannot run isMaster: {exc}")]) from exc
+    name = hello.get("setName") or configured_replica_set(config)
+    if not name:
+        raise ConfigError(
+            [
+                (
+                    "mongodb.hosts",
+                    "the server reports no replica set name (a standalone server has no "
+                    "oplog); name it with the 'rs0/host:port' form",
+                )
+            ]
+        )
+    return str(name)
+
+
+def last_oplog_timestamp(client: Client) -> Timestamp | None:
+    """The newest entry of ``local.oplog.rs`` (None: empty or unreadable)."""
+    try:
+        entry = client.local["oplog.rs"].find_one(sort=[("$natural", -1)])
+    except PyMongoError as exc:
+        log.debug("reading local.oplog.rs failed: %s", exc)
+        return None
+    ts = entry.get("ts") if entry else None
+    return ts if isinstance(ts, Timestamp) else None
+
+
+def first_oplog_timestamp(client: Client) -> Timestamp | None:
+    try:
+        entry = client.local["oplog.rs"].find_one(sort=[("$natural", 1)])
+    except PyMongoError:
+        return None
+    ts = entry.get("ts") if entry else None
+    return ts if isinstance(ts, Timestamp) else None
+
+
+def cluster_time(client: Client) -> Timestamp | None:
+    """The server's current operation time (replica sets answer it on any command)."""
+    try:
+        reply: Mapping[str, Any] = client.admin.command("ping")
+    except PyMongoError:
+        return None
+    ts = reply.get("operationTime") or (reply.get("$clusterTime") or {}).get("clusterTime")
+    return ts if isinstance(ts, Timestamp) else None
