@@ -304,7 +304,7 @@ class Shapes:
                 "removedFields": rules.path_list(removed) if rules else list(removed),
                 "updatedFields": dumps(rules.paths(updated) if rules else updated),
                 "truncatedArrays": [
-                    {"field": t["field"], "size": int(t["size"])}
+                    {"field": t["field"], "size": int(t.get("newSize", t.get("size", 0)))}
                     for t in change.update.get("truncatedArrays") or []
                 ],
             }

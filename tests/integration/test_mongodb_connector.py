@@ -22,7 +22,7 @@ from bson import Binary, Int64, ObjectId
 from cdc.engine import Engine, EngineSettings
 from cdc.offsets.memory import MemoryOffsetStore
 from cdc.offsets.store import OffsetStore
-from cdc.testing.kafka_reader import Event, read_topic
+from cdc.testing.kafka_reader import read_topic
 from connectors.mongodb import MongoDbConnector
 from tests.integration.engine_runner import RunningConnector, running, start_engine, wait_streaming
 
@@ -175,9 +175,7 @@ def test_filters_fields_and_skipped_operations(mongodb: str, kafka: str, client:
     assert read_topic(kafka, topic(cfg, f"{db.name}.other"), timeout=2) == []
 
 
-def test_change_streams_current_shape_and_restart(
-    mongodb: str, kafka: str, client: Client
-) -> None:
+def test_change_streams_current_shape_and_restart(mongodb: str, kafka: str, client: Client) -> None:
     """Change streams (the default capture mode) in the current Debezium shape; a graceful
     restart resumes after the last event: what was written while stopped arrives once."""
     db = new_db(client)
