@@ -172,16 +172,33 @@ def _decompressor(desc: Descriptor, file: str) -> Any:
     )
 
 
+@dataclass
+class Cursor:
+    """Where the next unread section starts (file and logical position): a segment that is
+    still being written is re-read from there on each poll, not from its beginning."""
+
+    phys: int = 0
+    logical: int = 0
+
+
 def iter_entries(
-    data: bytes, file: str, *, limit: int | None = None, after: int = 0
+    data: bytes,
+    file: str,
+    *,
+    limit: int | None = None,
+    after: int = 0,
+    cursor: Cursor | None = None,
 ) -> Iterator[Entry]:
     """Every entry of a segment whose section ends at or before ``limit`` (the ``_cdc.idx``
     offset; None: up to the first zero marker), skipping entries that end at or before
-    ``after`` (the stored offset). Raises :class:`CommitLogError` on damaged bytes."""
+    ``after`` (the stored offset). ``cursor`` (updated as whole sections are read) resumes
+    at a section boundary. Raises :class:`CommitLogError` on damaged bytes."""
     desc = read_descriptor(data, file)
     decompress = _decompressor(desc, file)
     phys = desc.header_end
     logical = desc.header_end
+    if cursor is not None and cursor.phys > phys:
+        phys, logical = cursor.phys, cursor.logical
     while True:
         if limit is not None and logical >= limit:
             return
@@ -229,6 +246,8 @@ def iter_entries(
         yield from _section_entries(body, body_start, file, after)
         phys = nxt
         logical = section_end
+        if cursor is not None:
+            cursor.phys, cursor.logical = phys, logical
 
 
 def _section_entries(body: bytes, base: int, file: str, after: int) -> Iterator[Entry]:

@@ -1,0 +1,188 @@
+"""The Cassandra connector's configuration: Debezium's Cassandra key names where they exist
+(``cassandra.hosts``, ``cassandra.port``, ``cassandra.config``, ``snapshot.consistency``,
+``commit.log.relocation.dir``, ``commit.log.transfer.class``, ``cdc.dir.poll.interval.ms``,
+``kafka.topic.prefix`` as an alias of the topic prefix), on top of the core's keys."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cdc.common_config import common_def
+from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, one_of
+from cdc.errors import ConfigError
+
+GROUP = "Cassandra"
+CONSISTENCY_LEVELS = (
+    "ALL",
+    "ONE",
+    "TWO",
+    "THREE",
+    "QUORUM",
+    "LOCAL_QUORUM",
+    "EACH_QUORUM",
+    "LOCAL_ONE",
+)
+SNAPSHOT_MODES = ("initial", "always", "never")
+
+CONFIG_DEF = common_def().extend(
+    ConfigDef(
+        [
+            ConfigField(
+                "cassandra.hosts",
+                Kind.LIST,
+                ["127.0.0.1"],
+                group=GROUP,
+                importance="HIGH",
+                doc="Contact points of the cluster (the schema and the snapshot are read "
+                "through them); the commit logs are those of the node this worker runs on.",
+            ),
+            ConfigField("cassandra.port", Kind.INT, 9042, group=GROUP, doc="CQL port."),
+            ConfigField("cassandra.username", group=GROUP, doc="CQL user (optional)."),
+            ConfigField(
+                "cassandra.password", Kind.PASSWORD, group=GROUP, doc="CQL password (optional)."
+            ),
+            ConfigField(
+                "cassandra.config",
+                group=GROUP,
+                importance="HIGH",
+                doc="Path of the node's cassandra.yaml: its cdc_raw_directory is where the "
+                "connector reads commit log segments (the node's own files: one worker per "
+                "node).",
+            ),
+            ConfigField(
+                "cassandra.cdc.raw.dir",
+                group=GROUP,
+                doc="The node's cdc_raw directory, when cassandra.config is not given or "
+                "should be overridden.",
+            ),
+            ConfigField(
+                "cassandra.connect.timeout.ms",
+                Kind.INT,
+                10000,
+                validator=at_least(100),
+                group=GROUP,
+                doc="Time allowed to connect to the cluster before the task fails.",
+            ),
+            ConfigField(
+                "snapshot.mode",
+                Kind.STRING,
+                "initial",
+                validator=one_of(*SNAPSHOT_MODES),
+                group="Snapshot",
+                doc="initial: snapshot each CDC table once (a table whose line is removed "
+                "from the snapshot offset file is snapshotted again); always: snapshot every "
+                "CDC table on each start and tables enabled for CDC while running; never: "
+                "commit logs only.",
+            ),
+            ConfigField(
+                "snapshot.consistency",
+                Kind.STRING,
+                "ALL",
+                validator=one_of(*CONSISTENCY_LEVELS),
+                group="Snapshot",
+                doc="Consistency level of the snapshot's SELECTs (ALL: every replica must "
+                "answer; ONE trades consistency for availability).",
+            ),
+            ConfigField(
+                "snapshot.fetch.size",
+                Kind.INT,
+                1000,
+                validator=at_least(1),
+                group="Snapshot",
+                doc="Rows per page of the snapshot's SELECTs.",
+            ),
+            ConfigField(
+                "offset.backing.store.dir",
+                group="Snapshot",
+                doc="Directory of snapshot_offset.properties, the per-table snapshot record "
+                "(one '<keyspace>.<table>=<time>' line per snapshotted table; remove a line "
+                "to snapshot that table again on the next start). Default: the worker's "
+                "offset directory is not known here, so the record is kept under "
+                "~/.local/state/tidemark/cassandra/<server name>.",
+            ),
+            ConfigField(
+                "cdc.dir.poll.interval.ms",
+                Kind.INT,
+                1000,
+                validator=at_least(10),
+                group=GROUP,
+                doc="How often cdc_raw and the durable offset of the open segment are read.",
+            ),
+            ConfigField(
+                "schema.refresh.interval.ms",
+                Kind.INT,
+                1000,
+                validator=at_least(100),
+                group=GROUP,
+                doc="How often system_schema is read again: tables enabled for CDC and "
+                "schema changes are picked up within this time (the seed's schema change "
+                "listener; under 1 s by default).",
+            ),
+            ConfigField(
+                "commit.log.transfer.class",
+                Kind.STRING,
+                "delete",
+                group=GROUP,
+                doc="What happens to a segment once every event in it is in Kafka: 'delete' "
+                "(default), 'relocate' (move it to commit.log.relocation.dir), 'keep', or a "
+                "'module:Class' implementing the CommitLogTransfer protocol "
+                "(connectors.cassandra.transfer).",
+            ),
+            ConfigField(
+                "commit.log.relocation.dir",
+                group=GROUP,
+                doc="Where processed segments go with commit.log.transfer.class=relocate.",
+            ),
+        ]
+    )
+)
+
+
+def parse_config(raw: Mapping[str, Any]) -> Config:
+    values = dict(raw)
+    if "kafka.topic.prefix" in values and not (
+        values.get("topic.prefix") or values.get("database.server.name")
+    ):
+        values["topic.prefix"] = values["kafka.topic.prefix"]
+    cfg = CONFIG_DEF.parse(values)
+    cdc_raw_dir(cfg)  # fail at startup, naming the key
+    if cfg["commit.log.transfer.class"] == "relocate" and not cfg["commit.log.relocation.dir"]:
+        raise ConfigError(
+            [("commit.log.relocation.dir", "required with commit.log.transfer.class=relocate")]
+        )
+    return cfg
+
+
+def cdc_raw_dir(cfg: Config) -> Path:
+    """cassandra.cdc.raw.dir, else cdc_raw_directory from the node's cassandra.yaml."""
+    if cfg["cassandra.cdc.raw.dir"]:
+        return Path(cfg["cassandra.cdc.raw.dir"])
+    path = cfg["cassandra.config"]
+    if not path:
+        raise ConfigError(
+            [
+                (
+                    "cassandra.config",
+                    "the node's cassandra.yaml (or cassandra.cdc.raw.dir) is required",
+                )
+            ]
+        )
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError([("cassandra.config", f"cannot read {path}: {exc}")]) from exc
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "cdc_raw_directory" and value.strip():
+            return Path(value.strip().strip("'\""))
+    raise ConfigError(
+        [
+            (
+                "cassandra.config",
+                f"{path} sets no cdc_raw_directory; set it (and cdc_enabled: true) in the "
+                "node's cassandra.yaml, or give cassandra.cdc.raw.dir",
+            )
+        ]
+    )

@@ -1,0 +1,80 @@
+"""The Cassandra connector: a per-node agent. Each worker runs beside one node, reads that
+node's commit log segments from ``cdc_raw`` with the pure-Python reader, and reads the schema
+and the snapshot over CQL with the DataStax driver."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cdc.assembly import table_filter_from_config
+from cdc.config import Config
+from cdc.envelope import source_block_schema
+from cdc.schema.model import INT64, STRING, Schema
+from cdc.spi import Connector, SnapshotSource, Snapshotter, StreamingSource
+from connectors.cassandra.config import CONFIG_DEF, parse_config
+from connectors.cassandra.offsets import validate_offset
+from connectors.cassandra.schema import SYSTEM_KEYSPACES
+from connectors.cassandra.snapshot import CassandraSnapshot, CassandraSnapshotter
+from connectors.cassandra.state import TaskState
+from connectors.cassandra.streaming import CassandraStreaming
+from connectors.cassandra.transfer import load_transfer
+from connectors.cassandra.types import CassandraValueConverters
+
+SOURCE_SCHEMA = source_block_schema(
+    "io.debezium.connector.cassandra.Source",
+    [
+        ("cluster", STRING),
+        ("keyspace", STRING),
+        ("table", STRING),
+        ("file", STRING),
+        ("pos", INT64),
+        ("ts_micro", INT64),
+    ],
+)
+
+
+class CassandraConnector(Connector):
+    type_name = "cassandra"
+    class_names = ("io.debezium.connector.cassandra.CassandraConnector",)
+    config_def = CONFIG_DEF
+    system_schemas = SYSTEM_KEYSPACES
+    config: Config
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(config)
+        self.config = parse_config(config)
+        self.state = TaskState(self.config)
+        self.transfer = load_transfer(
+            self.config["commit.log.transfer.class"], self.config["commit.log.relocation.dir"]
+        )
+        self.filter = table_filter_from_config(self.config, SYSTEM_KEYSPACES)
+
+    def source_partition(self) -> dict[str, Any]:
+        return {"server": self.config["database.server.name"]}
+
+    def snapshotter(self) -> Snapshotter:
+        return CassandraSnapshotter(
+            self.state, self.config["snapshot.mode"], self.filter.is_included
+        )
+
+    def snapshot_source(self) -> SnapshotSource:
+        return CassandraSnapshot(self.state, self.config["snapshot.mode"])
+
+    def streaming_source(self) -> StreamingSource:
+        return CassandraStreaming(self.state, self.transfer)
+
+    def value_converters(self) -> CassandraValueConverters:
+        return CassandraValueConverters()
+
+    def source_schema(self) -> Schema:
+        return SOURCE_SCHEMA
+
+    @classmethod
+    def validate_offset(
+        cls, partition: dict[str, Any], offset: dict[str, Any] | None
+    ) -> tuple[dict[str, Any] | None, list[str]]:
+        return validate_offset(partition, offset)
+
+    def close(self) -> None:
+        self.state.close()

@@ -1,0 +1,144 @@
+"""The cluster's table definitions, read from ``system_schema`` with the DataStax driver.
+
+Every table is known (system ones too): a mutation names its table by id only, and the
+decoder needs each column's type to walk past a table the connector does not capture. The
+cache is re-read every ``schema.refresh.interval.ms`` (the seed's schema change listener) and
+at once when a mutation names an id it does not know, so a table created or enabled for CDC
+while running is picked up (AC-37).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from cdc.config import Config
+from cdc.spi import Column, Table, TableId
+from connectors.cassandra.tabledef import TableDef, table_from_rows
+
+log = logging.getLogger("tidemark.cassandra.schema")
+
+SYSTEM_KEYSPACES = frozenset(
+    {
+        "system",
+        "system_schema",
+        "system_auth",
+        "system_distributed",
+        "system_traces",
+        "system_views",
+        "system_virtual_schema",
+    }
+)
+
+
+def connect(cfg: Config) -> Any:
+    """A driver session on the configured contact points; fails naming the hosts."""
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import Cluster
+
+    auth = None
+    if cfg["cassandra.username"]:
+        auth = PlainTextAuthProvider(cfg["cassandra.username"], cfg["cassandra.password"] or "")
+    cluster = Cluster(
+        list(cfg["cassandra.hosts"]),
+        port=int(cfg["cassandra.port"]),
+        auth_provider=auth,
+        connect_timeout=cfg["cassandra.connect.timeout.ms"] / 1000,
+        control_connection_timeout=cfg["cassandra.connect.timeout.ms"] / 1000,
+        protocol_version=5,
+    )
+    try:
+        return cluster.connect()
+    except Exception as exc:
+        cluster.shutdown()
+        hosts = ",".join(cfg["cassandra.hosts"])
+        raise ConnectionError(
+            f"cannot connect to Cassandra at {hosts}:{cfg['cassandra.port']} "
+            f"(cassandra.hosts/cassandra.port): {exc}"
+        ) from exc
+
+
+def table_id(t: TableDef) -> TableId:
+    return TableId(t.keyspace, None, t.name)
+
+
+class SchemaCache:
+    """Table definitions by id, refreshed from ``system_schema``."""
+
+    def __init__(self, session: Any, refresh_interval_s: float = 1.0) -> None:
+        self.session = session
+        self.interval = refresh_interval_s
+        self.by_id: dict[uuid.UUID, TableDef] = {}
+        self.by_name: dict[tuple[str, str], TableDef] = {}
+        self.cluster_name = ""
+        self.loaded_at = 0.0
+        self._lock = threading.Lock()
+        self.refresh()
+
+    def refresh(self) -> list[TableDef]:
+        """Read system_schema again; returns the tables that are new or changed."""
+        columns: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for r in self.session.execute("SELECT * FROM system_schema.columns"):
+            columns.setdefault((r.keyspace_name, r.table_name), []).append(r._asdict())
+        by_id: dict[uuid.UUID, TableDef] = {}
+        for r in self.session.execute("SELECT * FROM system_schema.tables"):
+            cols = columns.get((r.keyspace_name, r.table_name))
+            if not cols:
+                continue
+            try:
+                t = table_from_rows(r._asdict(), cols)
+            except ValueError as exc:
+                log.warning("table %s.%s cannot be decoded: %s", r.keyspace_name, r.table_name, exc)
+                continue
+            by_id[t.id] = t
+        if not self.cluster_name:
+            row = self.session.execute("SELECT cluster_name FROM system.local").one()
+            self.cluster_name = str(row.cluster_name)
+        with self._lock:
+            changed = [t for i, t in by_id.items() if self.by_id.get(i) != t]
+            self.by_id = by_id
+            self.by_name = {(t.keyspace, t.name): t for t in by_id.values()}
+            self.loaded_at = time.monotonic()
+        return changed
+
+    def maybe_refresh(self) -> list[TableDef]:
+        if time.monotonic() - self.loaded_at < self.interval:
+            return []
+        return self.refresh()
+
+    def lookup(self, tid: uuid.UUID) -> TableDef | None:
+        t = self.by_id.get(tid)
+        if t is None and time.monotonic() - self.loaded_at > 0.2:
+            self.refresh()  # a table created since the last read
+            t = self.by_id.get(tid)
+        return t
+
+    def cdc_tables(self, included: Callable[[TableId], bool]) -> list[TableDef]:
+        return sorted(
+            (
+                t
+                for t in self.by_id.values()
+                if t.cdc and t.keyspace not in SYSTEM_KEYSPACES and included(table_id(t))
+            ),
+            key=lambda t: (t.keyspace, t.name),
+        )
+
+
+def core_table(t: TableDef) -> Table:
+    """The table as the core sees it: the primary key columns (plain values, the key), then
+    the regular columns, each of which the converters turn into ``{value, deletion_ts,
+    set}``. Static columns are not captured (the seed lists them as unsupported)."""
+    cols: list[Column] = []
+    for c in t.primary_key:
+        cols.append(
+            Column(
+                c.name, len(cols), c.type_text, optional=c.kind != "partition_key", native_type=0
+            )
+        )
+    for c in t.regular:
+        cols.append(Column(c.name, len(cols), c.type_text, optional=True, native_type=1))
+    return Table(table_id(t), tuple(cols), tuple(c.name for c in t.primary_key))

@@ -1,0 +1,67 @@
+"""What the snapshot and the streaming source of one task share: the driver session, the
+schema cache, the cdc_raw directory and the seed's kebab-case commit log metrics."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cdc.config import Config
+from connectors.cassandra.config import cdc_raw_dir
+from connectors.cassandra.schema import SchemaCache, connect
+
+
+@dataclass
+class CommitLogMetrics:
+    filename: str = ""
+    position: int = 0
+    processed_mutations: int = 0
+    unrecoverable_errors: int = 0
+    #: range tombstones and static rows: decoded, not emitted (the seed's unsupported list)
+    unsupported: int = 0
+
+
+@dataclass
+class TaskState:
+    cfg: Config
+    metrics: CommitLogMetrics = field(default_factory=CommitLogMetrics)
+    _session: Any = None
+    _schema: SchemaCache | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def cdc_raw(self) -> Path:
+        return cdc_raw_dir(self.cfg)
+
+    @property
+    def server(self) -> str:
+        return str(self.cfg["database.server.name"])
+
+    def session(self) -> Any:
+        with self._lock:
+            if self._session is None:
+                self._session = connect(self.cfg)
+            return self._session
+
+    def schema(self) -> SchemaCache:
+        if self._schema is None:
+            self._schema = SchemaCache(
+                self.session(), self.cfg["schema.refresh.interval.ms"] / 1000
+            )
+        return self._schema
+
+    def cdc_raw_free_bytes(self) -> float:
+        try:
+            return float(shutil.disk_usage(self.cdc_raw).free)
+        except OSError:
+            return -1.0
+
+    def close(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                self._session.cluster.shutdown()
+                self._session = None
+                self._schema = None

@@ -1,0 +1,293 @@
+"""Streaming: the node's ``cdc_raw`` directory, segment by segment, as a per-node agent.
+
+Segments are read in id order, each only up to the durable offset of its ``_cdc.idx``; a
+segment whose index says ``COMPLETED`` is finished once read to that offset. A segment without
+an index holds no CDC data: Cassandra removes it itself, the connector passes over it once a
+newer segment has an index. A finished segment is handed to the ``CommitLogTransfer`` (deleted
+by default) only after Kafka acknowledged an offset at or past its end, so a crash re-reads
+it (duplicates, never loss).
+
+The offset ``{file, pos}`` is the position right after a mutation; a mutation that changes
+several rows gives its earlier rows ``{file, pos: <mutation start>, row: n}`` so a restart
+between them skips exactly the rows already delivered (AC-61).
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import threading
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cdc.errors import FatalError
+from cdc.spi import Operation, PositionReached, SourceContext, StreamingSource
+from connectors.cassandra.commitlog import (
+    CommitLogError,
+    Cursor,
+    Entry,
+    iter_entries,
+    read_cdc_index,
+    segment_id,
+)
+from connectors.cassandra.mutation import MutationError, RowChange, decode_mutation
+from connectors.cassandra.offsets import CommitLogPosition
+from connectors.cassandra.schema import SYSTEM_KEYSPACES, core_table, table_id
+from connectors.cassandra.state import TaskState
+from connectors.cassandra.tabledef import TableDef
+from connectors.cassandra.transfer import CommitLogTransfer
+from connectors.cassandra.vint import read_unsigned_vint
+
+log = logging.getLogger("tidemark.cassandra.streaming")
+
+_OPS = {
+    "insert": Operation.CREATE,
+    "update": Operation.UPDATE,
+    "row_delete": Operation.DELETE,
+    "partition_delete": Operation.DELETE,
+}
+
+
+class CommitLogFailed(FatalError):
+    """A segment or mutation that cannot be read, under ``fail``: names file and position."""
+
+
+def list_segments(directory: Path) -> list[tuple[int, Path]]:
+    out = []
+    for p in directory.glob("CommitLog-*.log"):
+        seg = segment_id(p.name)
+        if seg is not None:
+            out.append((seg, p))
+    return sorted(out)
+
+
+def first_table_id(data: bytes) -> uuid.UUID | None:
+    try:
+        _, pos = read_unsigned_vint(data, 0)
+        return uuid.UUID(bytes=data[pos : pos + 16])
+    except (IndexError, ValueError):
+        return None
+
+
+class CassandraStreaming(StreamingSource):
+    def __init__(self, state: TaskState, transfer: CommitLogTransfer) -> None:
+        self.state = state
+        self.cfg = state.cfg
+        self.transfer = transfer
+        self.mode = str(self.cfg["event.processing.failure.handling.mode"])
+        self.poll_s = self.cfg["cdc.dir.poll.interval.ms"] / 1000
+        #: finished segments, by id: (path, end position) waiting for Kafka's acknowledgement
+        self.finished: dict[int, tuple[Path, int]] = {}
+        self._finished_lock = threading.Lock()
+        #: segments read to their end (kept ones stay on disk and are not read again)
+        self.done: set[int] = set()
+        self.cursors: dict[int, Cursor] = {}
+        self.registered: dict[uuid.UUID, TableDef] = {}
+
+    # -- the loop --------------------------------------------------------------------------
+    def execute(self, ctx: SourceContext, offset: Mapping[str, Any] | None) -> None:
+        self.ctx = ctx
+        pos = CommitLogPosition.from_offset(offset)
+        skip_rows = int(offset.get("row", 0)) if offset else 0
+        schema = self.state.schema()
+        raw = self.state.cdc_raw
+        if not raw.is_dir():
+            raise FatalError(
+                f"the cdc_raw directory {raw} does not exist: is cdc_enabled: true set on "
+                f"this node (cassandra.config / cassandra.cdc.raw.dir)?"
+            )
+        self._metrics(ctx)
+        gauges = ctx.metrics.streaming
+        gauges.connected = True
+        # segments older than the stored offset were delivered before the last stop
+        for seg, path in list_segments(raw):
+            if seg < pos.segment:
+                self.transfer.on_success(path)
+        try:
+            with ctx.batched(256) as flush:
+                while not ctx.stop_event.is_set():
+                    self._schema_changes(ctx, schema.maybe_refresh())
+                    pos, skip_rows, moved = self._poll(ctx, raw, pos, skip_rows)
+                    gauges.source_event_position = {"file": pos.file, "pos": str(pos.pos)}
+                    if not moved:
+                        flush()
+                        ctx.stop_event.wait(self.poll_s)
+        finally:
+            gauges.connected = False
+
+    def _metrics(self, ctx: SourceContext) -> None:
+        m = self.state.metrics
+        extra = ctx.metrics.extra
+        extra["commitlog-position"] = lambda: float(m.position)
+        extra["number-of-processed-mutations"] = lambda: float(m.processed_mutations)
+        extra["number-of-unrecoverable-errors"] = lambda: float(m.unrecoverable_errors)
+        extra["cdc-raw-free-bytes"] = self.state.cdc_raw_free_bytes
+        ctx.metrics.extra_text["commitlog-filename"] = lambda: m.filename
+
+    def _schema_changes(self, ctx: SourceContext, changed: list[TableDef]) -> None:
+        for t in changed:
+            if t.id in self.registered:
+                log.info("schema of %s changed; its events use the new columns", t.qualified)
+                self.registered[t.id] = t
+                ctx.register_table(core_table(t))
+
+    def _poll(
+        self, ctx: SourceContext, raw: Path, pos: CommitLogPosition, skip_rows: int
+    ) -> tuple[CommitLogPosition, int, bool]:
+        """Read what became durable since the last poll; (position, rows to skip, whether
+        anything was read)."""
+        segments = [(s, p) for s, p in list_segments(raw) if s >= pos.segment]
+        indexes = {s: read_cdc_index(p) for s, p in segments}
+        moved = False
+        for n, (seg, path) in enumerate(segments):
+            if seg in self.done:
+                continue
+            idx = indexes[seg]
+            if idx is None:
+                if any(indexes[s] is not None for s, _ in segments[n + 1 :]):
+                    continue  # closed without CDC data: Cassandra deletes it
+                break
+            after = pos.pos if seg == pos.segment else 0
+            cursor = self.cursors.setdefault(seg, Cursor())
+            for entry in self._entries(path, idx.offset, after, cursor):
+                row_skip = skip_rows if seg == pos.segment and entry.start == pos.pos else 0
+                self._mutation(ctx, path.name, entry, row_skip)
+                pos = CommitLogPosition(seg, entry.end, path.name)
+                skip_rows = 0
+                moved = True
+            if not idx.completed:
+                break
+            # finished: everything up to the index's offset is read
+            pos = CommitLogPosition(seg, idx.offset, path.name)
+            self.done.add(seg)
+            with self._finished_lock:
+                self.finished[seg] = (path, idx.offset)
+            self.cursors.pop(seg, None)
+            ctx.emit(PositionReached(pos.to_offset()))
+            moved = True
+        return pos, skip_rows, moved
+
+    def _entries(self, path: Path, limit: int, after: int, cursor: Cursor) -> list[Entry]:
+        try:
+            with open(path, "rb") as fh:
+                size = path.stat().st_size
+                if size == 0:
+                    return []
+                with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                    return list(
+                        iter_entries(data, path.name, limit=limit, after=after, cursor=cursor)  # type: ignore[arg-type]
+                    )
+        except FileNotFoundError:
+            return []
+        except CommitLogError as exc:
+            self.state.metrics.unrecoverable_errors += 1
+            raise CommitLogFailed(
+                f"{exc}. The offset stays before it; restore the segment or move the stored "
+                f"offset past it (PATCH /connectors/<name>/offsets) to go on"
+            ) from exc
+
+    # -- one mutation ----------------------------------------------------------------------
+    def _mutation(self, ctx: SourceContext, file: str, entry: Entry, skip_rows: int) -> None:
+        m = self.state.metrics
+        m.filename, m.position = file, entry.end
+        m.processed_mutations += 1
+        schema = self.state.schema()
+        first = first_table_id(entry.data)
+        known = schema.by_id.get(first) if first is not None else None
+        if known is not None and not self._keyspace_captured(known.keyspace):
+            return
+        try:
+            updates = decode_mutation(entry.data, schema.lookup)
+        except MutationError as exc:
+            self._bad(file, entry, exc)
+            return
+        rows = [
+            (u.table, r) for u in updates if self._captured(u.table) for r in u.rows if not r.static
+        ]
+        m.unsupported += sum(u.range_tombstones for u in updates)
+        m.unsupported += sum(1 for u in updates for r in u.rows if r.static)
+        last = len(rows) - 1
+        for i, (table, row) in enumerate(rows):
+            if i < skip_rows:
+                continue
+            offset: dict[str, Any] = {"file": file, "pos": entry.end}
+            if i < last:
+                offset = {"file": file, "pos": entry.start, "row": i + 1}
+            self._emit(ctx, table, row, file, entry.end, offset)
+
+    def _keyspace_captured(self, keyspace: str) -> bool:
+        if keyspace in SYSTEM_KEYSPACES:
+            return False
+        return any(t.keyspace == keyspace and t.cdc for t in self.state.schema().by_id.values())
+
+    def _captured(self, t: TableDef) -> bool:
+        if not t.cdc or t.keyspace in SYSTEM_KEYSPACES:
+            return False
+        if not self.ctx.is_included(table_id(t)):
+            return False
+        if self.registered.get(t.id) != t:
+            self.registered[t.id] = t
+            self.ctx.register_table(core_table(t))
+        return True
+
+    def _emit(
+        self,
+        ctx: SourceContext,
+        t: TableDef,
+        row: RowChange,
+        file: str,
+        pos: int,
+        offset: dict[str, Any],
+    ) -> None:
+        key = list(row.partition_key)
+        key += row.clustering if row.clustering is not None else [None] * len(t.clustering)
+        op = _OPS[row.kind]
+        if op is Operation.DELETE:
+            values = key + [None] * len(t.regular)
+        else:
+            values = key + [row.cells.get(c.name) for c in t.regular]
+        source = {
+            "ts_ms": row.timestamp // 1000,
+            "snapshot": False,
+            "cluster": self.state.schema().cluster_name,
+            "keyspace": t.keyspace,
+            "table": t.name,
+            "file": file,
+            "pos": pos,
+            "ts_micro": row.timestamp,
+        }
+        ctx.emit_row(op, table_id(t), None, values, source, offset)
+
+    def _bad(self, file: str, entry: Entry, exc: MutationError) -> None:
+        message = f"commit log {file} at position {entry.start}: {exc}"
+        self.state.metrics.unrecoverable_errors += 1
+        if self.mode in ("warn", "skip"):
+            if self.mode == "warn":
+                log.warning("skipping a mutation that cannot be decoded: %s", message)
+            return
+        raise CommitLogFailed(
+            f"{message}. event.processing.failure.handling.mode=warn or skip passes over it"
+        ) from exc
+
+    # -- releasing the log -----------------------------------------------------------------
+    def commit_offset(self, offset: Mapping[str, Any]) -> None:
+        """Hand every finished segment Kafka has acknowledged to the transfer hook."""
+        try:
+            acked = CommitLogPosition.from_offset(offset)
+        except ValueError:
+            return
+        with self._finished_lock:
+            done = [
+                (seg, path)
+                for seg, (path, end) in sorted(self.finished.items())
+                if seg < acked.segment or (seg == acked.segment and acked.pos >= end)
+            ]
+            for seg, _ in done:
+                del self.finished[seg]
+        for _, path in done:
+            try:
+                self.transfer.on_success(path)
+            except OSError as exc:
+                log.warning("commit log transfer of %s failed: %s", path.name, exc)
