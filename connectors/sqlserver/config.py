@@ -1,0 +1,217 @@
+"""The SQL Server connector's properties: Debezium's names (1.2 and current), validated.
+
+Debezium 1.2 captures one database (``database.dbname``); current Debezium lists them in
+``database.names``. This release captures one database per connector: ``database.names``
+with one name is accepted as a synonym, several are refused naming the key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdc.common_config import common_def, schema_filter_fields
+from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, one_of
+from cdc.errors import ConfigError
+
+SNAPSHOT_MODES = (
+    "initial",
+    "initial_only",
+    "schema_only",
+    "no_data",
+    "always",
+    "when_needed",
+    "never",
+)
+ISOLATION_MODES = ("snapshot", "repeatable_read", "read_committed", "read_uncommitted", "exclusive")
+DIALECTS = ("tsql", "postgres-standin")
+
+
+def _one_name(value: Any) -> str | None:
+    if value is None:
+        return None
+    names = [n for n in value if n.strip()]
+    if len(names) > 1:
+        return (
+            "lists several databases; this release captures one database per connector, so "
+            "configure one connector per database"
+        )
+    return None
+
+
+SQLSERVER_FIELDS = ConfigDef(
+    [
+        ConfigField(
+            "database.hostname",
+            Kind.STRING,
+            required=True,
+            importance="HIGH",
+            group="Connection",
+            doc="Host name or address of the SQL Server instance.",
+        ),
+        ConfigField(
+            "database.port",
+            Kind.INT,
+            1433,
+            validator=at_least(1),
+            importance="HIGH",
+            group="Connection",
+            doc="TCP port of the SQL Server instance.",
+        ),
+        ConfigField(
+            "database.user",
+            Kind.STRING,
+            required=True,
+            importance="HIGH",
+            group="Connection",
+            doc="Login to connect as; needs db_owner, or the role named when CDC was enabled "
+            "on each captured table (sys.sp_cdc_enable_table @role_name) plus SELECT on them.",
+        ),
+        ConfigField(
+            "database.password",
+            Kind.PASSWORD,
+            None,
+            importance="HIGH",
+            group="Connection",
+            doc="Password of database.user.",
+        ),
+        ConfigField(
+            "database.dbname",
+            Kind.STRING,
+            None,
+            importance="HIGH",
+            group="Connection",
+            doc="The database to capture (Debezium 1.2's name; database.names is the current one).",
+        ),
+        ConfigField(
+            "database.names",
+            Kind.LIST,
+            None,
+            validator=_one_name,
+            importance="HIGH",
+            group="Connection",
+            doc="The database to capture, as current Debezium names the key (one name).",
+        ),
+        ConfigField(
+            "database.encrypt",
+            Kind.BOOLEAN,
+            False,
+            group="Connection",
+            doc="Encrypt the connection with TLS (passed to the ODBC driver as Encrypt=yes).",
+        ),
+        ConfigField(
+            "database.trustServerCertificate",
+            Kind.BOOLEAN,
+            False,
+            group="Connection",
+            doc="Accept the server's certificate without checking it (TrustServerCertificate).",
+        ),
+        ConfigField(
+            "database.odbc.driver",
+            Kind.STRING,
+            "FreeTDS",
+            group="Connection",
+            doc="The unixODBC driver name pyodbc connects with: FreeTDS (Debian package "
+            "tdsodbc) by default; 'ODBC Driver 18 for SQL Server' if installed.",
+        ),
+        ConfigField(
+            "database.tds.version",
+            Kind.STRING,
+            "7.4",
+            group="Connection",
+            doc="TDS protocol version for FreeTDS; 7.3 or later carries datetime2, date, time "
+            "and datetimeoffset as such.",
+        ),
+        ConfigField(
+            "database.connect.timeout.ms",
+            Kind.LONG,
+            30000,
+            validator=at_least(1000),
+            group="Connection",
+            doc="Longest wait for a connection (rounded down to seconds).",
+        ),
+        ConfigField(
+            "sqlserver.dialect",
+            Kind.STRING,
+            "tsql",
+            validator=one_of(*DIALECTS),
+            group="Connection",
+            doc="tsql (a SQL Server); postgres-standin: tidemark's SQL Server stand-in in a "
+            "PostgreSQL database (tidemark dev), for tests only.",
+        ),
+        ConfigField(
+            "snapshot.mode",
+            Kind.STRING,
+            "initial",
+            validator=one_of(*SNAPSHOT_MODES),
+            importance="HIGH",
+            group="Snapshot",
+            doc="initial: snapshot on first start, then stream; initial_only: snapshot, no "
+            "streaming; schema_only / no_data: structure only, stream from now; always, "
+            "when_needed (also when the stored LSN is older than the change tables keep), "
+            "never.",
+        ),
+        ConfigField(
+            "snapshot.isolation.mode",
+            Kind.STRING,
+            "repeatable_read",
+            validator=one_of(*ISOLATION_MODES),
+            group="Snapshot",
+            doc="Transaction isolation of the snapshot, and the locks it takes: snapshot (row "
+            "versions, no locks; needs ALLOW_SNAPSHOT_ISOLATION ON), repeatable_read (shared "
+            "locks on rows read until the snapshot ends), exclusive (repeatable read and an "
+            "exclusive table lock while the snapshot reads: no writes), read_committed and "
+            "read_uncommitted (no locks held: the snapshot may include changes streaming "
+            "replays, never misses one).",
+        ),
+        ConfigField(
+            "max.iteration.transactions",
+            Kind.INT,
+            500,
+            validator=at_least(0),
+            group="Advanced",
+            doc="At most this many transactions read per poll of the change tables (0: all up "
+            "to the current maximum LSN).",
+        ),
+        ConfigField(
+            "streaming.poll.interval.ms",
+            Kind.LONG,
+            500,
+            validator=at_least(1),
+            group="Advanced",
+            doc="Wait between polls of the change tables when the last poll found nothing "
+            "new (Debezium's poll.interval.ms for SQL Server, which tidemark uses for the "
+            "Kafka writer).",
+        ),
+    ]
+)
+
+
+def config_def() -> ConfigDef:
+    return (
+        common_def(time_precision_mode="adaptive")
+        .extend(schema_filter_fields())
+        .extend(SQLSERVER_FIELDS)
+    )
+
+
+CONFIG_DEF = config_def()
+
+
+def parse_config(raw: dict[str, Any]) -> Config:
+    cfg = CONFIG_DEF.parse(raw)
+    if not database_name(cfg):
+        raise ConfigError(
+            [
+                (
+                    "database.names",
+                    "is required (or Debezium 1.2's database.dbname): the database whose "
+                    "change tables are captured",
+                )
+            ]
+        )
+    return cfg
+
+
+def database_name(cfg: Config) -> str:
+    names = [n.strip() for n in (cfg["database.names"] or []) if n.strip()]
+    return names[0] if names else (cfg["database.dbname"] or "")

@@ -1,0 +1,92 @@
+"""The SQL Server connector: configuration, snapshot policy and the two sources."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from cdc.config import Config
+from cdc.envelope import source_block_schema
+from cdc.schema.model import OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
+from cdc.snapshot_modes import MODES, WhenNeeded
+from cdc.spi import Connector, SnapshotSource, Snapshotter, StreamingSource, TableId
+from connectors.sqlserver.config import CONFIG_DEF, database_name, parse_config
+from connectors.sqlserver.offsets import SqlServerPosition, validate_offset
+from connectors.sqlserver.snapshot import SqlServerSnapshot
+from connectors.sqlserver.streaming import SqlServerStreaming, position_lost
+from connectors.sqlserver.types import Modes, SqlServerValueConverters
+
+SOURCE_SCHEMA = source_block_schema(
+    "io.debezium.connector.sqlserver.Source",
+    [
+        ("db", STRING),
+        ("schema", STRING),
+        ("table", STRING),
+        ("change_lsn", OPTIONAL_STRING),
+        ("commit_lsn", OPTIONAL_STRING),
+        ("event_serial_no", OPTIONAL_INT64),
+    ],
+)
+
+#: never captured: SQL Server's own schemas (and the stand-in's PostgreSQL ones)
+SYSTEM_SCHEMAS = frozenset({"sys", "cdc", "information_schema", "guest", "pg_catalog", "pg_toast"})
+
+
+class SqlServerConnector(Connector):
+    type_name = "sqlserver"
+    class_names = ("io.debezium.connector.sqlserver.SqlServerConnector",)
+    config_def = CONFIG_DEF
+    system_schemas = SYSTEM_SCHEMAS
+    config: Config
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        super().__init__(config)
+        self.config = parse_config(dict(config))
+        c = self.config
+        time_mode = c["time.precision.mode"]
+        self.modes = Modes(
+            time_precision="connect" if time_mode == "connect" else "adaptive",
+            decimal=c["decimal.handling.mode"],
+            binary=c["binary.handling.mode"],
+        )
+        self.database = database_name(c)
+        #: tables whose structure the core has, and the capture instance it came from
+        self.registered: dict[TableId, str] = {}
+
+    def source_partition(self) -> dict[str, Any]:
+        return {"server": self.config["database.server.name"]}
+
+    def snapshotter(self) -> Snapshotter:
+        mode = self.config["snapshot.mode"]
+        if mode == "when_needed":
+            return WhenNeeded(self._position_available)
+        return MODES[mode]()
+
+    def _position_available(self, offset: Mapping[str, Any]) -> bool:
+        from connectors.sqlserver.connection import connect, dialect_of
+        from connectors.sqlserver.schema import Catalog
+
+        conn = connect(self.config)
+        try:
+            catalog = Catalog(conn, dialect_of(self.config), self.database)
+            return position_lost(catalog, SqlServerPosition.from_offset(offset)) is None
+        finally:
+            conn.close()
+
+    def snapshot_source(self) -> SnapshotSource:
+        return SqlServerSnapshot(self.config, self.registered)
+
+    def streaming_source(self) -> StreamingSource:
+        return SqlServerStreaming(self.config, self.registered)
+
+    def value_converters(self) -> SqlServerValueConverters:
+        return SqlServerValueConverters(self.modes)
+
+    def source_schema(self) -> Schema:
+        return SOURCE_SCHEMA
+
+    @classmethod
+    def validate_offset(
+        cls, partition: dict[str, Any], offset: dict[str, Any] | None
+    ) -> tuple[dict[str, Any] | None, list[str]]:
+        return validate_offset(partition, offset)

@@ -1,0 +1,334 @@
+"""Streaming: polling the change tables by LSN windows.
+
+Each poll reads ``sys.fn_cdc_get_max_lsn()`` and, for every included table's capture
+instance, ``cdc.fn_cdc_get_all_changes_<instance>(from, to, N'all update old')``; the rows of
+all instances are merged in (commit LSN, change LSN, operation) order, which is the order
+the transactions committed and the changes were made (seed §5.3.2). Operation 3 (the row
+before an update) and 4 (after) become one ``u`` event with ``event_serial_no`` 2; inserts
+and deletes have 1. Every change of a commit LSN lies in one window (windows end at a
+commit LSN), so a window's transactions are complete and their END is reported at once.
+
+Resuming: the offset names the last event (commit, change LSN, serial); the next window
+starts at that commit LSN and skips what was emitted, so a graceful stop and restart repeats
+and loses nothing. After a kill the events since the last stored offset come again.
+
+Two capture instances of one table (the online schema-evolution procedure): the older one is
+read up to the newer one's start LSN, the newer one from there; the switch re-registers the
+table (new columns) and reports it on the schema change topic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from cdc.config import Config
+from cdc.errors import RetriableError
+from cdc.spi import (
+    Operation,
+    PositionReached,
+    SchemaChange,
+    SourceContext,
+    StreamingSource,
+    Table,
+    TableId,
+    TransactionBegin,
+    TransactionEnd,
+)
+from connectors.sqlserver.config import database_name
+from connectors.sqlserver.connection import connect, dialect_of
+from connectors.sqlserver.errors import ERRORS, LsnNoLongerAvailable
+from connectors.sqlserver.offsets import Lsn, SqlServerPosition
+from connectors.sqlserver.schema import CaptureInstance, Catalog, current_instances
+
+log = logging.getLogger("tidemark.sqlserver.streaming")
+
+#: __$operation values
+DELETE, INSERT, UPDATE_BEFORE, UPDATE_AFTER = 1, 2, 3, 4
+#: the change rows' leading columns: __$start_lsn, __$seqval, __$operation, __$update_mask
+META = 4
+
+ChangeRow = tuple[bytes, bytes, int, int, Any]
+"""(commit LSN, change LSN, operation, instance index, row): what the merge orders."""
+
+
+def _millis(value: Any) -> int:
+    if value is None:
+        return int(time.time() * 1000)
+    import datetime as dt
+
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return int(value.timestamp() * 1000)
+
+
+def _tagged(rows: list[Any], index: int) -> Iterator[ChangeRow]:
+    for r in rows:
+        yield bytes(r[0]), bytes(r[1]), int(r[2]), index, r
+
+
+def merge_changes(per_instance: list[list[Any]]) -> Iterator[ChangeRow]:
+    """The change rows of several capture instances in (commit LSN, change LSN, operation)
+    order; each list is already in that order (the query's ORDER BY)."""
+    streams = [_tagged(rows, i) for i, rows in enumerate(per_instance)]
+    return heapq.merge(*streams, key=lambda c: (c[0], c[1], c[2]))
+
+
+class SqlServerStreaming(StreamingSource):
+    def __init__(self, cfg: Config, registered: dict[TableId, str] | None = None) -> None:
+        self.cfg = cfg
+        self.dialect = dialect_of(cfg)
+        self.database = database_name(cfg)
+        self.poll_s = int(cfg["streaming.poll.interval.ms"]) / 1000
+        self.max_tx = int(cfg["max.iteration.transactions"])
+        #: table → the capture instance whose structure the core has registered
+        self.registered: dict[TableId, str] = dict(registered or {})
+        self.conn: Any = None
+
+    # -- the loop ---------------------------------------------------------------------------
+    def execute(self, ctx: SourceContext, offset: Mapping[str, Any] | None) -> None:
+        gauges = ctx.metrics.streaming
+        try:
+            self.conn = connect(self.cfg)
+            catalog = Catalog(self.conn, self.dialect, self.database)
+            catalog.check_cdc_enabled()
+            pos = SqlServerPosition.from_offset(offset) if offset else SqlServerPosition(None)
+            if pos.commit_lsn is None and offset is None:
+                # no snapshot (snapshot.mode=never/schema_only without rows): from now on
+                pos = SqlServerPosition(catalog.max_lsn())
+            self._check_available(catalog, pos)
+            gauges.connected = True
+            with ctx.batched(256) as flush:
+                while not ctx.stop_event.is_set():
+                    pos, read = self._poll(ctx, catalog, pos)
+                    if not read:
+                        flush()
+                        ctx.stop_event.wait(self.poll_s)
+        except Exception as exc:
+            raise self._translate(exc) from exc
+        finally:
+            gauges.connected = False
+            self.close()
+
+    def _translate(self, exc: Exception) -> BaseException:
+        try:
+            import pyodbc  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            return exc
+        if isinstance(exc, pyodbc.Error):
+            kind = ERRORS.classify(exc)
+            if kind.value == "retriable":
+                return RetriableError(f"SQL Server connection failed: {exc}")
+            return ERRORS.translate(exc)
+        return exc
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            self.conn = None
+
+    def _check_available(self, catalog: Catalog, pos: SqlServerPosition) -> None:
+        lost = position_lost(catalog, pos)
+        if lost:
+            raise LsnNoLongerAvailable(lost)
+
+    # -- one poll ---------------------------------------------------------------------------
+    def _poll(
+        self, ctx: SourceContext, catalog: Catalog, pos: SqlServerPosition
+    ) -> tuple[SqlServerPosition, bool]:
+        max_lsn = catalog.max_lsn()
+        from_lsn = pos.from_lsn()
+        if max_lsn is None or (from_lsn is not None and from_lsn > max_lsn):
+            ctx.emit(PositionReached(pos.to_offset()))
+            return pos, False
+        tables = current_instances(catalog.instances(), ctx.is_included, self.database)
+        self._register(ctx, catalog, tables, pos)
+        to_lsn, times = self._window(catalog, from_lsn, max_lsn)
+        plan: list[tuple[CaptureInstance, Lsn, Lsn]] = []
+        for instances in tables.values():
+            for i, inst in enumerate(instances):
+                start = inst.start_lsn or Lsn(b"\0" * 10)
+                lo = max(from_lsn, start) if from_lsn is not None else start
+                nxt = instances[i + 1].start_lsn if i + 1 < len(instances) else None
+                hi = to_lsn if nxt is None else min(to_lsn, nxt)
+                if lo <= hi:
+                    plan.append((inst, lo, hi))
+        per_instance = [
+            self._changes(inst, lo, hi, nxt_exclusive=(hi != to_lsn)) for inst, lo, hi in plan
+        ]
+        self._emit(ctx, catalog, tables, plan, per_instance, times, pos)
+        done = SqlServerPosition(to_lsn)
+        ctx.emit(PositionReached(done.to_offset()))
+        gauges = ctx.metrics.streaming
+        gauges.source_event_position = {"commit_lsn": str(to_lsn)}
+        return done, True
+
+    def _window(
+        self, catalog: Catalog, from_lsn: Lsn | None, max_lsn: Lsn
+    ) -> tuple[Lsn, dict[bytes, Any]]:
+        """The window's end (at most max.iteration.transactions commits) and commit times."""
+        lo = from_lsn or Lsn(b"\0" * 10)
+        cur = self.conn.cursor()
+        try:
+            cur.execute(self.dialect.transactions(), lo.raw, max_lsn.raw)
+            rows = cur.fetchmany(self.max_tx) if self.max_tx else cur.fetchall()
+        finally:
+            cur.close()
+        times = {bytes(r[0]): r[1] for r in rows}
+        if self.max_tx and len(rows) == self.max_tx:
+            return Lsn(bytes(rows[-1][0])), times
+        return max_lsn, times
+
+    def _changes(self, inst: CaptureInstance, lo: Lsn, hi: Lsn, nxt_exclusive: bool) -> list[Any]:
+        cur = self.conn.cursor()
+        try:
+            cur.execute(self.dialect.changes(inst.name), lo.raw, hi.raw)
+            rows: list[Any] = cur.fetchall()
+        finally:
+            cur.close()
+        if nxt_exclusive:  # the newer instance has the changes from its start LSN on
+            rows = [r for r in rows if bytes(r[0]) < hi.raw]
+        return rows
+
+    def _register(
+        self,
+        ctx: SourceContext,
+        catalog: Catalog,
+        tables: dict[TableId, list[CaptureInstance]],
+        pos: SqlServerPosition,
+    ) -> None:
+        """Declare tables seen for the first time (and report CREATE on the schema change
+        topic when a table was enabled for CDC while running)."""
+        for tid, instances in tables.items():
+            if tid in self.registered:
+                continue
+            inst = instances[0]
+            table = catalog.table(inst)
+            ctx.register_table(table)
+            known_before = bool(self.registered)
+            self.registered[tid] = inst.name
+            if known_before:
+                log.info("capture instance %s of %s found: capturing it", inst.name, tid)
+                self._schema_change(ctx, table, pos)
+
+    def _schema_change(self, ctx: SourceContext, table: Table, pos: SqlServerPosition) -> None:
+        src = self._source(table.id, pos.commit_lsn, None, None, int(time.time() * 1000))
+        ctx.emit(SchemaChange(self.database, table.id.schema, "", [table.id], src, pos.to_offset()))
+
+    def _switch(
+        self, ctx: SourceContext, catalog: Catalog, inst: CaptureInstance, commit: Lsn
+    ) -> None:
+        """The online schema-evolution procedure: from ``commit`` on, ``inst`` is read."""
+        table = catalog.table(inst)
+        ctx.register_table(table)
+        self.registered[table.id] = inst.name
+        log.info("%s: capture instance %s from %s on", table.id, inst.name, commit)
+        self._schema_change(ctx, table, SqlServerPosition(commit))
+
+    def _source(
+        self, tid: TableId, commit: Lsn | None, change: Lsn | None, serial: int | None, ts: int
+    ) -> dict[str, Any]:
+        return {
+            "ts_ms": ts,
+            "snapshot": False,
+            "db": self.database,
+            "schema": tid.schema,
+            "table": tid.table,
+            "change_lsn": str(change) if change else None,
+            "commit_lsn": str(commit) if commit else None,
+            "event_serial_no": serial,
+        }
+
+    def _emit(
+        self,
+        ctx: SourceContext,
+        catalog: Catalog,
+        tables: dict[TableId, list[CaptureInstance]],
+        plan: list[tuple[CaptureInstance, Lsn, Lsn]],
+        per_instance: list[list[Any]],
+        times: dict[bytes, Any],
+        resume: SqlServerPosition,
+    ) -> None:
+        gauges = ctx.metrics.streaming
+        tx_meta = ctx.tx_metadata
+        open_tx: bytes | None = None
+        open_src: dict[str, Any] = {}
+        before: Any = None
+        emit_row = ctx.emit_row
+        for commit_raw, change_raw, op, idx, row in merge_changes(per_instance):
+            inst = plan[idx][0]
+            tid = inst.table_id(self.database)
+            if self.registered.get(tid) != inst.name:
+                self._switch(ctx, catalog, inst, Lsn(commit_raw))
+            commit, change = Lsn(commit_raw), Lsn(change_raw)
+            if op == UPDATE_BEFORE:
+                before = tuple(row[META:])
+                continue
+            serial = 2 if op == UPDATE_AFTER else 1
+            if resume.already_emitted(commit, change, serial):
+                before = None
+                continue
+            ts = _millis(times.get(commit_raw))
+            txid = str(commit)
+            if commit_raw != open_tx:
+                if open_tx is not None:
+                    self._end(ctx, open_tx, open_src)
+                open_tx = commit_raw
+                if tx_meta:
+                    begin_src = self._source(tid, commit, None, None, ts)
+                    ctx.emit(
+                        TransactionBegin(
+                            txid, begin_src, SqlServerPosition(commit, change, 0).to_offset()
+                        )
+                    )
+            source = self._source(tid, commit, change, serial, ts)
+            open_src = source
+            offset = {"commit_lsn": txid, "change_lsn": str(change), "event_serial_no": serial}
+            values = tuple(row[META:])
+            if op == INSERT:
+                emit_row(Operation.CREATE, tid, None, values, source, offset, txid)
+            elif op == DELETE:
+                emit_row(Operation.DELETE, tid, values, None, source, offset, txid)
+            else:
+                emit_row(Operation.UPDATE, tid, before, values, source, offset, txid)
+            before = None
+            gauges.last_event_ms = int(time.time() * 1000)
+            gauges.ms_behind_source = max(0, gauges.last_event_ms - ts)
+        if open_tx is not None:
+            self._end(ctx, open_tx, open_src)
+
+    def _end(self, ctx: SourceContext, commit_raw: bytes, src: dict[str, Any]) -> None:
+        commit = Lsn(commit_raw)
+        ctx.emit(TransactionEnd(str(commit), src, SqlServerPosition(commit).to_offset()))
+
+
+def position_lost(catalog: Catalog, pos: SqlServerPosition) -> str | None:
+    """Why the stored position cannot be resumed, or None. A capture instance whose minimum
+    LSN is past the position lost changes to the cleanup job if it existed at the position
+    (created before the position's commit time); one created later starts where its changes
+    start. When the position's commit time is gone too, the instance is taken as cleaned:
+    a false alarm costs a snapshot, a wrong guess would lose changes."""
+    from_lsn = pos.from_lsn()
+    if from_lsn is None or pos.commit_lsn is None:
+        return None
+    committed_at = catalog.lsn_time(pos.commit_lsn)
+    for inst in catalog.instances():
+        low = catalog.min_lsn(inst.name)
+        if low is None or low <= from_lsn:
+            continue
+        created = inst.create_date
+        if committed_at is not None and created is not None and created > committed_at:
+            continue  # enabled after the position: nothing of it was missed
+        return (
+            f"the stored offset (commit_lsn {pos.commit_lsn}) is older than the minimum "
+            f"LSN {low} of capture instance {inst.name}: the CDC cleanup job removed "
+            "changes the connector has not read. Take a new snapshot (snapshot.mode="
+            "when_needed does so by itself), or keep changes longer (sys.sp_cdc_change_job "
+            "@job_type = N'cleanup', @retention = <minutes>)."
+        )
+    return None
