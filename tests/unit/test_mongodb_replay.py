@@ -36,6 +36,30 @@ def connector(**overrides: str) -> MongoDbConnector:
     return MongoDbConnector(cfg)
 
 
+def dispatcher_for(
+    conn: MongoDbConnector, tx: bool
+) -> tuple[EventDispatcher, ChangeEventQueue[SourceRecord]]:
+    """The core's dispatcher (the source context of a live run) for this connector."""
+    namer = TopicNamer("srv")
+    metrics = TaskMetrics("mongodb", "srv", "t")
+    queue: ChangeEventQueue[SourceRecord] = ChangeEventQueue(1000, 100, 100)
+    ctx = EventDispatcher(
+        connector_type="mongodb",
+        server_name="srv",
+        source_partition=conn.source_partition(),
+        source_schema=conn.source_schema(),
+        schema_builder=TableSchemaBuilder(conn.value_converters(), namer),
+        table_filter=TableFilter(system=conn.system_schemas),
+        queue=queue,
+        metrics=metrics,
+        namer=namer,
+        failures=FailureHandler("fail", metrics),
+        provide_transaction_metadata=tx,
+        envelope_version=str(conn.config.get("envelope.version")),
+    )
+    return ctx, queue
+
+
 class Recorded:
     """The fixture's batches, then its error or an empty batch that stops the loop."""
 
@@ -66,24 +90,7 @@ def replay(
     name: str, offset: dict[str, Any] | None = None, tx: bool = False, **cfg: str
 ) -> tuple[list[dict[str, Any]], Recorded]:
     conn = connector(**cfg)
-    namer = TopicNamer("srv")
-    metrics = TaskMetrics("mongodb", "srv", "t")
-    queue: ChangeEventQueue[SourceRecord] = ChangeEventQueue(1000, 100, 100)
-    version = str(conn.config.get("envelope.version"))
-    ctx = EventDispatcher(
-        connector_type="mongodb",
-        server_name="srv",
-        source_partition=conn.source_partition(),
-        source_schema=conn.source_schema(),
-        schema_builder=TableSchemaBuilder(conn.value_converters(), namer),
-        table_filter=TableFilter(system=conn.system_schemas),
-        queue=queue,
-        metrics=metrics,
-        namer=namer,
-        failures=FailureHandler("fail", metrics),
-        provide_transaction_metadata=tx,
-        envelope_version=version,
-    )
+    ctx, queue = dispatcher_for(conn, tx)
     cursor = Recorded(name, ctx.stop_event)
     source = conn.streaming_source()
     assert isinstance(source, ChangeStreamStreaming)
