@@ -121,6 +121,17 @@ CONFIG_DEF = common_def().extend(
                 "listener; under 1 s by default).",
             ),
             ConfigField(
+                "inconsistent.schema.handling.mode",
+                Kind.STRING,
+                "warn",
+                validator=one_of("fail", "warn", "skip"),
+                group="Error Handling",
+                doc="A mutation for a table id system_schema does not know (a dropped table; "
+                "Cassandra's own commit log reader skips these): warn logs file and position "
+                "and skips it, skip drops it silently, fail stops the task at it. Mutations "
+                "that do not decode follow event.processing.failure.handling.mode.",
+            ),
+            ConfigField(
                 "commit.log.transfer.class",
                 Kind.STRING,
                 "delete",

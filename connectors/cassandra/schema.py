@@ -76,6 +76,7 @@ class SchemaCache:
         self.by_name: dict[tuple[str, str], TableDef] = {}
         self.cluster_name = ""
         self.loaded_at = 0.0
+        self.unknown: set[uuid.UUID] = set()
         self._lock = threading.Lock()
         self.refresh()
 
@@ -112,9 +113,11 @@ class SchemaCache:
 
     def lookup(self, tid: uuid.UUID) -> TableDef | None:
         t = self.by_id.get(tid)
-        if t is None and time.monotonic() - self.loaded_at > 0.2:
+        if t is None and tid not in self.unknown:
             self.refresh()  # a table created since the last read
             t = self.by_id.get(tid)
+            if t is None:
+                self.unknown.add(tid)  # dropped: not looked up again
         return t
 
     def cdc_tables(self, included: Callable[[TableId], bool]) -> list[TableDef]:

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from cdc.snapshot.driver import TableScan, one_by_one, run_snapshot
@@ -28,68 +26,12 @@ from connectors.cassandra.cqltypes import CqlType
 from connectors.cassandra.mutation import CellValue
 from connectors.cassandra.offsets import START, CommitLogPosition
 from connectors.cassandra.schema import core_table, table_id
+from connectors.cassandra.snapshot_record import PENDING, record_for
 from connectors.cassandra.state import TaskState
 from connectors.cassandra.streaming import list_segments
 from connectors.cassandra.tabledef import TableDef
 
 log = logging.getLogger("tidemark.cassandra.snapshot")
-
-PENDING = "pending"
-
-
-class SnapshotRecord:
-    """``snapshot_offset.properties``: ``<keyspace>.<table>=<state> <time>`` lines."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def read(self) -> dict[str, str]:
-        try:
-            text = self.path.read_text()
-        except FileNotFoundError:
-            return {}
-        out = {}
-        for line in text.splitlines():
-            key, sep, value = line.partition("=")
-            if sep and not line.lstrip().startswith("#"):
-                out[key.strip()] = value.strip()
-        return out
-
-    def done(self) -> set[str]:
-        return {k for k, v in self.read().items() if not v.startswith(PENDING)}
-
-    def write(self, entries: Mapping[str, str]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text("".join(f"{k}={v}\n" for k, v in sorted(entries.items())))
-        os.replace(tmp, self.path)
-
-    def mark(self, table: str, state: str) -> None:
-        entries = self.read()
-        entries[table] = f"{state} {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')}"
-        self.write(entries)
-
-    def confirm(self) -> None:
-        """The snapshot that wrote the pending lines completed: they become done."""
-        entries = self.read()
-        if any(v.startswith(PENDING) for v in entries.values()):
-            self.write({k: v.replace(PENDING, "done", 1) for k, v in entries.items()})
-
-    def drop_pending(self) -> None:
-        entries = self.read()
-        kept = {k: v for k, v in entries.items() if not v.startswith(PENDING)}
-        if kept != entries:
-            self.write(kept)
-
-
-def record_for(state: TaskState) -> SnapshotRecord:
-    base = state.cfg["offset.backing.store.dir"]
-    root = (
-        Path(base)
-        if base
-        else Path.home() / ".local" / "state" / "tidemark" / "cassandra" / state.server
-    )
-    return SnapshotRecord(root / "snapshot_offset.properties")
 
 
 class CassandraSnapshotter(Snapshotter):

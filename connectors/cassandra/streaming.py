@@ -32,9 +32,10 @@ from connectors.cassandra.commitlog import (
     read_cdc_index,
     segment_id,
 )
-from connectors.cassandra.mutation import MutationError, RowChange, decode_mutation
+from connectors.cassandra.mutation import MutationError, RowChange, UnknownTable, decode_mutation
 from connectors.cassandra.offsets import CommitLogPosition
 from connectors.cassandra.schema import SYSTEM_KEYSPACES, core_table, table_id
+from connectors.cassandra.snapshot_record import record_for
 from connectors.cassandra.state import TaskState
 from connectors.cassandra.tabledef import TableDef
 from connectors.cassandra.transfer import CommitLogTransfer
@@ -77,6 +78,7 @@ class CassandraStreaming(StreamingSource):
         self.cfg = state.cfg
         self.transfer = transfer
         self.mode = str(self.cfg["event.processing.failure.handling.mode"])
+        self.unknown_mode = str(self.cfg["inconsistent.schema.handling.mode"])
         self.poll_s = self.cfg["cdc.dir.poll.interval.ms"] / 1000
         #: finished segments, by id: (path, end position) waiting for Kafka's acknowledgement
         self.finished: dict[int, tuple[Path, int]] = {}
@@ -99,6 +101,8 @@ class CassandraStreaming(StreamingSource):
                 f"this node (cassandra.config / cassandra.cdc.raw.dir)?"
             )
         self._metrics(ctx)
+        # the core stores the snapshot-complete offset before streaming starts
+        record_for(self.state).confirm()
         gauges = ctx.metrics.streaming
         gauges.connected = True
         # segments older than the stored offset were delivered before the last stop
@@ -262,14 +266,16 @@ class CassandraStreaming(StreamingSource):
 
     def _bad(self, file: str, entry: Entry, exc: MutationError) -> None:
         message = f"commit log {file} at position {entry.start}: {exc}"
-        self.state.metrics.unrecoverable_errors += 1
-        if self.mode in ("warn", "skip"):
-            if self.mode == "warn":
+        if isinstance(exc, UnknownTable):
+            mode, key = self.unknown_mode, "inconsistent.schema.handling.mode"
+        else:
+            mode, key = self.mode, "event.processing.failure.handling.mode"
+            self.state.metrics.unrecoverable_errors += 1
+        if mode in ("warn", "skip"):
+            if mode == "warn":
                 log.warning("skipping a mutation that cannot be decoded: %s", message)
             return
-        raise CommitLogFailed(
-            f"{message}. event.processing.failure.handling.mode=warn or skip passes over it"
-        ) from exc
+        raise CommitLogFailed(f"{message}. {key}=warn or skip passes over it") from exc
 
     # -- releasing the log -----------------------------------------------------------------
     def commit_offset(self, offset: Mapping[str, Any]) -> None:

@@ -5,6 +5,7 @@ connector deletes the segments it has delivered, so the node's cdc_raw is shared
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -91,6 +92,16 @@ class CassandraHarness:
     def read(self, cfg: dict[str, Any], table: str, **kw: Any) -> list[Event]:
         kw.setdefault("timeout", 30.0)
         return read_topic(self.kafka, self.topic(cfg, table), **kw)
+
+    def wait_for(self, predicate: Any, timeout: float = 30.0, run: Any = None) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if run is not None and run.errors:
+                raise run.errors[0]
+            if predicate():
+                return
+            time.sleep(0.1)
+        raise AssertionError("condition not reached in time")
 
 
 def module_harness(

@@ -3,11 +3,14 @@ snapshot, restarts (AC-61), the per-table snapshot record (AC-62)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cdc.offsets.memory import MemoryOffsetStore
 from tests.integration.cassandra_harness import CassandraHarness, module_harness
 from tests.integration.conftest import CassandraInfo
 
@@ -59,3 +62,113 @@ def test_segment_events_c_u_d_with_cell_structs(h: CassandraHarness) -> None:
     assert [e.value["source"]["pos"] for e in (c, u, d)] == sorted(
         e.value["source"]["pos"] for e in (c, u, d)
     )
+
+
+def test_delivered_segment_is_deleted_from_cdc_raw(h: CassandraHarness) -> None:
+    """AC-60: once a segment is COMPLETED and all its events are in Kafka, the default
+    CommitLogTransfer deletes it (and its _cdc.idx)."""
+    h.cql(f"CREATE TABLE {h.keyspace}.blobs (id int PRIMARY KEY, body text) WITH cdc = true")
+    cfg = h.config(**{"snapshot.mode": "never"})
+    raw = Path(h.node.cdc_raw)
+    with h.running(cfg) as run:
+        h.wait_streaming(run)
+        h.cql(f"INSERT INTO {h.keyspace}.blobs (id, body) VALUES (0, 'first')")
+        first = h.read(cfg, "blobs", min_count=1)[0]
+        segment = raw / first.value["source"]["file"]
+        body = "x" * 8000
+        n = 1
+        # the dev node's segments are 1 MiB: fill this one until Cassandra closes it
+        while segment.exists() and n < 400:
+            for _ in range(20):
+                h.cql(f"INSERT INTO {h.keyspace}.blobs (id, body) VALUES ({n}, '{body}')")
+                n += 1
+            time.sleep(0.2)
+        h.wait_for(lambda: not segment.exists(), run=run)
+        assert not segment.with_name(segment.name[:-4] + "_cdc.idx").exists()
+        events = h.read(cfg, "blobs", min_count=n)
+    assert sorted(e.key["id"] for e in events) == list(range(n))
+    assert len({e.value["source"]["file"] for e in events}) >= 2
+
+
+def test_snapshot_then_stream_and_per_table_record(h: CassandraHarness) -> None:
+    """Snapshot rows are r events with cell structs; AC-62: removing a table's line from
+    snapshot_offset.properties snapshots that table (only) again on the next start."""
+    for t in ("snap_a", "snap_b"):
+        h.cql(f"CREATE TABLE {h.keyspace}.{t} (id int PRIMARY KEY, v text) WITH cdc = true")
+        for i in range(3):
+            h.cql(f"INSERT INTO {h.keyspace}.{t} (id, v) VALUES ({i}, 'v{i}')")
+    cfg = h.config(**{"snapshot.mode": "initial", "table.include.list": rf"{h.keyspace}\.snap_.*"})
+    store = MemoryOffsetStore()
+    with h.running(cfg, store) as run:
+        h.wait_streaming(run)
+        h.cql(f"INSERT INTO {h.keyspace}.snap_a (id, v) VALUES (10, 'streamed')")
+        h.wait_for(
+            lambda: any(
+                e.op == "c" and e.key["id"] == 10 for e in h.read(cfg, "snap_a", settle=0.3)
+            )
+        )
+        a = h.read(cfg, "snap_a")
+    reads = [e for e in a if e.op == "r"]
+    assert sorted(e.key["id"] for e in reads) == [0, 1, 2]
+    assert reads[0].after["v"]["set"] is True and reads[0].value["source"]["snapshot"] is True
+    assert reads[0].after["v"]["value"] == f"v{reads[0].key['id']}"
+    # no lock in Cassandra: writes just before the snapshot may also be streamed (as c)
+    streamed = [(e.op, e.key["id"]) for e in a if e.op != "r"]
+    assert streamed[-1] == ("c", 10) and set(streamed) <= {("c", i) for i in (0, 1, 2, 10)}
+    record = Path(cfg["offset.backing.store.dir"]) / "snapshot_offset.properties"
+    lines = record.read_text().splitlines()
+    assert sorted(line.split("=")[0] for line in lines) == [
+        f"{h.keyspace}.snap_a",
+        f"{h.keyspace}.snap_b",
+    ]
+    assert all(line.split("=")[1].startswith("done") for line in lines)
+    record.write_text("".join(f"{ln}\n" for ln in lines if "snap_b" not in ln))
+    with h.running(cfg, store) as run:
+        h.wait_streaming(run)
+        h.wait_for(
+            lambda: len([e for e in h.read(cfg, "snap_b", settle=0.3) if e.op == "r"]) >= 6,
+            timeout=60,
+        )
+        b = h.read(cfg, "snap_b")
+        a_again = h.read(cfg, "snap_a")
+    assert sorted(e.key["id"] for e in b if e.op == "r") == [0, 0, 1, 1, 2, 2]
+    assert len([e for e in a_again if e.op == "r"]) == 3  # snap_a was not snapshotted again
+
+
+def test_graceful_restart_resumes_without_gaps_or_repeats(h: CassandraHarness) -> None:
+    """AC-61: stop, write while stopped, restart: every change once, in order."""
+    h.cql(f"CREATE TABLE {h.keyspace}.restart (id int PRIMARY KEY, v int) WITH cdc = true")
+    cfg = h.config(**{"snapshot.mode": "never"})
+    store = MemoryOffsetStore()
+    with h.running(cfg, store) as run:
+        h.wait_streaming(run)
+        for i in range(5):
+            h.cql(f"INSERT INTO {h.keyspace}.restart (id, v) VALUES ({i}, {i})")
+        h.read(cfg, "restart", min_count=5)
+    for i in range(5, 10):  # while stopped
+        h.cql(f"INSERT INTO {h.keyspace}.restart (id, v) VALUES ({i}, {i})")
+    # a batch: one mutation, several rows of one partition
+    h.cql(
+        f"BEGIN UNLOGGED BATCH INSERT INTO {h.keyspace}.restart (id, v) VALUES (10, 10); "
+        f"INSERT INTO {h.keyspace}.restart (id, v) VALUES (11, 11); APPLY BATCH"
+    )
+    with h.running(cfg, store) as run:
+        h.wait_streaming(run)
+        h.cql(f"INSERT INTO {h.keyspace}.restart (id, v) VALUES (12, 12)")
+        events = h.read(cfg, "restart", min_count=13)
+    assert [e.key["id"] for e in events] == list(range(13))
+
+
+def test_table_enabled_for_cdc_while_running(h: CassandraHarness) -> None:
+    """AC-37: ALTER TABLE ... WITH cdc = true while the connector streams: its later
+    changes arrive (the schema is re-read within schema.refresh.interval.ms)."""
+    h.cql(f"CREATE TABLE {h.keyspace}.late (id int PRIMARY KEY, v text)")
+    cfg = h.config(**{"snapshot.mode": "never"})
+    with h.running(cfg) as run:
+        h.wait_streaming(run)
+        h.cql(f"INSERT INTO {h.keyspace}.late (id, v) VALUES (1, 'before cdc')")
+        h.cql(f"ALTER TABLE {h.keyspace}.late WITH cdc = true")
+        time.sleep(1.5)
+        h.cql(f"INSERT INTO {h.keyspace}.late (id, v) VALUES (2, 'after cdc')")
+        events = h.read(cfg, "late", min_count=1)
+    assert [(e.op, e.key["id"]) for e in events] == [("c", 2)]
