@@ -116,7 +116,7 @@ class MongoDbConnector(Connector):
         return Backoff(
             initial_delay_s=c["connect.backoff.initial.delay.ms"] / 1000.0,
             max_delay_s=c["connect.backoff.max.delay.ms"] / 1000.0,
-            max_retries=c["connect.max.attempts"],
+            max_retries=c["connect.max.attempts"],  # reconnection attempts after the loss
         )
 
     # -- positions ---------------------------------------------------------------------------

@@ -16,10 +16,10 @@ from typing import Any, Protocol
 
 from bson import Timestamp
 from pymongo import CursorType
-from pymongo.errors import ConnectionFailure, OperationFailure
+from pymongo.errors import OperationFailure
 
-from cdc.errors import FatalError
-from cdc.retry import Backoff, run_with_retries
+from cdc.errors import ErrorKind, FatalError
+from cdc.retry import Backoff, Failure, run_with_retries
 from cdc.spi import (
     PositionReached,
     SourceContext,
@@ -29,6 +29,7 @@ from cdc.spi import (
     TransactionEnd,
 )
 from connectors.mongodb.connection import Client
+from connectors.mongodb.errors import ERRORS, PrimaryUnreachable, with_user
 from connectors.mongodb.events import (
     SHAPE_V1,
     Change,
@@ -198,9 +199,17 @@ Opener = Callable[[Mapping[str, Any] | None], Cursor]
 
 def _retry_schedule(backoff: Backoff) -> Callable[[BaseException], Backoff | None]:
     def schedule(exc: BaseException) -> Backoff | None:
-        return backoff if isinstance(exc, ConnectionFailure) else None
+        return backoff if ERRORS.classify(exc) == ErrorKind.RETRIABLE else None
 
     return schedule
+
+
+def _give_up(failure: Failure) -> BaseException:
+    return PrimaryUnreachable(
+        f"MongoDB could not be reached: {failure.attempt - 1} reconnection attempts failed "
+        f"(connect.max.attempts={failure.backoff.max_retries}, delays doubling from "
+        f"connect.backoff.initial.delay.ms to connect.backoff.max.delay.ms): {failure.error}"
+    )
 
 
 class ChangeStreamStreaming(StreamingSource):
@@ -213,7 +222,10 @@ class ChangeStreamStreaming(StreamingSource):
         rs: str,
         watched: tuple[str, str] | None,
         backoff: Backoff,
+        user: str | None = None,
     ) -> None:
+        self.user = user
+        self.disconnects = 0
         self.opener = opener
         self.shapes = shapes
         self.rs = rs
@@ -231,21 +243,28 @@ class ChangeStreamStreaming(StreamingSource):
             self._run(ctx, state)
 
         ctx.metrics.streaming.connected = True
+        ctx.metrics.extra["NumberOfDisconnects"] = lambda: float(self.disconnects)
         try:
             run_with_retries(
                 attempt,
                 schedule=_retry_schedule(self.backoff),
                 stop=ctx.stop_event,
                 progressed=progressed,
-                on_failure=lambda f: log.warning(
-                    "MongoDB unreachable (attempt %d, next try in %s s): %s",
-                    f.attempt,
-                    f.delay,
-                    f.error,
-                ),
+                give_up=_give_up,
+                translate=lambda exc: with_user(exc, self.user),
+                on_failure=self._disconnected,
             )
         finally:
             ctx.metrics.streaming.connected = False
+
+    def _disconnected(self, failure: Failure) -> None:
+        self.disconnects += 1
+        log.warning(
+            "MongoDB unreachable (attempt %d, next try in %s s): %s",
+            failure.attempt,
+            failure.delay,
+            failure.error,
+        )
 
     def _run(self, ctx: SourceContext, state: dict[str, Any]) -> None:
         emitter = ChangeEmitter(ctx, self.shapes, self.rs)

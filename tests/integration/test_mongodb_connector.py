@@ -202,3 +202,38 @@ def test_change_streams_current_shape_and_restart(mongodb: str, kafka: str, clie
     assert c["before"] is None and c["updateDescription"] is None
     assert c["source"]["snapshot"] == "false" and "ts_us" in c
     assert events[3].value["after"] is None
+
+
+def test_unreachable_server_fails_after_connect_max_attempts(kafka: str) -> None:
+    """The seed's retry schedule, shortened: delays double from the initial delay and the
+    task fails after connect.max.attempts attempts, naming them."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    cfg = config(
+        f"mongodb://127.0.0.1:{port}/",
+        "shop.orders",
+        **{
+            "capture.mode": "change_streams",
+            "snapshot.mode": "never",
+            "connect.backoff.initial.delay.ms": "10",
+            "connect.backoff.max.delay.ms": "40",
+            "connect.max.attempts": "3",
+            "mongodb.server.selection.timeout.ms": "100",
+        },
+    )
+    connector = MongoDbConnector(cfg)
+    engine = Engine(
+        connector,
+        connector.config,
+        MemoryOffsetStore(),
+        EngineSettings(producer={"bootstrap.servers": kafka}, offset_flush_interval_ms=200),
+    )
+    r = start_engine(engine, connector)
+    r.thread.join(60)
+    assert not r.thread.is_alive(), "the task should have failed"
+    assert r.errors, "the task should have failed with an error"
+    text = str(r.errors[0])
+    assert "3 reconnection attempts failed" in text and "connect.max.attempts=3" in text

@@ -128,3 +128,31 @@ def test_offsets_are_checked_before_they_are_stored() -> None:
     assert ok == []
     _, bad = MongoDbConnector.validate_offset({"server": "x"}, {"sec": -1, "ord": 2})
     assert len(bad) == 2 and "offset.sec" in bad[1]
+
+
+def test_driver_errors_are_classified_and_name_the_user() -> None:
+    from pymongo.errors import AutoReconnect, OperationFailure
+
+    from cdc.errors import ErrorKind
+    from connectors.mongodb.errors import ERRORS, with_user
+
+    assert ERRORS.classify(AutoReconnect("primary stepped down")) == ErrorKind.RETRIABLE
+    assert ERRORS.classify(OperationFailure("not primary", 10107)) == ErrorKind.RETRIABLE
+    assert ERRORS.classify(OperationFailure("history lost", 286)) == ErrorKind.FATAL
+    denied = with_user(OperationFailure("not authorized on local", 13), "cdc")
+    assert isinstance(denied, ConfigError)
+    assert "mongodb.user ('cdc')" in str(denied) and "'read' role" in str(denied)
+    auth = with_user(OperationFailure("Authentication failed.", 18), "cdc")
+    assert "authentication failed" in str(auth) and "mongodb.password" in str(auth)
+
+
+def test_default_reconnect_schedule_is_the_seeds() -> None:
+    """1, 2, 4, ... 64 s, then 120 s for attempts 8-16; after the 16th failed reconnection
+    attempt the task fails, 20:07 after the loss (seed §4.6.2)."""
+    conn = MongoDbConnector(BASE)
+    backoff = conn.backoff()
+    delays = [backoff.delay(n) for n in range(1, 17)]
+    assert delays == [1, 2, 4, 8, 16, 32, 64, *([120] * 9)]
+    assert backoff.allows(16) and not backoff.allows(17)
+    assert sum(delays) == 20 * 60 + 7
+    conn.close()
