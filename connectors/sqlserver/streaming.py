@@ -149,18 +149,17 @@ class SqlServerStreaming(StreamingSource):
         tables = current_instances(catalog.instances(), ctx.is_included, self.database)
         self._register(ctx, catalog, tables, pos)
         to_lsn, times = self._window(catalog, from_lsn, max_lsn)
-        plan: list[tuple[CaptureInstance, Lsn, Lsn]] = []
+        plan: list[tuple[CaptureInstance, Lsn, Lsn, Lsn | None]] = []
         for instances in tables.values():
             for i, inst in enumerate(instances):
                 start = inst.start_lsn or Lsn(b"\0" * 10)
                 lo = max(from_lsn, start) if from_lsn is not None else start
+                # the newer instance has the changes from its start LSN on
                 nxt = instances[i + 1].start_lsn if i + 1 < len(instances) else None
                 hi = to_lsn if nxt is None else min(to_lsn, nxt)
                 if lo <= hi:
-                    plan.append((inst, lo, hi))
-        per_instance = [
-            self._changes(inst, lo, hi, nxt_exclusive=(hi != to_lsn)) for inst, lo, hi in plan
-        ]
+                    plan.append((inst, lo, hi, nxt))
+        per_instance = [self._changes(inst, lo, hi, nxt) for inst, lo, hi, nxt in plan]
         self._emit(ctx, catalog, tables, plan, per_instance, times, pos)
         done = SqlServerPosition(to_lsn)
         ctx.emit(PositionReached(done.to_offset()))
@@ -184,15 +183,16 @@ class SqlServerStreaming(StreamingSource):
             return Lsn(bytes(rows[-1][0])), times
         return max_lsn, times
 
-    def _changes(self, inst: CaptureInstance, lo: Lsn, hi: Lsn, nxt_exclusive: bool) -> list[Any]:
+    def _changes(self, inst: CaptureInstance, lo: Lsn, hi: Lsn, until: Lsn | None) -> list[Any]:
+        """The instance's change rows with commit LSN in [lo, hi], and below ``until``."""
         cur = self.conn.cursor()
         try:
             cur.execute(self.dialect.changes(inst.name), lo.raw, hi.raw)
             rows: list[Any] = cur.fetchall()
         finally:
             cur.close()
-        if nxt_exclusive:  # the newer instance has the changes from its start LSN on
-            rows = [r for r in rows if bytes(r[0]) < hi.raw]
+        if until is not None:
+            rows = [r for r in rows if bytes(r[0]) < until.raw]
         return rows
 
     def _register(
@@ -204,15 +204,16 @@ class SqlServerStreaming(StreamingSource):
     ) -> None:
         """Declare tables seen for the first time (and report CREATE on the schema change
         topic when a table was enabled for CDC while running)."""
+        # on the first poll of a run every table is new; later, a new one was enabled
+        running = bool(self.registered)
         for tid, instances in tables.items():
             if tid in self.registered:
                 continue
             inst = instances[0]
             table = catalog.table(inst)
             ctx.register_table(table)
-            known_before = bool(self.registered)
             self.registered[tid] = inst.name
-            if known_before:
+            if running:
                 log.info("capture instance %s of %s found: capturing it", inst.name, tid)
                 self._schema_change(ctx, table, pos)
 
@@ -249,7 +250,7 @@ class SqlServerStreaming(StreamingSource):
         ctx: SourceContext,
         catalog: Catalog,
         tables: dict[TableId, list[CaptureInstance]],
-        plan: list[tuple[CaptureInstance, Lsn, Lsn]],
+        plan: list[tuple[CaptureInstance, Lsn, Lsn, Lsn | None]],
         per_instance: list[list[Any]],
         times: dict[bytes, Any],
         resume: SqlServerPosition,
