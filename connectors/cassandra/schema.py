@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cdc.config import Config
+from cdc.errors import RetriableError
 from cdc.spi import Column, Table, TableId
 from connectors.cassandra.tabledef import TableDef, table_from_rows
 
@@ -81,7 +82,21 @@ class SchemaCache:
         self.refresh()
 
     def refresh(self) -> list[TableDef]:
-        """Read system_schema again; returns the tables that are new or changed."""
+        """Read system_schema again; returns the tables that are new or changed. A node
+        that does not answer fails the task (RetriableError: restarted per
+        errors.max.retries, resuming from the stored offset once the node is back)."""
+        try:
+            return self._refresh()
+        except RetriableError:
+            raise
+        except Exception as exc:
+            hosts = ", ".join(str(h) for h in self.session.cluster.contact_points)
+            raise RetriableError(
+                f"the Cassandra node does not answer (cassandra.hosts={hosts}): {exc!r}; the "
+                f"task stops and resumes from its stored offset when the node is back"
+            ) from exc
+
+    def _refresh(self) -> list[TableDef]:
         columns: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for r in self.session.execute("SELECT * FROM system_schema.columns"):
             columns.setdefault((r.keyspace_name, r.table_name), []).append(r._asdict())
