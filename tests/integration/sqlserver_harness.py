@@ -9,6 +9,7 @@ every connector run gets its own ``database.server.name`` (topic prefix).
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -126,3 +127,118 @@ class SqlServerHarness:
 
     def read(self, cfg: dict[str, Any], table: str, **kw: Any) -> list[Event]:
         return read_topic(self.kafka, self.topic(cfg, table), **kw)
+
+
+# -- concurrent writers and the topic's final state ------------------------------------------
+
+
+class Writers:
+    """``n`` threads changing ``table(id int primary key, v int not null)`` in small random
+    transactions (inserts, updates, deletes, key range 1..keys) until stopped."""
+
+    def __init__(self, h: SqlServerHarness, table: str, n: int = 4, keys: int = 400) -> None:
+        import threading
+
+        self.h, self.table, self.keys = h, table, keys
+        self.stop_event = threading.Event()
+        self.errors: list[BaseException] = []
+        self.commits = 0
+        self.threads = [
+            threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(n)
+        ]
+
+    def __enter__(self) -> Writers:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_event.set()
+        for t in self.threads:
+            t.join(30)
+        if self.errors:
+            raise self.errors[0]
+
+    def _run(self, seed: int) -> None:
+        import random
+
+        rnd = random.Random(seed)
+        t = f'dbo."{self.table}"'
+        try:
+            with self.h.connect() as conn:
+                while not self.stop_event.is_set():
+                    with conn.transaction():
+                        for _ in range(rnd.randint(1, 4)):
+                            k, v = rnd.randint(1, self.keys), rnd.randint(0, 10**6)
+                            op = rnd.random()
+                            if op < 0.5:
+                                conn.execute(
+                                    f"INSERT INTO {t} VALUES (%s, %s) "
+                                    "ON CONFLICT (id) DO UPDATE SET v = EXCLUDED.v",
+                                    (k, v),
+                                )
+                            elif op < 0.8:
+                                conn.execute(f"UPDATE {t} SET v = %s WHERE id = %s", (v, k))
+                            else:
+                                conn.execute(f"DELETE FROM {t} WHERE id = %s", (k,))
+                    self.commits += 1
+        except BaseException as exc:  # surfaced by __exit__
+            self.errors.append(exc)
+
+
+def final_state(events: list[Event]) -> dict[int, int]:
+    """The table the topic describes: the last event per key wins, deletes remove."""
+    state: dict[int, int] = {}
+    for e in events:
+        key = e.key["id"]
+        if e.value is None or e.op == "d":
+            state.pop(key, None)
+        else:
+            state[key] = e.after["v"]
+    return state
+
+
+def table_state(h: SqlServerHarness, table: str) -> dict[int, int]:
+    return {k: v for k, v in h.sql(f'SELECT id, v FROM dbo."{h.name(table)}"')}
+
+
+def converged(h: SqlServerHarness, cfg: dict[str, Any], table: str, timeout: float = 60) -> None:
+    """Wait until the topic's final state equals the table's; fail showing the difference."""
+    want = table_state(h, table)
+    deadline = time.monotonic() + timeout
+    got: dict[int, int] = {}
+    while time.monotonic() < deadline:
+        got = final_state(h.read(cfg, table, settle=0.5))
+        if got == want:
+            return
+        time.sleep(0.5)
+    missing = sorted(set(want) - set(got))[:10]
+    extra = sorted(set(got) - set(want))[:10]
+    wrong = sorted(k for k in set(want) & set(got) if want[k] != got[k])[:10]
+    raise AssertionError(
+        f"topic differs from table: missing {missing}, extra {extra}, wrong {wrong}"
+    )
+
+
+def run_child(spec_path: str) -> None:
+    """``python -m tests.integration.sqlserver_harness <spec.json>``: one connector with a file
+    offset store until killed."""
+    import json
+    from pathlib import Path
+
+    from cdc.offsets.file import FileOffsetStore
+
+    spec = json.loads(Path(spec_path).read_text())
+    store = FileOffsetStore(spec["offsets"])
+    store.start()
+    connector = SqlServerConnector(spec["config"])
+    settings = EngineSettings(
+        producer={"bootstrap.servers": spec["kafka"]}, offset_flush_interval_ms=300
+    )
+    Engine(connector, connector.config, store, settings).run()
+
+
+if __name__ == "__main__":
+    import sys
+
+    run_child(sys.argv[1])
