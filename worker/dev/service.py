@@ -220,11 +220,26 @@ class Service(ABC):
         self.pid_file.unlink(missing_ok=True)
         return True
 
-    def _kill(self, pid: int, timeout: float = 30.0) -> None:
+    def crash(self, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Stop the service abruptly with ``sig`` and wait until it exited, for fault tests
+        (``start()`` brings it back on the same data): SIGKILL is a crash, SIGQUIT is
+        PostgreSQL's ``pg_ctl stop -m immediate`` (no checkpoint: recovery at the start)."""
+        pid = self.pid()
+        if pid is None:
+            raise StackError(f"{self.name} is not running")
+        self._kill(pid, steps=((sig, 30.0), (signal.SIGKILL, 5.0)))
+        self.pid_file.unlink(missing_ok=True)
+
+    def _kill(
+        self,
+        pid: int,
+        timeout: float = 30.0,
+        steps: tuple[tuple[signal.Signals, float], ...] | None = None,
+    ) -> None:
         child = _CHILDREN.get(self.pid_file)
         if child is not None and child.pid != pid:
             child = None
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        for sig, wait in steps or ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, sig)
             if child is not None:
