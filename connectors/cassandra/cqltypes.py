@@ -21,7 +21,6 @@ from connectors.cassandra.vint import read_signed_vint
 _FIXED = {
     "int": 4,
     "bigint": 8,
-    "counter": 8,
     "boolean": 1,
     "double": 8,
     "float": 4,
@@ -102,6 +101,11 @@ def _parse(s: str, whole: str, frozen: bool = False) -> tuple[CqlType, str]:
         return CqlType(p.name, p.params, frozen=True), rest
     if name == "vector":
         raise CqlTypeError(f"vector columns are not supported by the commit log reader: {whole!r}")
+    if name not in _SIMPLE_NAMES:
+        raise CqlTypeError(
+            f"{name} columns (user-defined or counter types) are not supported by the commit "
+            f"log reader: {whole!r}"
+        )
     return CqlType(name, tuple(params), frozen=frozen or name == "tuple"), rest
 
 
@@ -134,7 +138,6 @@ _SIMPLE: dict[str, Callable[[bytes], Any]] = {
     "varchar": lambda b: b.decode("utf-8"),
     "int": lambda b: struct.unpack(">i", b)[0],
     "bigint": lambda b: struct.unpack(">q", b)[0],
-    "counter": lambda b: struct.unpack(">q", b)[0],
     "smallint": lambda b: struct.unpack(">h", b)[0],
     "tinyint": lambda b: struct.unpack(">b", b)[0],
     "boolean": lambda b: b != b"\x00",
@@ -151,6 +154,9 @@ _SIMPLE: dict[str, Callable[[bytes], Any]] = {
     "decimal": _decimal,
     "duration": _duration,
 }
+
+
+_SIMPLE_NAMES = frozenset(_SIMPLE) | {"list", "set", "map", "tuple", "frozen"}
 
 
 def decode_value(t: CqlType, b: bytes) -> Any:

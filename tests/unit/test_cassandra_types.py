@@ -20,6 +20,10 @@ def test_parse_types() -> None:
     assert parse_type("tuple<int, text>").frozen
     with pytest.raises(CqlTypeError, match="vector"):
         parse_type("vector<float, 3>")
+    with pytest.raises(CqlTypeError, match="user-defined or counter"):
+        parse_type("frozen<address>")
+    with pytest.raises(CqlTypeError, match="user-defined or counter"):
+        parse_type("counter")
     with pytest.raises(CqlTypeError, match="cannot parse"):
         parse_type("map<text,")
 
