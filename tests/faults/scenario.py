@@ -11,6 +11,7 @@ committed position.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import signal
@@ -127,6 +128,41 @@ class Writer(threading.Thread):
         self.join(30)
         assert self.error is None, self.error
         assert self.ops > self.special_after + 1, f"only {self.ops} writes"
+
+
+class ReconnectingWriter(Writer):
+    """The writer for a scenario that takes the database down: a connection lost (``lost``:
+    the driver's errors for it) is opened again, until stopped. A statement cut by the outage
+    may or may not have committed; verify compares with the table as it is at the end."""
+
+    def __init__(self, lost: tuple[type[BaseException], ...], *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lost = lost
+        #: connections lost to the outage: a scenario asserts its fault was seen
+        self.reconnects = 0
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                conn = self.connect()
+            except self.lost:
+                time.sleep(0.2)  # still down
+                continue
+            try:
+                cur = conn.cursor()
+                while not self.stop_event.is_set():
+                    self.step(cur)
+                    self.ops += 1
+                    time.sleep(0.01)
+            except self.lost:
+                self.reconnects += 1
+                continue
+            except BaseException as exc:  # surfaced by stop()
+                self.error = exc
+                return
+            finally:
+                with contextlib.suppress(Exception):
+                    conn.close()
 
 
 def wait_for_sentinel(

@@ -1,0 +1,39 @@
+"""Private instances of the local services, for scenarios that stop or crash the server.
+
+A scenario that takes a database or the broker down must not take the shared instance the
+other tests use with it: it gets its own, with its own data folder and port, started once for
+its module. The data sits beside the dev stack's, not under pytest's temporary folder, which
+is private to the user running the tests (the servers run as their own users under root).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import uuid
+from collections.abc import Iterator
+from typing import TypeVar
+
+from worker.dev.service import Service
+from worker.dev.stack import default_home
+
+S = TypeVar("S", bound=Service)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def private_service(cls: type[S]) -> Iterator[S]:
+    """The body of a module fixture: a fresh instance of ``cls``, stopped and removed after.
+    A service that cannot start raises: the scenario fails, it is not skipped."""
+    home = default_home() / "private" / f"{cls.name}-{uuid.uuid4().hex[:8]}"
+    svc = cls(home, free_port())
+    try:
+        svc.start()
+        yield svc
+    finally:
+        svc.stop()
+        shutil.rmtree(home, ignore_errors=True)
