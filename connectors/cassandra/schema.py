@@ -19,7 +19,7 @@ from typing import Any
 from cdc.config import Config
 from cdc.errors import RetriableError
 from cdc.spi import Column, Table, TableId
-from connectors.cassandra.tabledef import TableDef, table_from_rows
+from connectors.cassandra.tabledef import DROPPED, TableDef, table_from_rows
 
 log = logging.getLogger("tidemark.cassandra.schema")
 
@@ -100,6 +100,16 @@ class SchemaCache:
         columns: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for r in self.session.execute("SELECT * FROM system_schema.columns"):
             columns.setdefault((r.keyspace_name, r.table_name), []).append(r._asdict())
+        # dropped columns: mutations written before the drop still carry their cells
+        for r in self.session.execute(
+            "SELECT keyspace_name, table_name, column_name, type, kind "
+            "FROM system_schema.dropped_columns"
+        ):
+            cols = columns.get((r.keyspace_name, r.table_name))
+            if cols is not None and all(c["column_name"] != r.column_name for c in cols):
+                cols.append(
+                    {"column_name": r.column_name, "kind": DROPPED, "position": -1, "type": r.type}
+                )
         by_id: dict[uuid.UUID, TableDef] = {}
         for r in self.session.execute("SELECT * FROM system_schema.tables"):
             cols = columns.get((r.keyspace_name, r.table_name))

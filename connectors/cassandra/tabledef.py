@@ -15,6 +15,8 @@ PARTITION_KEY = "partition_key"
 CLUSTERING = "clustering"
 REGULAR = "regular"
 STATIC = "static"
+#: a dropped column (system_schema.dropped_columns): decoded, never emitted
+DROPPED = "dropped"
 
 
 @dataclass(frozen=True)

@@ -207,3 +207,25 @@ def test_interrupted_snapshot_rebootstraps_the_table(h: CassandraHarness) -> Non
     second = events[len(first) :]
     assert sorted(e.key["id"] for e in second if e.op == "r") == list(range(n))
     assert record.read_text().split("=")[1].startswith("done")
+
+
+def test_mutation_written_before_a_column_drop(h: CassandraHarness) -> None:
+    """A segment still holds cells of a column dropped since: they decode with the dropped
+    column's type (system_schema.dropped_columns) and are left out of the event."""
+    h.cql(f"CREATE TABLE {h.keyspace}.dropcol (id int PRIMARY KEY, a text, b int) WITH cdc = true")
+    cfg = h.config(**{"snapshot.mode": "never"})
+    store = MemoryOffsetStore()
+    with h.running(cfg, store) as run:
+        h.wait_streaming(run)
+        h.cql(f"INSERT INTO {h.keyspace}.dropcol (id, a, b) VALUES (1, 'one', 1)")
+        h.read(cfg, "dropcol", min_count=1)
+    h.cql(f"INSERT INTO {h.keyspace}.dropcol (id, a, b) VALUES (2, 'two', 2)")
+    h.cql(f"ALTER TABLE {h.keyspace}.dropcol DROP b")
+    h.cql(f"INSERT INTO {h.keyspace}.dropcol (id, a) VALUES (3, 'three')")
+    with h.running(cfg, store) as run:
+        h.wait_streaming(run)
+        events = h.read(cfg, "dropcol", min_count=3)
+    assert [e.key["id"] for e in events] == [1, 2, 3]
+    assert events[0].after["b"]["value"] == 1
+    assert "b" not in events[1].after and events[1].after["a"]["value"] == "two"
+    assert "b" not in events[2].after
