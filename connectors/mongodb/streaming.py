@@ -310,7 +310,8 @@ class ChangeStreamStreaming(StreamingSource):
                             if data and data != state["offset"].get("resume_token"):
                                 state["offset"] = {**state["offset"], "resume_token": data}
                                 state["offset"].pop("start_after", None)
-                                ctx.emit(PositionReached(state["offset"]))
+                        if state["offset"] is not None:  # idle: heartbeats, offset commits
+                            ctx.emit(PositionReached(state["offset"]))
                         flush()
         finally:
             cursor.close()
@@ -364,6 +365,8 @@ class OplogStreaming(StreamingSource):
                             break
                     cursor.close()
                     emitter.end_transaction()
+                    if not read and position is not None:  # idle: heartbeats, offset commits
+                        ctx.emit(PositionReached(position))
                     flush()
                     if not read:
                         ctx.stop_event.wait(self.poll_s)

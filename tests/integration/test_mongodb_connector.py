@@ -158,6 +158,7 @@ def test_filters_fields_and_skipped_operations(mongodb: str, kafka: str, client:
             "field.exclude.list": f"{db.name}.kept.secret,*.*.nested.hidden",
             "field.renames": f"{db.name}.kept.nested.old:new",
             "skipped.operations": "d",
+            "heartbeat.interval.ms": "100",
         },
     )
     with run(cfg, kafka, MemoryOffsetStore()):
@@ -173,6 +174,8 @@ def test_filters_fields_and_skipped_operations(mongodb: str, kafka: str, client:
     assert doc(events[0].value["after"]) == {"_id": 1, "nested": {"new": 1, "keep": 3}, "v": 0}
     assert doc(events[1].value["patch"]) == {"$set": {"nested.new": 5, "v": 1}}
     assert read_topic(kafka, topic(cfg, f"{db.name}.other"), timeout=2) == []
+    beats = read_topic(kafka, f"__debezium-heartbeat.{cfg['mongodb.name']}", min_count=1)
+    assert beats and beats[-1].key == {"serverName": cfg["mongodb.name"]}
 
 
 def test_change_streams_current_shape_and_restart(mongodb: str, kafka: str, client: Client) -> None:
