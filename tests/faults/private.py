@@ -20,17 +20,29 @@ from worker.dev.stack import default_home
 S = TypeVar("S", bound=Service)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_port(span: int = 1) -> int:
+    """A port free on loopback with the ``span - 1`` ports after it (Kafka listens on four)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = int(s.getsockname()[1])
+        if base + span > 65535:
+            continue
+        try:
+            for port in range(base + 1, base + span):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError(f"no {span} consecutive free ports on 127.0.0.1")
 
 
-def private_service(cls: type[S]) -> Iterator[S]:
+def private_service(cls: type[S], ports: int = 1) -> Iterator[S]:
     """The body of a module fixture: a fresh instance of ``cls``, stopped and removed after.
     A service that cannot start raises: the scenario fails, it is not skipped."""
     home = default_home() / "private" / f"{cls.name}-{uuid.uuid4().hex[:8]}"
-    svc = cls(home, free_port())
+    svc = cls(home, free_port(ports))
     try:
         svc.start()
         yield svc
