@@ -18,6 +18,7 @@ from cdc.config import (
     valid_regex_list,
 )
 from cdc.pipeline import reselect
+from cdc.signals.config import signal_fields
 
 FAILURE_MODES = ("fail", "warn", "skip", "dead-letter")
 
@@ -68,10 +69,7 @@ UNSUPPORTED = frozenset(
         "topic.transaction",
         "schema.name.adjustment.mode",
         "field.name.adjustment.mode",
-        "signal.data.collection",
-        "signal.enabled.channels",
         "notification.enabled.channels",
-        "incremental.snapshot.chunk.size",
         "incremental.snapshot.watermarking.strategy",
         "incremental.snapshot.allow.schema.changes",
         "snapshot.include.collection.list",
@@ -366,6 +364,7 @@ def common_def(**defaults: Any) -> ConfigDef:
                 "event.processing.failure.handling.mode=dead-letter).",
             ),
             *_post_processor_fields(),
+            *signal_fields(),
             ConfigField(
                 "decimal.handling.mode",
                 Kind.STRING,

@@ -37,7 +37,8 @@ from cdc.offsets.store import OffsetStore
 from cdc.offsets.writer import OffsetWriter
 from cdc.pipeline.dispatcher import EventDispatcher
 from cdc.pipeline.queue import QueueClosed
-from cdc.spi import Connector, PositionReached, StreamingSource
+from cdc.snapshot.incremental import IncrementalSnapshot, SignalledContext
+from cdc.spi import Connector, PositionReached, SourceContext, StreamingSource
 
 log = logging.getLogger("tidemark.engine")
 
@@ -70,6 +71,8 @@ class SourceCoordinator:
         #: CREATED, SNAPSHOT, STREAMING: the phase, as shown in the task's status
         self.phase = "CREATED"
         self.streaming: StreamingSource | None = None
+        #: incremental snapshots by signal, while streaming with signal.data.collection set
+        self.incremental: IncrementalSnapshot | None = None
         #: where streaming must start if a snapshot restarts (see resume_origin)
         self._earlier: dict[str, Any] | None = None
         #: an offset the source waits to see stored before it goes on (snapshot complete)
@@ -125,8 +128,13 @@ class SourceCoordinator:
         if snapshotter.should_stream() and not self.stopping.is_set():
             self.phase = "STREAMING"
             self.streaming = self.connector.streaming_source()
-            with _frozen_heap():
-                self.streaming.execute(d, offset)
+            ctx, incremental = self._signalled(offset)
+            try:
+                with _frozen_heap():
+                    self.streaming.execute(ctx, offset)
+            finally:
+                if incremental is not None:
+                    incremental.reader.close()
 
     def run_guarded(self, fail: Callable[[BaseException], None], done: threading.Event) -> None:
         """:meth:`run` as a thread's target: a failure goes to ``fail`` (the queue, so the task
@@ -147,6 +155,37 @@ class SourceCoordinator:
             fail(exc)
         finally:
             done.set()
+
+    def _signalled(
+        self, offset: Mapping[str, Any] | None
+    ) -> tuple[SourceContext, IncrementalSnapshot | None]:
+        """The context streaming gets: the dispatcher, or, with ``signal.data.collection``
+        set, the dispatcher watched by the incremental snapshot (``cdc.snapshot.incremental``),
+        which resumes a snapshot the offset says was under way."""
+        cfg = self.connector.config
+        table = cfg.get("signal.data.collection") if cfg is not None else None
+        if cfg is None or not table or "source" not in (cfg.get("signal.enabled.channels") or []):
+            return self.dispatcher, None
+        reader = self.connector.chunk_reader()
+        if reader is None:
+            log.warning(
+                "%s: signal.data.collection is set but this connector has no incremental "
+                "snapshots; signals are ignored",
+                self.name,
+            )
+            return self.dispatcher, None
+        incremental = IncrementalSnapshot(
+            self.dispatcher,
+            reader,
+            name=self.name,
+            signal_table=str(table),
+            chunk_size=int(cfg.get("incremental.snapshot.chunk.size") or 1024),
+        )
+        self.incremental = incremental
+        incremental.check_signal_table()
+        incremental.restore(offset)
+        incremental.start()
+        return SignalledContext(self.dispatcher, incremental), incremental
 
     def _announce_full_snapshot(self, mode: str) -> None:
         """No offsets stored: normal on a connector's first start, a warning when its topics

@@ -1,5 +1,6 @@
 """The few interfaces a connector implements. Depends only on the standard library."""
 
+from cdc.spi.chunks import ChunkReader
 from cdc.spi.contract import (
     ConfigDefinition,
     ConnectorConfig,
@@ -32,6 +33,7 @@ from cdc.spi.source import (
 
 __all__ = [
     "UNAVAILABLE",
+    "ChunkReader",
     "Column",
     "ConfigDefinition",
     "Connector",

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol
 
+from cdc.spi.chunks import ChunkReader
 from cdc.spi.contract import ConfigDefinition, ConnectorConfig, SourceMetrics
 from cdc.spi.events import Operation, SourceEvent, TableId
 from cdc.spi.relational import Table, ValueConverterProvider
@@ -196,6 +197,11 @@ class Connector(ABC):
     def reselector(self) -> Reselector | None:
         """A new :class:`~cdc.spi.reselect.Reselector` on its own connection, for the
         reselect post-processor (``post.processors``); None: this connector cannot reselect."""
+        return None
+
+    def chunk_reader(self) -> ChunkReader | None:
+        """A new :class:`~cdc.spi.chunks.ChunkReader` on its own connection, for incremental
+        snapshots by signal (``signal.data.collection``); None: this connector has none."""
         return None
 
     def close(self) -> None:  # noqa: B027 - optional

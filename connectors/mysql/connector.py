@@ -15,6 +15,7 @@ from cdc.envelope import V3, source_block_schema
 from cdc.schema.model import INT32, INT64, OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
 from cdc.snapshot_modes import MODES, WhenNeeded
 from cdc.spi import Connector, SnapshotSource, Snapshotter, SourceContext, StreamingSource
+from connectors.mysql.chunks import MySqlChunkReader
 from connectors.mysql.config import CONFIG_DEF, parse_config, tinyint_boolean_selectors
 from connectors.mysql.offsets import validate_offset
 from connectors.mysql.reselect import MySqlReselector
@@ -108,6 +109,9 @@ class MySqlConnector(Connector):
 
     def reselector(self) -> MySqlReselector:
         return MySqlReselector(self.config)
+
+    def chunk_reader(self) -> MySqlChunkReader:
+        return MySqlChunkReader(self.config)
 
     def value_converters(self) -> MySqlValueConverters:
         return MySqlValueConverters(self.modes)

@@ -13,6 +13,7 @@ from cdc.snapshot_modes import MODES, WhenNeeded
 from cdc.spi import Connector, SnapshotSource, Snapshotter, StreamingSource, TableId
 from connectors.postgres import connection as pgconn
 from connectors.postgres import offsets as pg_offsets
+from connectors.postgres.chunks import PostgresChunkReader
 from connectors.postgres.config import CONFIG_DEF
 from connectors.postgres.publication import not_published
 from connectors.postgres.reselect import PostgresReselector
@@ -156,6 +157,9 @@ class PostgresConnector(Connector):
 
     def reselector(self) -> PostgresReselector:
         return PostgresReselector(self.config)
+
+    def chunk_reader(self) -> PostgresChunkReader:
+        return PostgresChunkReader(self.config, self.registry)
 
     def value_converters(self) -> PostgresValueConverters:
         return PostgresValueConverters(self.registry)

@@ -103,9 +103,9 @@ def test_mysql_converter_keys_named_by_converters_pass_through() -> None:
 
 
 def test_debezium_properties_tidemark_lacks_are_named_as_such() -> None:
-    found = unknown({**PG_CONFIG, "signal.data.collection": "inventory.signals"})
+    found = unknown({**PG_CONFIG, "snapshot.query.mode": "select_all"})
     assert found == {
-        "signal.data.collection": "is a Debezium property tidemark does not implement; ignored"
+        "snapshot.query.mode": "is a Debezium property tidemark does not implement; ignored"
     }
 
 

@@ -1,0 +1,1 @@
+"""Signals: commands sent to a running connector (Debezium's signalling)."""

@@ -1,0 +1,50 @@
+"""The configuration keys of signals and incremental snapshots (Debezium's names)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cdc.config import ConfigField, Kind, at_least
+
+GROUP_SIGNALS = "Signals"
+CHANNELS = ("source", "kafka", "rest", "file")
+
+
+def _channels(value: Any) -> str | None:
+    unknown = [c for c in value or [] if c not in CHANNELS]
+    if unknown:
+        return f"unknown channel(s) {', '.join(unknown)}; known: {', '.join(CHANNELS)}"
+    return None
+
+
+def signal_fields() -> list[ConfigField]:
+    return [
+        ConfigField(
+            "signal.data.collection",
+            Kind.STRING,
+            None,
+            group=GROUP_SIGNALS,
+            doc="The signal table (schema.table for PostgreSQL, db.table for MySQL/MariaDB), "
+            "with columns id, type, data: a row inserted there is a signal (execute-snapshot, "
+            "stop-snapshot, pause-snapshot, resume-snapshot, log), and the incremental "
+            "snapshot writes its watermarks there. It must be captured (table.include.list).",
+        ),
+        ConfigField(
+            "signal.enabled.channels",
+            Kind.LIST,
+            ["source"],
+            validator=_channels,
+            group=GROUP_SIGNALS,
+            doc="Where signals are read from: source (the signal table), kafka "
+            "(signal.kafka.topic), rest (POST /connectors/{name}/signals), file.",
+        ),
+        ConfigField(
+            "incremental.snapshot.chunk.size",
+            Kind.INT,
+            1024,
+            validator=at_least(1),
+            group=GROUP_SIGNALS,
+            doc="Rows per chunk of an incremental snapshot: fewer queries when larger, more "
+            "memory for the chunk buffer.",
+        ),
+    ]

@@ -1,0 +1,670 @@
+"""Incremental snapshots by signal: DBLog's watermark algorithm, once for every connector.
+
+Streaming never stops. A snapshot is asked for by an ``execute-snapshot`` signal (a row
+inserted into ``signal.data.collection``, seen in the log like any change, or another
+channel). Then, for each table in turn, on the streaming thread:
+
+1. the table's largest key is read once: the end of its snapshot, kept in the offset; rows
+   inserted above it later arrive by streaming only;
+2. a chunk is read: a ``snapshot-window-open`` row is written to the signal table, the next
+   ``incremental.snapshot.chunk.size`` rows in key order after the last key (and up to the
+   largest) are read into a buffer, a ``snapshot-window-close`` row is written;
+3. while the stream is between the two watermarks, every event of the table removes its
+   key from the buffer (the streamed event is newer, or at least not older, than the read:
+   only it is kept); every event is emitted as usual;
+4. at the close watermark the rest of the buffer is emitted as ``op=r`` events, and the next
+   chunk is read, until the largest key; then the next table.
+
+Every offset stored meanwhile carries the context (tables left, largest key, last key sent;
+``cdc.snapshot.incremental_state``), so a restart resumes after the last chunk sent: a read's
+offset names its own key, so a crash half-way through a chunk resumes after the last read
+Kafka acknowledged. The connector answers only the database questions
+(:class:`cdc.spi.ChunkReader`).
+
+:class:`SignalledContext` is what the streaming source sees instead of the dispatcher when
+signals are configured: it forwards everything and observes the signal table and the table
+being snapshotted on the way.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import re
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import replace
+from typing import Any
+
+from cdc.envelope import V3
+from cdc.errors import FatalError
+from cdc.pipeline.dispatcher import EventDispatcher
+from cdc.signals import model
+from cdc.signals.model import Signal, SignalError
+from cdc.snapshot.incremental_state import (
+    Collection,
+    SnapshotContext,
+    encode_key,
+    without_context,
+)
+from cdc.spi import (
+    ChunkReader,
+    Operation,
+    RowChange,
+    SourceEvent,
+    SourceMetrics,
+    Table,
+    TableId,
+)
+from cdc.spi.chunks import Key
+
+log = logging.getLogger("tidemark.snapshot.incremental")
+
+_MISSING: Any = object()
+_SIGNAL = 1
+_DATA = 2
+#: how a watermark row's id ends (Debezium's)
+OPEN_SUFFIX = "-open"
+CLOSE_SUFFIX = "-close"
+
+
+class IncrementalSnapshot:
+    """The state of incremental snapshots of one connector task, driven by the stream."""
+
+    def __init__(
+        self,
+        dispatcher: EventDispatcher,
+        reader: ChunkReader,
+        *,
+        name: str,
+        signal_table: str | None,
+        chunk_size: int = 1024,
+    ) -> None:
+        self.d = dispatcher
+        self.reader = reader
+        self.name = name
+        self.signal_table = signal_table
+        self.chunk_size = chunk_size
+        self.context = SnapshotContext()
+        #: an incremental snapshot is under way (its context goes into every offset)
+        self.active = False
+        self.paused = False
+        #: the offset keys of the context while active, else None
+        self.extra: dict[str, Any] | None = None
+        #: the table being read, its key columns and their positions in a row
+        self.table: Table | None = None
+        self._key_columns: list[str] = []
+        self._key_index: list[int] = []
+        self._dedup: Callable[[Sequence[Any]], Any] = tuple
+        #: the chunk between its watermarks
+        self.chunk_id: str | None = None
+        self.window_open = False
+        self.buffer: dict[Any, Sequence[Any]] = {}
+        self._chunk_last: Key | None = None
+        self._chunk_full = False
+        #: rows emitted of the current table (this run)
+        self.rows = 0
+        #: a restored table the connector has not declared yet (MySQL learns tables as it
+        #: starts streaming)
+        self.waiting = False
+        #: chunk queries run (for tests and the log)
+        self.chunks_read = 0
+        #: signals from channels other than the log, run on the streaming thread
+        self.pending: collections.deque[Signal] = collections.deque()
+        self._kinds: dict[TableId, int | None] = {}
+        self._lock = threading.Lock()
+
+    def check_signal_table(self) -> None:
+        """The signal table must exist and be captured: its rows reach the core only
+        through the stream."""
+        name = self.signal_table
+        if name is None:
+            return
+        tid = next((t for t in self.reader.tables() if _names(name, t)), None)
+        if tid is None:
+            raise FatalError(
+                f"signal.data.collection={name}: no such table; create it with columns "
+                "(id varchar(64), type varchar(32), data varchar(2048))"
+            )
+        if not self.d.is_included(tid):
+            raise FatalError(
+                f"signal.data.collection={name} is not captured: add it to "
+                "table.include.list so its rows reach the connector through the log"
+            )
+
+    # -- state from the offset -----------------------------------------------------------------
+    def restore(self, offset: Mapping[str, Any] | None) -> None:
+        """Take over the context of a stored offset (a snapshot interrupted by a stop or a
+        crash): it resumes after the last key sent."""
+        ctx = SnapshotContext.from_offset(offset)
+        if ctx is None or not ctx.collections:
+            return
+        self.context = ctx
+        self.active = True
+        self.waiting = True
+        self._update_extra()
+        log.info(
+            "%s: resuming incremental snapshot of %s after key %s (up to %s)",
+            self.name,
+            [c.id for c in ctx.collections],
+            encode_key(ctx.last_key),
+            encode_key(ctx.maximum_key),
+        )
+
+    def start(self) -> None:
+        """Before streaming starts: read the next chunk of a restored snapshot, if the table
+        is known already (else when the connector declares it)."""
+        if self.active and self.waiting:
+            self._advance(patient=True)
+
+    def poke(self) -> None:
+        """A restored snapshot waiting for its table: try again, and give up on a table
+        that is still unknown (``patient=False``)."""
+        if self.waiting:
+            self._advance(patient=False)
+
+    # -- what the stream shows ------------------------------------------------------------------
+    def kind(self, table_id: TableId) -> int | None:
+        kind = self._kinds.get(table_id, _MISSING)
+        if kind is _MISSING:
+            kind = self._kinds[table_id] = self._classify(table_id)
+        return kind  # type: ignore[no-any-return]
+
+    def _classify(self, table_id: TableId) -> int | None:
+        if self.signal_table is not None and _names(self.signal_table, table_id):
+            return _SIGNAL
+        if self.table is not None and table_id == self.table.id:
+            return _DATA
+        return None
+
+    def streamed(self, before: Sequence[Any] | None, after: Sequence[Any] | None) -> None:
+        """An event of the table being snapshotted: inside the window, its keys (old and
+        new) leave the buffer."""
+        if not self.window_open or not self.buffer:
+            return
+        dedup = self._dedup
+        for row in (before, after):
+            if row is not None:
+                try:
+                    self.buffer.pop(dedup(row), None)
+                except Exception:  # a partial before image without key values
+                    log.debug("no key in %r", row, exc_info=True)
+
+    def signal_row(
+        self, after: Sequence[Any] | None, source: dict[str, Any], offset: dict[str, Any]
+    ) -> None:
+        """A row inserted into the signal table: a watermark of the chunk, or a command."""
+        if after is None or self.signal_table is None:
+            return
+        table = self._signal_table_struct()
+        if table is None:
+            return
+        try:
+            names = table.column_names()
+            values = {n: after[i] for i, n in enumerate(names) if i < len(after)}
+            signal = model.parse(
+                values.get("id", after[0] if after else None),
+                values.get("type", after[1] if len(after) > 1 else None),
+                values.get("data", after[2] if len(after) > 2 else None),
+            )
+        except SignalError as exc:
+            log.warning("%s: signal skipped: %s", self.name, exc)
+            return
+        if signal.type == model.WINDOW_OPEN:
+            if self.chunk_id is not None and signal.id == self.chunk_id + OPEN_SUFFIX:
+                self.window_open = True
+            return
+        if signal.type == model.WINDOW_CLOSE:
+            if self.chunk_id is not None and signal.id == self.chunk_id + CLOSE_SUFFIX:
+                self._close_window(source, offset)
+            return
+        self.execute(signal)
+
+    def _signal_table_struct(self) -> Table | None:
+        for tid, table in self.d.tables.items():
+            if self.kind(tid) == _SIGNAL:
+                return table
+        return None
+
+    # -- signals ---------------------------------------------------------------------------------
+    def submit(self, signal: Signal) -> None:
+        """A signal from another thread (Kafka topic, REST, file): run on the streaming
+        thread with the next event the stream reports."""
+        with self._lock:
+            self.pending.append(signal)
+
+    def drain(self) -> None:
+        while self.pending:
+            with self._lock:
+                signal = self.pending.popleft()
+            self.execute(signal)
+
+    def execute(self, signal: Signal) -> None:
+        """Run one signal; a malformed one is logged with the reason and skipped."""
+        try:
+            self._execute(signal)
+        except SignalError as exc:
+            self._notice(f"signal {signal.id!r} ({signal.type}) skipped: {exc}")
+
+    def _execute(self, signal: Signal) -> None:
+        kind = signal.type
+        log.info(
+            "%s: signal %r %s via %s: %s", self.name, signal.id, kind, signal.channel, signal.data
+        )
+        if kind == model.EXECUTE_SNAPSHOT:
+            self._execute_snapshot(signal)
+        elif kind == model.STOP_SNAPSHOT:
+            self._stop_snapshot(signal)
+        elif kind == model.PAUSE_SNAPSHOT:
+            if self.active and not self.paused:
+                self.paused = True
+                log.info("%s: incremental snapshot paused", self.name)
+        elif kind == model.RESUME_SNAPSHOT:
+            if self.paused:
+                self.paused = False
+                log.info("%s: incremental snapshot resumed", self.name)
+                self._advance()
+        elif kind == model.LOG:
+            log.info("%s: signal log: %s", self.name, signal.data.get("message", signal.data))
+        else:
+            raise SignalError(f"unknown signal type {kind!r} (known: {', '.join(model.ACTIONS)})")
+
+    def _execute_snapshot(self, signal: Signal) -> None:
+        request = model.snapshot_request(signal)
+        if request.type != "incremental":
+            raise SignalError(
+                f"execute-snapshot type {request.type} is not supported; use incremental"
+            )
+        queued = {c.id for c in self.context.collections}
+        added: list[Collection] = []
+        known = self._known_tables()
+        for wanted in request.collections:
+            for tid in self._match(wanted.id, known):
+                if not self.d.is_included(tid):
+                    self._notice(
+                        f"execute-snapshot {signal.id!r}: {tid} is not captured (add it to "
+                        "table.include.list before asking for its snapshot); skipped"
+                    )
+                    continue
+                if short_name(tid) not in queued:
+                    queued.add(short_name(tid))
+                    added.append(replace(wanted, id=short_name(tid)))
+        if not added:
+            raise SignalError(
+                f"data-collections {[c.id for c in request.collections]} match no captured table"
+            )
+        self.context.collections.extend(added)
+        log.info(
+            "%s: incremental snapshot of %s requested by signal %r",
+            self.name,
+            [c.id for c in added],
+            signal.id,
+        )
+        if not self.active:
+            self.active = True
+            self.context.signal_id = signal.id
+            self.context.maximum_key = self.context.last_key = None
+        self._update_extra()
+        self._advance()
+
+    def _stop_snapshot(self, signal: Signal) -> None:
+        request = model.snapshot_request(signal, require_collections=False)
+        names = [c.id for c in request.collections]
+        if not self.active:
+            log.info("%s: stop-snapshot: no incremental snapshot is running", self.name)
+            return
+        if not names:
+            stopped = [c.id for c in self.context.collections]
+            self.context.collections.clear()
+        else:
+            stopped = [
+                c.id
+                for c in self.context.collections
+                if any(c.id == n or re.fullmatch(n, c.id) for n in names)
+            ]
+            self.context.collections = [c for c in self.context.collections if c.id not in stopped]
+        log.info("%s: incremental snapshot of %s stopped (aborted)", self.name, stopped)
+        if self.table is not None and short_name(self.table.id) in stopped:
+            self._leave_table()
+        if not self.context.collections:
+            self._finish()
+        else:
+            self._update_extra()
+            self._advance()
+
+    def _known_tables(self) -> list[TableId]:
+        seen = dict.fromkeys(self.d.tables)
+        for tid in self.reader.tables():
+            seen.setdefault(tid)
+        return list(seen)
+
+    @staticmethod
+    def _match(name: str, known: list[TableId]) -> list[TableId]:
+        exact = [t for t in known if _names(name, t)]
+        if exact:
+            return exact
+        try:
+            pattern = re.compile(name)
+        except re.error as exc:
+            raise SignalError(f"data-collection {name!r} is no table and no regex: {exc}") from exc
+        return [
+            t for t in known if pattern.fullmatch(short_name(t)) or pattern.fullmatch(t.identifier)
+        ]
+
+    # -- chunks ----------------------------------------------------------------------------------
+    def _advance(self, *, patient: bool = False) -> None:
+        """Read the next chunk (of this table or the next one), unless a window is open, the
+        snapshot is paused or there is nothing left."""
+        while self.active and not self.paused and self.chunk_id is None:
+            if self.table is None:
+                if not self.context.collections:
+                    self._finish()
+                    return
+                opened = self._open_table(self.context.collections[0], patient)
+                if opened is None:  # wait for the connector to declare it
+                    return
+                if not opened:
+                    self._drop_first()
+                    continue
+            if not self._read_chunk():
+                self._table_done()
+
+    def _open_table(self, wanted: Collection, patient: bool) -> bool | None:
+        tid = next((t for t in self.d.tables if _names(wanted.id, t)), None)
+        table = self.d.tables.get(tid) if tid is not None else None
+        if table is None:
+            tid = next((t for t in self.reader.tables() if _names(wanted.id, t)), None)
+            table = self.reader.describe(tid) if tid is not None else None
+            if table is None:
+                if patient:
+                    return None
+                self._notice(f"incremental snapshot of {wanted.id}: table not found; skipped")
+                return False
+            self.d.register_table(table)
+        self.waiting = False
+        schema = self.d.schemas[table.id]
+        names = table.column_names()
+        keys = [wanted.surrogate_key] if wanted.surrogate_key else list(schema.key_columns)
+        if not keys or not all(k in names for k in keys):
+            self._notice(
+                f"incremental snapshot of {wanted.id} rejected: "
+                + (
+                    f"surrogate-key {wanted.surrogate_key!r} is not a column"
+                    if wanted.surrogate_key
+                    else "the table has no primary key (give a surrogate-key in the signal, "
+                    "or message.key.columns for the table)"
+                )
+            )
+            return False
+        self.table = table
+        self._key_columns = keys
+        self._key_index = [names.index(k) for k in keys]
+        if schema.key_columns:
+            key_from_row = schema.key_from_row
+            self._dedup = lambda row: _hashable(key_from_row(row))
+        else:
+            index = self._key_index
+            self._dedup = lambda row: _hashable([row[i] for i in index])
+        self._kinds.clear()
+        self.rows = 0
+        if self.context.maximum_key is None:
+            self.context.last_key = None
+            self.context.maximum_key = self.reader.max_key(table, keys, wanted.condition)
+            log.info(
+                "%s: incremental snapshot of %s started, up to key %s",
+                self.name,
+                wanted.id,
+                encode_key(self.context.maximum_key),
+            )
+            if self.context.maximum_key is None:
+                return True  # empty: _read_chunk finds nothing and completes it
+        self._update_extra()
+        return True
+
+    def _read_chunk(self) -> bool:
+        """Write the open watermark, read the chunk into the buffer, write the close
+        watermark; False when the table has no rows left."""
+        ctx, table = self.context, self.table
+        assert table is not None
+        upto = ctx.maximum_key
+        if upto is None or (
+            ctx.last_key is not None and encode_key(ctx.last_key) == encode_key(upto)
+        ):
+            return False
+        assert self.signal_table is not None
+        signal_tid = _table_id_of(self.signal_table, self.d, self.reader)
+        chunk_id = uuid.uuid4().hex
+        self.reader.write_watermark(signal_tid, chunk_id + OPEN_SUFFIX, model.WINDOW_OPEN)
+        rows = self.reader.read_chunk(
+            table,
+            self._key_columns,
+            ctx.last_key,
+            upto,
+            self.chunk_size,
+            ctx.collections[0].condition,
+        )
+        self.chunks_read += 1
+        if not rows:
+            return False
+        self.reader.write_watermark(signal_tid, chunk_id + CLOSE_SUFFIX, model.WINDOW_CLOSE)
+        dedup = self._dedup
+        self.buffer = {dedup(row): row for row in rows}
+        index = self._key_index
+        self._chunk_last = tuple(rows[-1][i] for i in index)
+        self._chunk_full = len(rows) >= self.chunk_size
+        self.chunk_id = chunk_id
+        self.window_open = False
+        return True
+
+    def _close_window(self, source: dict[str, Any], offset: dict[str, Any]) -> None:
+        """The close watermark: what is left of the buffer goes downstream as reads, each
+        with its own key in the offset; then the next chunk."""
+        table = self.table
+        assert table is not None
+        tid = table.id
+        src = dict(source)
+        src["table"] = tid.table
+        if "schema" in src and tid.schema is not None:
+            src["schema"] = tid.schema
+        if "db" in src and tid.catalog is not None:
+            src["db"] = tid.catalog
+        src["snapshot"] = "incremental" if self.d.envelope_version == V3 else True
+        base = without_context(offset)
+        ctx = self.context
+        extra = ctx.to_offset()
+        index = self._key_index
+        emit_row = self.d.emit_row
+        read = Operation.READ
+        emitted = 0
+        for row in self.buffer.values():
+            key = tuple(row[i] for i in index)
+            ctx.last_key = key
+            extra = {**extra, "incremental_snapshot_primary_key": encode_key(key)}
+            emit_row(read, tid, None, row, src, {**base, **extra})
+            emitted += 1
+        self.rows += emitted
+        ctx.last_key = self._chunk_last
+        self.buffer = {}
+        self.chunk_id = None
+        self.window_open = False
+        self._update_extra()
+        self.d.snapshot_progress(tid, self.rows, None)
+        if not self._chunk_full or encode_key(self._chunk_last) == encode_key(ctx.maximum_key):
+            self._table_done()
+        self._advance()
+
+    def _table_done(self) -> None:
+        table = self.table
+        name = short_name(table.id) if table is not None else self.context.collections[0].id
+        log.info(
+            "%s: incremental snapshot of %s completed: %d rows emitted, %d chunk queries",
+            self.name,
+            name,
+            self.rows,
+            self.chunks_read,
+        )
+        self._drop_first()
+
+    def _drop_first(self) -> None:
+        if self.context.collections:
+            self.context.collections.pop(0)
+        self._leave_table()
+        self._update_extra()
+
+    def _leave_table(self) -> None:
+        self.table = None
+        self.buffer = {}
+        self.chunk_id = None
+        self.window_open = False
+        self.context.maximum_key = self.context.last_key = None
+        self._kinds.clear()
+
+    def _finish(self) -> None:
+        if self.active:
+            log.info("%s: incremental snapshot completed", self.name)
+        self.active = self.paused = self.waiting = False
+        self._leave_table()
+        self.context = SnapshotContext()
+        self.extra = None
+
+    def _update_extra(self) -> None:
+        self.extra = self.context.to_offset() if self.active else None
+
+    def _notice(self, text: str) -> None:
+        log.warning("%s: %s", self.name, text)
+        self.d.metrics.notices.append(text)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(_hashable(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+def short_name(table_id: TableId) -> str:
+    """How signals and filters name a table: ``schema.table`` (PostgreSQL, whose ids carry
+    the database too) or ``db.table`` (MySQL)."""
+    container = table_id.schema if table_id.schema is not None else table_id.catalog
+    return f"{container}.{table_id.table}" if container is not None else table_id.table
+
+
+def _names(name: str, table_id: TableId) -> bool:
+    """Whether ``name`` (a signal's data collection, ``signal.data.collection``) is this
+    table: its short name or its full identifier (PostgreSQL ``db.schema.table``)."""
+    return name in (short_name(table_id), table_id.identifier)
+
+
+def _table_id_of(name: str, d: EventDispatcher, reader: ChunkReader) -> TableId:
+    for tid in d.tables:
+        if _names(name, tid):
+            return tid
+    for tid in reader.tables():
+        if _names(name, tid):
+            return tid
+    parts = name.split(".")
+    return TableId(None, parts[-2] if len(parts) > 1 else None, parts[-1])
+
+
+class SignalledContext:
+    """The :class:`~cdc.spi.SourceContext` a streaming source gets when signals are on: the
+    dispatcher's, with the incremental snapshot watching on the way."""
+
+    def __init__(self, dispatcher: EventDispatcher, snapshots: IncrementalSnapshot) -> None:
+        self.d = dispatcher
+        self.s = snapshots
+        self.stop_event = dispatcher.stop_event
+
+    @property
+    def metrics(self) -> SourceMetrics:
+        return self.d.metrics
+
+    @property
+    def tx_metadata(self) -> bool:
+        return self.d.tx_metadata
+
+    def emit(self, event: SourceEvent) -> None:
+        if isinstance(event, RowChange):
+            self.emit_row(
+                event.op,
+                event.table_id,
+                event.before,
+                event.after,
+                event.source,
+                event.offset,
+                event.transaction_id,
+                event.partial,
+            )
+            return
+        s = self.s
+        if s.pending or s.waiting:
+            self._between_events()
+        extra = s.extra
+        if extra is not None:
+            event = replace(event, offset={**event.offset, **extra})
+        self.d.emit(event)
+
+    def emit_row(
+        self,
+        op: Operation,
+        table_id: TableId,
+        before_row: Sequence[Any] | None,
+        after_row: Sequence[Any] | None,
+        source: dict[str, Any],
+        offset: dict[str, Any],
+        transaction_id: str | None = None,
+        partial: bool = False,
+    ) -> None:
+        s = self.s
+        if s.pending or s.waiting:
+            self._between_events()
+        kind = s.kind(table_id)
+        if kind == _DATA:
+            s.streamed(before_row, after_row)
+        extra = s.extra
+        self.d.emit_row(
+            op,
+            table_id,
+            before_row,
+            after_row,
+            source,
+            offset if extra is None else {**offset, **extra},
+            transaction_id,
+            partial,
+        )
+        if kind == _SIGNAL and op is Operation.CREATE:
+            s.signal_row(after_row, source, offset)
+
+    def _between_events(self) -> None:
+        self.s.drain()
+        self.s.poke()
+
+    def batched(self, limit: int = 512) -> AbstractContextManager[Callable[[], None]]:
+        return self.d.batched(limit)
+
+    def register_table(self, table: Table) -> None:
+        self.d.register_table(table)
+
+    def is_included(self, table_id: TableId) -> bool:
+        return self.d.is_included(table_id)
+
+    def snapshot_started(self, table_ids: list[TableId]) -> None:
+        self.d.snapshot_started(table_ids)
+
+    def snapshot_progress(self, table_id: TableId, rows: int, total: int | None) -> None:
+        self.d.snapshot_progress(table_id, rows, total)
+
+    def snapshot_table_completed(self, table_id: TableId, rows: int) -> None:
+        self.d.snapshot_table_completed(table_id, rows)
+
+    def snapshot_starting(self, position: Mapping[str, Any]) -> dict[str, Any]:
+        return self.d.snapshot_starting(position)

@@ -1,0 +1,64 @@
+"""What a connector supplies so the core can run incremental snapshots (DBLog watermarks).
+
+The core owns the algorithm (``cdc.snapshot.incremental``): which table, which chunk, the
+window, the de-duplication against streamed events, the offsets. A connector only answers
+small questions about its database on a connection of its own (never the replication
+session): the largest key of a table, the next rows in key order, and how to write a
+watermark row into the signal table so that it appears in the log between the chunk's reads.
+
+Keys are tuples of the values the connector's own rows carry for the key columns (the same
+representation its snapshot rows have), in the order of ``key_columns``; the core stores them
+in the offset and hands them back after a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from cdc.spi.events import TableId
+from cdc.spi.relational import Table
+
+Key = tuple[Any, ...]
+
+
+class ChunkReader(Protocol):
+    def tables(self) -> list[TableId]:
+        """Every table of the source the connector could capture (the core matches the
+        ``data-collections`` regular expressions of a signal against them)."""
+        ...
+
+    def describe(self, table_id: TableId) -> Table | None:
+        """The structure of a table the core has not seen registered yet, as streaming would
+        register it; None when the connector learns tables only from its log (MySQL)."""
+        ...
+
+    def max_key(
+        self, table: Table, key_columns: Sequence[str], condition: str | None
+    ) -> Key | None:
+        """The largest key of ``table`` (rows matching ``condition``, an SQL predicate, if
+        given): the end of the snapshot. None: no rows."""
+        ...
+
+    def read_chunk(
+        self,
+        table: Table,
+        key_columns: Sequence[str],
+        after: Key | None,
+        upto: Key,
+        limit: int,
+        condition: str | None,
+    ) -> list[Sequence[Any]]:
+        """At most ``limit`` rows with ``after < key <= upto`` (no lower bound when ``after``
+        is None) in key order, each in the table's column order, in one statement that reads
+        committed data as of its start (autocommit)."""
+        ...
+
+    def write_watermark(self, signal_table: TableId, signal_id: str, kind: str) -> None:
+        """Insert and commit ``(id, type, data)`` = ``(signal_id, kind, NULL-or-empty)`` into the
+        signal table, so the streamed log carries it at this point."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection."""
+        ...
