@@ -331,7 +331,11 @@ class OplogStreaming(StreamingSource):
         emitter = ChangeEmitter(ctx, self.shapes, self.rs)
         position = dict(offset) if offset else None
         oplog = self.client.local["oplog.rs"]
-        if position is not None:
+        if position is None:  # no offset (snapshot.mode=never): from the current end
+            newest = oplog.find_one(sort=[("$natural", -1)])
+            if newest is not None:
+                position = {"sec": newest["ts"].time, "ord": newest["ts"].inc, "h": None}
+        else:
             first = oplog.find_one(sort=[("$natural", 1)])
             stored = Timestamp(int(position["sec"]), int(position["ord"]))
             if first is not None and first["ts"] > stored:

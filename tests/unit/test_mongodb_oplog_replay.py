@@ -31,7 +31,9 @@ class RecordedOplog:
         self.stop = stop
 
     def find_one(self, sort: Any = None) -> Mapping[str, Any] | None:
-        return self.entries[0] if self.entries else None
+        if not self.entries:
+            return None
+        return self.entries[-1] if sort and sort[0][1] == -1 else self.entries[0]
 
     def find(self, query: Mapping[str, Any], cursor_type: Any = None) -> Iterator[Any]:
         cond = query.get("ts", {})
@@ -64,8 +66,12 @@ class RecordedClient:
         self.local = {"oplog.rs": oplog}
 
 
+#: the offset of the fixture's first entry (a no-op): replays start after it
+START = {"sec": 1699999999, "ord": 1, "h": None}
+
+
 def replay(
-    offset: dict[str, Any] | None = None, entries: list[Any] | None = None, **cfg: str
+    offset: dict[str, Any] | None = START, entries: list[Any] | None = None, **cfg: str
 ) -> list[dict[str, Any]]:
     raw = {"name": "m", "mongodb.name": "srv", "mongodb.hosts": "rs0/127.0.0.1:1"}
     conn = MongoDbConnector({**raw, "capture.mode": "oplog", **cfg})
@@ -125,4 +131,8 @@ def test_position_gone_from_the_oplog_fails_naming_it() -> None:
     entries = json_util.loads(FIXTURE.read_text())["entries"]
     with pytest.raises(FatalError, match=r"'sec': 1600000000.*no longer in the oplog"):
         replay({"sec": 1600000000, "ord": 1}, entries)
-    assert entries[0]["ts"] == Timestamp(1700000000, 1)
+    assert entries[0]["ts"] == Timestamp(1699999999, 1)
+
+
+def test_without_an_offset_streaming_starts_at_the_end() -> None:
+    assert [r for r in replay(None) if r["topic"].startswith("srv.shop")] == []
