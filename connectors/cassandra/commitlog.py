@@ -98,6 +98,15 @@ def segment_id(name: str) -> int | None:
     return int(m.group(2)) if m else None
 
 
+def list_segments(directory: Path) -> list[tuple[int, Path]]:
+    out = []
+    for p in directory.glob("CommitLog-*.log"):
+        seg = segment_id(p.name)
+        if seg is not None:
+            out.append((seg, p))
+    return sorted(out)
+
+
 def index_path(segment: Path) -> Path:
     return segment.with_name(segment.name[: -len(".log")] + "_cdc.idx")
 

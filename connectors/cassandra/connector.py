@@ -62,7 +62,7 @@ class CassandraConnector(Connector):
         return CassandraSnapshot(self.state, self.config["snapshot.mode"])
 
     def streaming_source(self) -> StreamingSource:
-        return CassandraStreaming(self.state, self.transfer)
+        return CassandraStreaming(self.state, self.transfer, self.config["snapshot.mode"])
 
     def value_converters(self) -> CassandraValueConverters:
         return CassandraValueConverters()

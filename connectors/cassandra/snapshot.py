@@ -21,14 +21,13 @@ from typing import Any
 from cdc.snapshot.driver import TableScan, one_by_one, run_snapshot
 from cdc.snapshot_modes import snapshot_incomplete
 from cdc.spi import SnapshotSource, Snapshotter, SourceContext, TableId
-from connectors.cassandra.commitlog import read_cdc_index
+from connectors.cassandra.commitlog import list_segments, read_cdc_index
 from connectors.cassandra.cqltypes import CqlType
 from connectors.cassandra.mutation import CellValue
 from connectors.cassandra.offsets import START, CommitLogPosition
 from connectors.cassandra.schema import core_table, table_id
 from connectors.cassandra.snapshot_record import PENDING, record_for
 from connectors.cassandra.state import TaskState
-from connectors.cassandra.streaming import list_segments
 from connectors.cassandra.tabledef import TableDef
 
 log = logging.getLogger("tidemark.cassandra.snapshot")
@@ -124,31 +123,36 @@ class _Steps:
             yield scan, batch
 
     def _rows(self, scan: TableScan) -> Iterator[list[list[Any]]]:
-        from cassandra import ConsistencyLevel
-        from cassandra.query import SimpleStatement
-
-        t: TableDef = scan.plan
-        cols = t.primary_key + t.regular
-        names = ", ".join(f'"{c.name}"' for c in cols)
-        stmt = SimpleStatement(
-            f'SELECT {names} FROM "{t.keyspace}"."{t.name}"',
-            consistency_level=getattr(ConsistencyLevel, self.state.cfg["snapshot.consistency"]),
-            fetch_size=self.state.cfg["snapshot.fetch.size"],
-        )
-        nkey = len(t.primary_key)
-        batch: list[list[Any]] = []
-        for r in self.state.session().execute(stmt):
-            row = [driver_value(c.type, v) for c, v in zip(cols, r, strict=True)]
-            row[nkey:] = [CellValue(v, None, True) for v in row[nkey:]]
-            batch.append(row)
-            if len(batch) >= 1024:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+        return table_rows(self.state, scan.plan)
 
     def release(self, completed: bool) -> None:
         return None
+
+
+def table_rows(state: TaskState, t: TableDef) -> Iterator[list[list[Any]]]:
+    """A table's rows in batches, in the core table's column order: key values, then a
+    :class:`CellValue` per regular column."""
+    from cassandra import ConsistencyLevel
+    from cassandra.query import SimpleStatement
+
+    cols = t.primary_key + t.regular
+    names = ", ".join(f'"{c.name}"' for c in cols)
+    stmt = SimpleStatement(
+        f'SELECT {names} FROM "{t.keyspace}"."{t.name}"',
+        consistency_level=getattr(ConsistencyLevel, state.cfg["snapshot.consistency"]),
+        fetch_size=state.cfg["snapshot.fetch.size"],
+    )
+    nkey = len(t.primary_key)
+    batch: list[list[Any]] = []
+    for r in state.session().execute(stmt):
+        row = [driver_value(c.type, v) for c, v in zip(cols, r, strict=True)]
+        row[nkey:] = [CellValue(v, None, True) for v in row[nkey:]]
+        batch.append(row)
+        if len(batch) >= 1024:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def driver_value(t: CqlType, v: Any) -> Any:

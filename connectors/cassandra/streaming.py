@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import mmap
 import threading
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,13 +30,13 @@ from connectors.cassandra.commitlog import (
     Cursor,
     Entry,
     iter_entries,
+    list_segments,
     read_cdc_index,
-    segment_id,
 )
 from connectors.cassandra.mutation import MutationError, RowChange, UnknownTable, decode_mutation
 from connectors.cassandra.offsets import CommitLogPosition
 from connectors.cassandra.schema import SYSTEM_KEYSPACES, core_table, table_id
-from connectors.cassandra.snapshot_record import record_for
+from connectors.cassandra.snapshot_record import PENDING, record_for
 from connectors.cassandra.state import TaskState
 from connectors.cassandra.tabledef import TableDef
 from connectors.cassandra.transfer import CommitLogTransfer
@@ -55,15 +56,6 @@ class CommitLogFailed(FatalError):
     """A segment or mutation that cannot be read, under ``fail``: names file and position."""
 
 
-def list_segments(directory: Path) -> list[tuple[int, Path]]:
-    out = []
-    for p in directory.glob("CommitLog-*.log"):
-        seg = segment_id(p.name)
-        if seg is not None:
-            out.append((seg, p))
-    return sorted(out)
-
-
 def first_table_id(data: bytes) -> uuid.UUID | None:
     try:
         _, pos = read_unsigned_vint(data, 0)
@@ -73,8 +65,13 @@ def first_table_id(data: bytes) -> uuid.UUID | None:
 
 
 class CassandraStreaming(StreamingSource):
-    def __init__(self, state: TaskState, transfer: CommitLogTransfer) -> None:
+    def __init__(
+        self, state: TaskState, transfer: CommitLogTransfer, mode: str = "initial"
+    ) -> None:
         self.state = state
+        self.snapshot_mode = mode
+        #: CDC tables known so far; a new one is snapshotted at once with snapshot.mode=always
+        self.cdc_ids: set[uuid.UUID] = set()
         self.cfg = state.cfg
         self.transfer = transfer
         self.mode = str(self.cfg["event.processing.failure.handling.mode"])
@@ -94,6 +91,7 @@ class CassandraStreaming(StreamingSource):
         pos = CommitLogPosition.from_offset(offset)
         skip_rows = int(offset.get("row", 0)) if offset else 0
         schema = self.state.schema()
+        self.cdc_ids = {t.id for t in schema.cdc_tables(ctx.is_included)}
         raw = self.state.cdc_raw
         if not raw.is_dir():
             raise FatalError(
@@ -112,7 +110,7 @@ class CassandraStreaming(StreamingSource):
         try:
             with ctx.batched(256) as flush:
                 while not ctx.stop_event.is_set():
-                    self._schema_changes(ctx, schema.maybe_refresh())
+                    self._schema_changes(ctx, schema.maybe_refresh(), pos)
                     pos, skip_rows, moved = self._poll(ctx, raw, pos, skip_rows)
                     gauges.source_event_position = {"file": pos.file, "pos": str(pos.pos)}
                     if not moved:
@@ -130,12 +128,49 @@ class CassandraStreaming(StreamingSource):
         extra["cdc-raw-free-bytes"] = self.state.cdc_raw_free_bytes
         ctx.metrics.extra_text["commitlog-filename"] = lambda: m.filename
 
-    def _schema_changes(self, ctx: SourceContext, changed: list[TableDef]) -> None:
+    def _schema_changes(
+        self, ctx: SourceContext, changed: list[TableDef], pos: CommitLogPosition
+    ) -> None:
         for t in changed:
             if t.id in self.registered:
                 log.info("schema of %s changed; its events use the new columns", t.qualified)
                 self.registered[t.id] = t
                 ctx.register_table(core_table(t))
+        for t in self.state.schema().cdc_tables(ctx.is_included):
+            if t.id in self.cdc_ids:
+                continue
+            self.cdc_ids.add(t.id)
+            log.info("%s is enabled for CDC", t.qualified)
+            if self.snapshot_mode == "always":
+                self._snapshot_table(ctx, t, pos)
+
+    def _snapshot_table(self, ctx: SourceContext, t: TableDef, pos: CommitLogPosition) -> None:
+        """snapshot.mode=always: a table enabled for CDC while streaming is read at once;
+        its rows carry the stream's current offset (a crash before they are in Kafka
+        re-snapshots every table on the next start, as always does)."""
+        from connectors.cassandra.snapshot import table_rows
+
+        self.registered[t.id] = t
+        ctx.register_table(core_table(t))
+        record = record_for(self.state)
+        record.mark(t.qualified, PENDING)
+        source = {
+            "ts_ms": int(time.time() * 1000),
+            "snapshot": True,
+            "cluster": self.state.schema().cluster_name,
+            "keyspace": t.keyspace,
+            "table": t.name,
+            "file": pos.file,
+            "pos": pos.pos,
+            "ts_micro": int(time.time() * 1_000_000),
+        }
+        offset = pos.to_offset()
+        rows = 0
+        for batch in table_rows(self.state, t):
+            for row in batch:
+                ctx.emit_row(Operation.READ, table_id(t), None, row, source, offset)
+            rows += len(batch)
+        log.info("snapshot of %s (enabled for CDC while streaming): %d rows", t.qualified, rows)
 
     def _poll(
         self, ctx: SourceContext, raw: Path, pos: CommitLogPosition, skip_rows: int
