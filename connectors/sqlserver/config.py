@@ -164,6 +164,15 @@ SQLSERVER_FIELDS = ConfigDef(
             "replays, never misses one).",
         ),
         ConfigField(
+            "include.schema.changes",
+            Kind.BOOLEAN,
+            True,
+            group="Events",
+            doc="Report on the schema change topic (named after database.server.name) each "
+            "table found enabled for CDC while running and each switch to a new capture "
+            "instance.",
+        ),
+        ConfigField(
             "max.iteration.transactions",
             Kind.INT,
             500,

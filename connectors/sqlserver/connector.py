@@ -12,8 +12,9 @@ from cdc.snapshot_modes import MODES, WhenNeeded
 from cdc.spi import Connector, SnapshotSource, Snapshotter, StreamingSource, TableId
 from connectors.sqlserver.config import CONFIG_DEF, database_name, parse_config
 from connectors.sqlserver.offsets import SqlServerPosition, validate_offset
+from connectors.sqlserver.positions import position_lost
 from connectors.sqlserver.snapshot import SqlServerSnapshot
-from connectors.sqlserver.streaming import SqlServerStreaming, position_lost
+from connectors.sqlserver.streaming import SqlServerStreaming
 from connectors.sqlserver.types import Modes, SqlServerValueConverters
 
 SOURCE_SCHEMA = source_block_schema(

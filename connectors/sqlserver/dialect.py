@@ -78,6 +78,13 @@ class Dialect:
             "ORDER BY ct.start_lsn"
         )
 
+    def tables(self) -> str:
+        """Every user table (to name the included ones that have no capture instance)."""
+        return (
+            "SELECT s.name, t.name, t.is_tracked_by_cdc FROM sys.tables t "
+            "JOIN sys.schemas s ON s.schema_id = t.schema_id"
+        )
+
     def captured_columns(self) -> str:
         return (
             "SELECT cc.object_id, cc.column_name, cc.column_ordinal, cc.column_type "

@@ -25,6 +25,8 @@ def _codes(error: BaseException) -> Sequence[str | int]:
     state = args[0] if args and isinstance(args[0], str) else ""
     text = str(args[1]) if len(args) > 1 else ""
     codes: list[str | int] = [state, state[:2]] if state else []
+    if "password authentication failed" in text:  # the stand-in's driver says 08001
+        codes.insert(0, "28000")
     # SQL Server's own error numbers, as FreeTDS prints them: "(18456)", "(229)"
     for number in (18456, 229, 916, 4060, 1205, 1222):
         if f"({number})" in text:

@@ -7,7 +7,8 @@ table enabled for CDC, the second instance of the online schema-evolution proced
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -15,6 +16,8 @@ from cdc.spi import Column, Table, TableId
 from connectors.sqlserver.dialect import Dialect
 from connectors.sqlserver.errors import CdcNotEnabled
 from connectors.sqlserver.offsets import Lsn
+
+log = logging.getLogger("tidemark.sqlserver.schema")
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,11 @@ class Catalog:
         rows = self._rows(self.dialect.min_lsn(), instance)
         return Lsn.of(rows[0][0]) if rows else None
 
+    def table_ids(self) -> list[TableId]:
+        return [
+            TableId(self.database, str(s), str(t)) for s, t, _ in self._rows(self.dialect.tables())
+        ]
+
     def lsn_time(self, lsn: Lsn) -> Any:
         """``sys.fn_cdc_map_lsn_to_time``: the commit time of the transaction at ``lsn``."""
         rows = self._rows(self.dialect.lsn_to_time(), lsn.raw)
@@ -171,3 +179,50 @@ def current_instances(
     for lst in out.values():
         lst.sort(key=lambda i: i.start_lsn.raw if i.start_lsn else b"")
     return out
+
+
+def check_captured(
+    catalog: Catalog,
+    included: Callable[[TableId], bool],
+    explicit: bool,
+    captured: Mapping[TableId, object],
+) -> None:
+    """Fail naming the ``sys.sp_cdc_enable_table`` call for each table the include list names
+    that has no capture instance (SQL Server would never report its changes); with no
+    include list such tables are only logged."""
+    missing = [t for t in catalog.table_ids() if included(t) and t not in captured]
+    if missing and explicit:
+        calls = "; ".join(enable_table_call(t.schema or "dbo", t.table) for t in missing[:5])
+        more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
+        names = ", ".join(f"{t.schema}.{t.table}" for t in missing[:5])
+        raise CdcNotEnabled(
+            [
+                (
+                    "table.include.list",
+                    f"CDC is not enabled on {names}{more} in database {catalog.database!r}: "
+                    f"run {calls}",
+                )
+            ]
+        )
+    for t in missing:
+        log.warning(
+            "table %s is not enabled for CDC and is not captured: %s",
+            t,
+            enable_table_call(t.schema or "dbo", t.table),
+        )
+    if not captured:
+        raise CdcNotEnabled(
+            [
+                (
+                    "table.include.list",
+                    f"no table of database {catalog.database!r} selected by the include/"
+                    "exclude lists has CDC enabled: enable each with "
+                    + enable_table_call("<schema>", "<table>"),
+                )
+            ]
+        )
+
+
+def explicit_tables(cfg: Any) -> bool:
+    """Tables are named (``table.include.list``), not just whatever has CDC enabled."""
+    return bool(cfg["table.include.list"])

@@ -26,13 +26,14 @@ from cdc.snapshot.driver import Row, TableScan, one_by_one, run_snapshot
 from cdc.spi import SnapshotSource, SourceContext, Table, TableId
 from connectors.sqlserver.config import database_name
 from connectors.sqlserver.connection import connect, dialect_of
-from connectors.sqlserver.errors import CdcNotEnabled
 from connectors.sqlserver.offsets import Lsn, SqlServerPosition
+from connectors.sqlserver.positions import position_lost
 from connectors.sqlserver.schema import (
     CaptureInstance,
     Catalog,
+    check_captured,
     current_instances,
-    enable_table_call,
+    explicit_tables,
 )
 
 log = logging.getLogger("tidemark.sqlserver.snapshot")
@@ -65,17 +66,7 @@ class SqlServerSnapshotSteps:
         by_table = current_instances(self.catalog.instances(), self.ctx.is_included, self.database)
         # the newest instance describes the table as it is now
         self.captured = {tid: insts[-1] for tid, insts in by_table.items()}
-        if not self.captured:
-            raise CdcNotEnabled(
-                [
-                    (
-                        "table.include.list",
-                        f"no table of database {self.database!r} selected by the include/"
-                        "exclude lists has CDC enabled: enable each with "
-                        + enable_table_call("<schema>", "<table>"),
-                    )
-                ]
-            )
+        check_captured(self.catalog, self.ctx.is_included, explicit_tables(self.cfg), self.captured)
         return sorted(self.captured)
 
     def lock(self) -> None:
@@ -106,7 +97,23 @@ class SqlServerSnapshotSteps:
             self.registered[tid] = inst.name
 
     def handover(self, resume: dict[str, Any]) -> dict[str, Any]:
-        return resume
+        """Stream from ``resume`` (an earlier attempt's position) while the change tables
+        still hold it; else from this snapshot's own position, with a warning: deletes made
+        between the two may be missing downstream."""
+        assert self.catalog is not None
+        if resume == self.pos.to_offset():
+            return resume
+        lost = position_lost(self.catalog, SqlServerPosition.from_offset(resume))
+        if lost is None:
+            return resume
+        log.warning(
+            "streaming starts at this snapshot's position %s, not at the earlier %s: %s "
+            "Rows deleted in between may still be present downstream.",
+            self.pos.commit_lsn,
+            resume.get("commit_lsn"),
+            lost,
+        )
+        return self.pos.to_offset()
 
     def scans(self) -> list[TableScan]:
         ts = int(time.time() * 1000)

@@ -43,7 +43,14 @@ from connectors.sqlserver.config import database_name
 from connectors.sqlserver.connection import connect, dialect_of
 from connectors.sqlserver.errors import ERRORS, LsnNoLongerAvailable
 from connectors.sqlserver.offsets import Lsn, SqlServerPosition
-from connectors.sqlserver.schema import CaptureInstance, Catalog, current_instances
+from connectors.sqlserver.positions import position_lost
+from connectors.sqlserver.schema import (
+    CaptureInstance,
+    Catalog,
+    check_captured,
+    current_instances,
+    explicit_tables,
+)
 
 log = logging.getLogger("tidemark.sqlserver.streaming")
 
@@ -96,6 +103,8 @@ class SqlServerStreaming(StreamingSource):
             self.conn = connect(self.cfg)
             catalog = Catalog(self.conn, self.dialect, self.database)
             catalog.check_cdc_enabled()
+            captured = current_instances(catalog.instances(), ctx.is_included, self.database)
+            check_captured(catalog, ctx.is_included, explicit_tables(self.cfg), captured)
             pos = SqlServerPosition.from_offset(offset) if offset else SqlServerPosition(None)
             if pos.commit_lsn is None and offset is None:
                 # no snapshot (snapshot.mode=never/schema_only without rows): from now on
@@ -306,30 +315,3 @@ class SqlServerStreaming(StreamingSource):
     def _end(self, ctx: SourceContext, commit_raw: bytes, src: dict[str, Any]) -> None:
         commit = Lsn(commit_raw)
         ctx.emit(TransactionEnd(str(commit), src, SqlServerPosition(commit).to_offset()))
-
-
-def position_lost(catalog: Catalog, pos: SqlServerPosition) -> str | None:
-    """Why the stored position cannot be resumed, or None. A capture instance whose minimum
-    LSN is past the position lost changes to the cleanup job if it existed at the position
-    (created before the position's commit time); one created later starts where its changes
-    start. When the position's commit time is gone too, the instance is taken as cleaned:
-    a false alarm costs a snapshot, a wrong guess would lose changes."""
-    from_lsn = pos.from_lsn()
-    if from_lsn is None or pos.commit_lsn is None:
-        return None
-    committed_at = catalog.lsn_time(pos.commit_lsn)
-    for inst in catalog.instances():
-        low = catalog.min_lsn(inst.name)
-        if low is None or low <= from_lsn:
-            continue
-        created = inst.create_date
-        if committed_at is not None and created is not None and created > committed_at:
-            continue  # enabled after the position: nothing of it was missed
-        return (
-            f"the stored offset (commit_lsn {pos.commit_lsn}) is older than the minimum "
-            f"LSN {low} of capture instance {inst.name}: the CDC cleanup job removed "
-            "changes the connector has not read. Take a new snapshot (snapshot.mode="
-            "when_needed does so by itself), or keep changes longer (sys.sp_cdc_change_job "
-            "@job_type = N'cleanup', @retention = <minutes>)."
-        )
-    return None

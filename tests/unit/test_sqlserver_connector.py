@@ -1,0 +1,110 @@
+"""The SQL Server connector's registration, configuration and setup errors that need no
+server: the plugin names, the one-database rule, a missing ODBC driver naming its Debian
+package, the ODBC connection string, the type mapping."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from typing import Any
+
+import pytest
+
+from cdc.errors import ConfigError
+from cdc.schema import logical
+from cdc.schema.model import BOOLEAN, INT16, STRING
+from cdc.spi import Column, Table, TableId
+from connectors.sqlserver import SqlServerConnector
+from connectors.sqlserver import connection as ssconn
+from connectors.sqlserver.config import CONFIG_DEF, parse_config
+from connectors.sqlserver.types import Modes, SqlServerValueConverters
+from worker.registry import Registry
+
+BASE = {
+    "name": "c",
+    "database.server.name": "server1",
+    "database.hostname": "db.example",
+    "database.user": "debezium",
+    "database.password": "p;w}d",
+    "database.names": "testDB",
+}
+
+
+def test_registered_under_both_names() -> None:
+    registry = Registry()
+    for name in ("sqlserver", "io.debezium.connector.sqlserver.SqlServerConnector"):
+        plugin = registry.resolve(name)
+        assert plugin.cls is SqlServerConnector
+
+
+def test_several_databases_are_refused_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"database\.names: lists several databases"):
+        parse_config({**BASE, "database.names": "a,b"})
+    with pytest.raises(ConfigError, match=r"database\.names: is required"):
+        parse_config({k: v for k, v in BASE.items() if k != "database.names"})
+    assert parse_config({**BASE, "database.names": None, "database.dbname": "old"})
+
+
+def test_missing_odbc_driver_names_the_debian_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyodbc  # type: ignore[import-not-found,unused-ignore]
+
+    monkeypatch.setattr(pyodbc, "drivers", lambda: [])
+    with pytest.raises(ConfigError) as err:
+        ssconn.check_driver(CONFIG_DEF.parse(BASE))
+    assert "database.odbc.driver" in str(err.value)
+    assert "apt-get install tdsodbc" in str(err.value)
+    standin = CONFIG_DEF.parse({**BASE, "sqlserver.dialect": "postgres-standin"})
+    with pytest.raises(ConfigError, match=r"apt-get install odbc-postgresql"):
+        ssconn.check_driver(standin)
+
+
+def test_connection_string_escapes_and_passes_tls_options() -> None:
+    cfg = CONFIG_DEF.parse(
+        {**BASE, "database.encrypt": "true", "database.trustServerCertificate": "true"}
+    )
+    cs = ssconn.connection_string(cfg, "FreeTDS")
+    assert cs.startswith("DRIVER={FreeTDS};SERVER=db.example;PORT=1433;DATABASE=testDB;")
+    assert "PWD={p;w}}d}" in cs and "TDS_Version=7.4" in cs
+    assert "Encrypt=yes" in cs and "TrustServerCertificate=yes" in cs
+
+
+def col(type_name: str, length: int | None = None, scale: int | None = None) -> Column:
+    return Column("c", 0, type_name, length=length, scale=scale)
+
+
+def convert(column: Column, value: Any, **modes: str) -> tuple[Any, Any]:
+    conv = SqlServerValueConverters(Modes(**modes))
+    table = Table(TableId("db", "dbo", "t"), (column,))
+    schema, fn = conv.schema_for(table, column), conv.converter_for(table, column)
+    return schema, (fn(value) if fn else value)
+
+
+def test_type_mapping_follows_debeziums_table() -> None:
+    assert convert(col("bit"), True) == (BOOLEAN, True)
+    assert convert(col("tinyint"), 200) == (INT16, 200)
+    when = dt.datetime(2020, 1, 1, 10, 0, 0, 123456)
+    assert convert(col("datetime"), when)[0] == logical.timestamp_millis()
+    assert convert(col("datetime2", scale=7), when) == (
+        logical.nano_timestamp(),
+        1577872800123456000,
+    )
+    assert convert(col("datetime2", scale=6), when)[0] == logical.micro_timestamp()
+    assert convert(col("datetime2", scale=7), when, time_precision="connect")[1] == 1577872800123
+    assert convert(col("time", scale=7), dt.time(1, 2, 3, 4))[1] == 3723000004000
+    zoned = dt.datetime(2020, 1, 1, 10, 0, tzinfo=dt.timezone(dt.timedelta(hours=2)))
+    assert convert(col("datetimeoffset", scale=7), zoned) == (
+        logical.zoned_timestamp(),
+        "2020-01-01T10:00:00+02:00",
+    )
+    money = decimal.Decimal("12.5")
+    assert convert(col("money"), money) == (
+        logical.connect_decimal(4, 19),
+        decimal.Decimal("12.5000"),
+    )
+    assert convert(col("smallmoney"), money, decimal="string") == (STRING, "12.5")
+    assert convert(col("uniqueidentifier"), "ce83f479-0576-467b-9b21-c98dcb2c4f63")[1] == (
+        "CE83F479-0576-467B-9B21-C98DCB2C4F63"
+    )
+    assert convert(col("varbinary"), b"\x01\xff", binary="hex") == (STRING, "01ff")
+    assert convert(col("xml"), "<a/>") == (logical.xml(), "<a/>")
+    assert convert(col("geography"), b"") == (None, b"")
