@@ -68,6 +68,8 @@ def _data(signal_id: Any, data: Any) -> dict[str, Any]:
         parsed = json.loads(data)
     except (TypeError, ValueError) as exc:
         raise SignalError(f"signal {signal_id!r}: data is not JSON: {data!r} ({exc})") from exc
+    if parsed is None:
+        return {}
     if not isinstance(parsed, dict):
         raise SignalError(f"signal {signal_id!r}: data must be a JSON object, got {data!r}")
     return parsed

@@ -210,7 +210,7 @@ class IncrementalSnapshot:
                 values.get("data", after[2] if len(after) > 2 else None),
             )
         except SignalError as exc:
-            log.warning("%s: signal skipped: %s", self.name, exc)
+            self._notice(f"signal skipped: {exc}")
             return
         if signal.type == model.WINDOW_OPEN:
             if self.chunk_id is not None and signal.id == self.chunk_id + OPEN_SUFFIX:

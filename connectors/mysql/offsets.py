@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from cdc.snapshot.incremental_state import OFFSET_KEYS as INCREMENTAL
 from connectors.mysql.gtid import GtidError, parse_gtid_set
 
 _FILE_INDEX = re.compile(r"\.(\d+)$")
@@ -141,7 +142,8 @@ def validate_offset(
         problems.append("offset.snapshot must be true or false")
     filters = ("database_whitelist", "database_blacklist", "table_whitelist", "table_blacklist")
     unknown = sorted(
-        set(offset) - {*_INT_KEYS, *filters, "file", "gtids", "snapshot", "filters_recorded"}
+        set(offset)
+        - {*_INT_KEYS, *filters, "file", "gtids", "snapshot", "filters_recorded", *INCREMENTAL}
     )
     if unknown:
         problems.append(f"unknown offset key(s) {', '.join(unknown)}")

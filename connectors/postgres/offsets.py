@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from cdc.snapshot.incremental_state import OFFSET_KEYS as INCREMENTAL
+
 
 @dataclass(frozen=True, slots=True)
 class WalPosition:
@@ -126,7 +128,8 @@ def validate_offset(
             "offset.snapshot_origin (where streaming resumes after an interrupted snapshot) "
             f"must be an object with a non-negative integer lsn, got {origin!r}"
         )
-    unknown = sorted(set(offset) - {*PG_INT_KEYS, *PG_BOOL_KEYS, *PG_OTHER_KEYS, "snapshot_origin"})
+    known = {*PG_INT_KEYS, *PG_BOOL_KEYS, *PG_OTHER_KEYS, "snapshot_origin", *INCREMENTAL}
+    unknown = sorted(set(offset) - known)
     if unknown:
         problems.append(f"unknown offset key(s) {', '.join(unknown)}")
     if problems:

@@ -1,0 +1,312 @@
+"""The watermark algorithm of cdc.snapshot.incremental, with a fake database whose log the
+test feeds to the context the way a streaming source would: the seed's figure with a read
+dropped from the buffer, chunk bounds, offsets, resume, and the signal actions."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from cdc.errors import FatalError
+from cdc.record import SourceRecord
+from cdc.signals import model
+from cdc.signals.model import SignalError
+from cdc.snapshot.incremental import IncrementalSnapshot, SignalledContext
+from cdc.snapshot.incremental_state import SnapshotContext, decode_key, encode_key
+from cdc.spi import Column, Operation, Table, TableId
+from cdc.spi.chunks import Key
+from tests.unit.test_dispatcher import drain, make_dispatcher
+
+SIGNAL = Table(
+    TableId("db", None, "dbz_signal"),
+    (Column("id", 0, "text"), Column("type", 1, "text"), Column("data", 2, "text")),
+)
+K = Table(TableId("db", None, "k"), (Column("id", 0, "int"), Column("v", 1, "text")), ("id",))
+NOPK = Table(TableId("db", None, "nopk"), (Column("a", 0, "int"), Column("b", 1, "text")))
+
+Event = tuple[Operation, TableId, Any, Any]
+
+
+class FakeDb:
+    """Tables as dicts, a log of committed changes, and a ChunkReader over them."""
+
+    def __init__(self) -> None:
+        self.rows: dict[TableId, dict[int, tuple[Any, ...]]] = {K.id: {}, NOPK.id: {}}
+        self.log: list[Event] = []
+        self.queries: list[tuple[Key | None, Key]] = []
+        self.after_open: list[Callable[[], None]] = []
+        self.after_read: list[Callable[[], None]] = []
+
+    def insert(self, row: tuple[Any, ...], table: Table = K) -> None:
+        self.rows[table.id][row[0]] = row
+        self.log.append((Operation.CREATE, table.id, None, row))
+
+    def update(self, row: tuple[Any, ...]) -> None:
+        before = self.rows[K.id][row[0]]
+        self.rows[K.id][row[0]] = row
+        self.log.append((Operation.UPDATE, K.id, before, row))
+
+    def delete(self, key: int) -> None:
+        before = self.rows[K.id].pop(key)
+        self.log.append((Operation.DELETE, K.id, before, None))
+
+    def signal(self, kind: str, data: Any, signal_id: str = "s1") -> None:
+        text = data if isinstance(data, str) else json.dumps(data)
+        self.log.append((Operation.CREATE, SIGNAL.id, None, (signal_id, kind, text)))
+
+    # -- ChunkReader ----------------------------------------------------------------------------
+    def tables(self) -> list[TableId]:
+        return [SIGNAL.id, K.id, NOPK.id]
+
+    def describe(self, table_id: TableId) -> Table | None:
+        return None
+
+    def max_key(
+        self, table: Table, key_columns: Sequence[str], condition: str | None
+    ) -> Key | None:
+        keys = sorted(self.rows[table.id])
+        return (keys[-1],) if keys else None
+
+    def read_chunk(
+        self,
+        table: Table,
+        key_columns: Sequence[str],
+        after: Key | None,
+        upto: Key,
+        limit: int,
+        condition: str | None,
+    ) -> list[Sequence[Any]]:
+        self.queries.append((after, upto))
+        keys = [k for k in sorted(self.rows[table.id]) if (after is None or k > after[0])]
+        rows: list[Sequence[Any]] = [self.rows[table.id][k] for k in keys if k <= upto[0]]
+        if self.after_read:
+            self.after_read.pop(0)()
+        return rows[:limit]
+
+    def write_watermark(self, signal_table: TableId, signal_id: str, kind: str) -> None:
+        self.log.append((Operation.CREATE, signal_table, None, (signal_id, kind, None)))
+        if kind == model.WINDOW_OPEN and self.after_open:
+            self.after_open.pop(0)()
+
+    def close(self) -> None:
+        pass
+
+
+class Harness:
+    def __init__(
+        self,
+        chunk_size: int = 1024,
+        offset: dict[str, Any] | None = None,
+        rows: dict[int, tuple[Any, ...]] | None = None,
+    ) -> None:
+        self.d, self.queue, _ = make_dispatcher()
+        for table in (SIGNAL, K, NOPK):
+            self.d.register_table(table)
+        self.db = FakeDb()
+        self.db.rows[K.id].update(rows or {})
+        self.inc = IncrementalSnapshot(
+            self.d, self.db, name="t", signal_table="db.dbz_signal", chunk_size=chunk_size
+        )
+        self.ctx = SignalledContext(self.d, self.inc)
+        self.inc.check_signal_table()
+        self.inc.restore(offset)
+        self.inc.start()
+        self.position = 0
+        self.records: list[SourceRecord] = []
+
+    def pump(self) -> None:
+        """Stream the log, as a connector would, until it is empty."""
+        while self.db.log:
+            op, tid, before, after = self.db.log.pop(0)
+            self.position += 1
+            source = {"ts_ms": 1, "db": "db", "table": tid.table, "pos": self.position}
+            self.ctx.emit_row(op, tid, before, after, source, {"pos": self.position})
+            self.records += drain(self.queue)
+
+    def events(self, table: str = "k") -> list[tuple[str, Any]]:
+        """``(op, first column)`` of each event of ``table``, tombstones left out."""
+        return [
+            (
+                r.value["op"],
+                (r.value["after"] or r.value["before"])[K.columns[0].name if table == "k" else "a"],
+            )
+            for r in self.records
+            if r.topic.endswith("." + table) and r.value is not None
+        ]
+
+
+def test_figure_2_read_in_the_buffer_dropped_by_streamed_events() -> None:
+    """AC-74 with K5 in the buffer, as the figure shows it: K2, K3, K4 exist; K1 inserted,
+    K2 updated, K3 deleted before the window; the chunk holds K1, K2, K4 and K5 (inserted
+    after the open watermark, below the maximum); K4 deleted and K6 inserted inside the
+    window. Reads of K4 and K5 are dropped; K1 and K2 are read at the close."""
+    h = Harness()
+    for row in ((20, "K2"), (30, "K3"), (40, "K4")):
+        h.db.rows[K.id][row[0]] = row
+    h.db.insert((10, "K1"))
+    h.db.update((20, "K2'"))
+    h.db.delete(30)
+    h.db.signal("execute-snapshot", {"data-collections": ["db.k"]})
+    h.db.after_open.append(lambda: h.db.insert((35, "K5")))
+
+    def inside_window() -> None:
+        h.db.delete(40)
+        h.db.insert((60, "K6"))
+
+    h.db.after_read.append(inside_window)
+    h.pump()
+    assert h.events() == [
+        ("c", 10),
+        ("u", 20),
+        ("d", 30),
+        ("c", 35),
+        ("d", 40),
+        ("c", 60),
+        ("r", 10),
+        ("r", 20),
+    ]
+    assert h.db.queries == [(None, (40,))]
+    assert not h.inc.active
+
+
+def test_chunks_bounded_by_the_maximum_and_offsets_carry_the_context() -> None:
+    """AC-73: 5 rows in chunks of 2 are 3 queries up to the maximum read at the start; a row
+    above it arrives only by streaming; each read's offset names its own key, streamed
+    events meanwhile carry the context, and offsets after the snapshot do not."""
+    h = Harness(chunk_size=2)
+    for i in range(1, 6):
+        h.db.rows[K.id][i] = (i, f"v{i}")
+    h.db.signal("execute-snapshot", {"data-collections": ["db\\.k"]})  # a regex
+    h.db.after_read.append(lambda: h.db.insert((6, "late")))
+    h.pump()
+    assert h.db.queries == [(None, (5,)), ((2,), (5,)), ((4,), (5,))]
+    assert sorted(k for op, k in h.events() if op == "r") == [1, 2, 3, 4, 5]
+    assert [op for op, k in h.events() if k == 6] == ["c"]
+    reads = [r for r in h.records if r.value is not None and r.value["op"] == "r"]
+    assert [json.loads(r.source_offset["incremental_snapshot_primary_key"]) for r in reads] == [
+        [1],
+        [2],
+        [3],
+        [4],
+        [5],
+    ]
+    assert all(r.source_offset["incremental_snapshot_maximum_key"] == "[5]" for r in reads)
+    assert reads[0].value["source"]["table"] == "k"
+    assert reads[0].value["source"]["snapshot"] is True
+    late = next(r for r in h.records if r.value is not None and r.key == {"id": 6})
+    assert "incremental_snapshot_collections" in late.source_offset
+    h.db.insert((7, "after"))
+    h.pump()
+    assert "incremental_snapshot_collections" not in h.records[-1].source_offset
+
+
+def test_resume_from_a_stored_context_starts_after_the_last_key() -> None:
+    """AC-75: the offset's tables, maximum and last key are enough to go on."""
+    stored = SnapshotContext(maximum_key=(5,), last_key=(3,), signal_id="s1")
+    stored.collections.append(model.snapshot_request(_sig(["db.k"])).collections[0])
+    rows = {i: (i, f"v{i}") for i in range(1, 7)}
+    h = Harness(chunk_size=2, offset={"pos": 9, **stored.to_offset()}, rows=rows)
+    h.pump()
+    assert h.db.queries == [((3,), (5,))]
+    assert h.events() == [("r", 4), ("r", 5)]
+    assert not h.inc.active
+
+
+def test_table_without_key_is_rejected_with_a_notice_and_a_surrogate_key_reads_it() -> None:
+    """AC-76."""
+    h = Harness()
+    h.db.rows[NOPK.id] = {1: (1, "x"), 2: (2, "y")}
+    h.db.signal("execute-snapshot", {"data-collections": ["db.nopk"]})
+    h.pump()
+    assert "no primary key" in h.d.metrics.notices[-1]
+    assert h.events("nopk") == [] and not h.inc.active
+    h.db.signal("execute-snapshot", {"data-collections": ["db.nopk"], "surrogate-key": "a"})
+    h.pump()
+    assert h.events("nopk") == [("r", 1), ("r", 2)]
+
+
+def test_pause_resume_and_stop() -> None:
+    """pause-snapshot holds the next chunk (streaming goes on), resume-snapshot reads it,
+    stop-snapshot aborts the snapshot: its context leaves the offsets."""
+    h = Harness(chunk_size=1)
+    for i in range(1, 6):
+        h.db.rows[K.id][i] = (i, "v")
+    h.db.signal("execute-snapshot", {"data-collections": ["db.k"]})
+    h.db.after_read.append(lambda: h.db.signal("pause-snapshot", None, "p"))
+    h.pump()
+    assert [k for op, k in h.events() if op == "r"] == [1]
+    assert h.inc.active and h.inc.paused
+    h.db.signal("resume-snapshot", None, "r")
+    h.db.after_read += [lambda: None, lambda: h.db.signal("stop-snapshot", {}, "x")]
+    h.pump()
+    # the stop came inside the third chunk's window: its reads are dropped with it
+    assert [k for op, k in h.events() if op == "r"] == [1, 2]
+    assert not h.inc.active
+    assert h.records[-1].source_offset.get("incremental_snapshot_collections") is None
+
+
+@pytest.mark.parametrize(
+    ("kind", "data", "reason"),
+    [
+        ("execute-snapshot", "{not json", "not JSON"),
+        ("execute-snapshot", {"data-collections": "db.k"}, "must be a list"),
+        ("execute-snapshot", {"data-collections": ["db.nothing"]}, "match no captured table"),
+        ("execute-snapshot", {"data-collections": ["db.k"], "type": "blocking"}, "blocking"),
+        ("bogus", {}, "unknown signal type"),
+    ],
+)
+def test_malformed_signals_are_skipped_with_the_reason(kind: str, data: Any, reason: str) -> None:
+    h = Harness()
+    h.db.rows[K.id][1] = (1, "v")
+    h.db.signal(kind, data)
+    h.db.signal("execute-snapshot", {"data-collections": ["db.k"]}, "good")
+    h.pump()
+    assert reason in h.d.metrics.notices[0]
+    assert h.events() == [("r", 1)]
+
+
+def test_signal_from_another_channel_runs_with_the_next_event() -> None:
+    """A signal submitted by another thread (Kafka topic, REST) runs on the streaming thread
+    when the source next reports an event."""
+    h = Harness()
+    h.db.rows[K.id][1] = (1, "v")
+    h.inc.submit(model.parse("rest-1", "execute-snapshot", {"data-collections": ["db.k"]}, "rest"))
+    h.db.insert((2, "w"))
+    h.pump()
+    assert h.events() == [("c", 2), ("r", 1), ("r", 2)]
+
+
+def test_signal_table_must_be_captured() -> None:
+    d, _, _ = make_dispatcher({"table.include.list": "db.customers"})
+    inc = IncrementalSnapshot(d, FakeDb(), name="t", signal_table="db.dbz_signal")
+    with pytest.raises(FatalError, match=r"table\.include\.list"):
+        inc.check_signal_table()
+    missing = IncrementalSnapshot(d, FakeDb(), name="t", signal_table="db.nothing")
+    with pytest.raises(FatalError, match="no such table"):
+        missing.check_signal_table()
+
+
+def test_key_values_survive_the_offset() -> None:
+    key = (1, "a", Decimal("1.50"), dt.datetime(2024, 1, 2, 3, 4, 5), dt.date(2024, 1, 2), b"\x00")
+    assert decode_key(encode_key(key)) == key
+    with pytest.raises(ValueError, match="not readable"):
+        decode_key("[", "incremental_snapshot_primary_key")
+
+
+def test_additional_conditions_both_spellings() -> None:
+    new = model.snapshot_request(
+        _sig(["a.b"], **{"additional-conditions": [{"data-collection": "a.b", "filter": "x>1"}]})
+    )
+    old = model.snapshot_request(_sig(["a.b"], **{"additional-condition": "x>1"}))
+    assert new.collections[0].condition == old.collections[0].condition == "x>1"
+    with pytest.raises(SignalError, match="data-collection"):
+        model.snapshot_request(_sig(["a.b"], **{"additional-conditions": ["x>1"]}))
+
+
+def _sig(names: list[str], **extra: Any) -> model.Signal:
+    return model.parse("s", "execute-snapshot", {"data-collections": names, **extra})
