@@ -54,19 +54,21 @@ def config(mongodb: str, coll: str, **overrides: str) -> dict[str, Any]:
     return cfg
 
 
+def start_task(cfg: dict[str, Any], kafka: str, store: OffsetStore) -> RunningConnector:
+    """The connector task in a thread of this process (the engine a worker runs)."""
+    connector = MongoDbConnector(cfg)
+    engine = Engine(
+        connector,
+        connector.config,
+        store,
+        EngineSettings(producer={"bootstrap.servers": kafka}, offset_flush_interval_ms=200),
+    )
+    return start_engine(engine, connector)
+
+
 @contextmanager
 def run(cfg: dict[str, Any], kafka: str, store: OffsetStore) -> Iterator[RunningConnector]:
-    def start() -> RunningConnector:
-        connector = MongoDbConnector(cfg)
-        engine = Engine(
-            connector,
-            connector.config,
-            store,
-            EngineSettings(producer={"bootstrap.servers": kafka}, offset_flush_interval_ms=200),
-        )
-        return start_engine(engine, connector)
-
-    with running(start) as r:
+    with running(lambda: start_task(cfg, kafka, store)) as r:
         wait_streaming(r)
         yield r
 
@@ -227,14 +229,7 @@ def test_unreachable_server_fails_after_connect_max_attempts(kafka: str) -> None
             "mongodb.server.selection.timeout.ms": "100",
         },
     )
-    connector = MongoDbConnector(cfg)
-    engine = Engine(
-        connector,
-        connector.config,
-        MemoryOffsetStore(),
-        EngineSettings(producer={"bootstrap.servers": kafka}, offset_flush_interval_ms=200),
-    )
-    r = start_engine(engine, connector)
+    r = start_task(cfg, kafka, MemoryOffsetStore())
     r.thread.join(60)
     assert not r.thread.is_alive(), "the task should have failed"
     assert r.errors, "the task should have failed with an error"

@@ -13,12 +13,9 @@ import orjson
 import pymongo
 import pytest
 
-from cdc.engine import Engine, EngineSettings
 from cdc.offsets.memory import MemoryOffsetStore
 from cdc.testing.kafka_reader import read_topic
-from connectors.mongodb import MongoDbConnector
-from tests.integration.engine_runner import start_engine
-from tests.integration.test_mongodb_connector import config, run
+from tests.integration.test_mongodb_connector import config, run, start_task
 
 pytestmark = [pytest.mark.mongodb, pytest.mark.kafka]
 
@@ -88,14 +85,7 @@ def test_snapshot_modes(mongodb: str, kafka: str) -> None:
     assert [(e.op, e.key["id"]) for e in events] == [("c", "3")]
     # initial_only: the copy, then the task ends without streaming
     cfg = config(mongodb, coll, **{"snapshot.mode": "initial_only"})
-    connector = MongoDbConnector(cfg)
-    engine = Engine(
-        connector,
-        connector.config,
-        MemoryOffsetStore(),
-        EngineSettings(producer={"bootstrap.servers": kafka}, offset_flush_interval_ms=200),
-    )
-    r = start_engine(engine, connector)
+    r = start_task(cfg, kafka, MemoryOffsetStore())
     r.thread.join(30)
     assert not r.thread.is_alive() and not r.errors
     db.c.insert_one({"_id": 4})
@@ -121,14 +111,7 @@ def test_position_gone_from_the_oplog(mongodb: str, kafka: str) -> None:
     cfg = config(mongodb, coll, **{"snapshot.mode": "never"})
     store = MemoryOffsetStore()
     store.put_many([(cfg["name"], {"server_id": cfg["mongodb.name"], "rs": "rs0"}, gone)])
-    connector = MongoDbConnector(cfg)
-    engine = Engine(
-        connector,
-        connector.config,
-        store,
-        EngineSettings(producer={"bootstrap.servers": kafka}, offset_flush_interval_ms=200),
-    )
-    r = start_engine(engine, connector)
+    r = start_task(cfg, kafka, store)
     r.thread.join(30)
     assert r.errors, "streaming from a lost position must fail"
     assert "{'sec': 1, 'ord': 1" in str(r.errors[0]) and "no longer in the oplog" in str(
