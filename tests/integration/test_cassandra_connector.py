@@ -252,3 +252,62 @@ def test_mutation_written_before_a_column_drop(h: CassandraHarness) -> None:
     assert events[0].after["b"]["value"] == 1
     assert "b" not in events[1].after and events[1].after["a"]["value"] == "two"
     assert "b" not in events[2].after
+
+
+def test_resume_inside_a_multi_row_mutation(h: CassandraHarness) -> None:
+    """One mutation, three rows (a batch on one partition). The offset after its first row is
+    {file, pos: <mutation start>, row: 1}: a restart from there delivers rows 2 and 3 only."""
+    from connectors.cassandra.commitlog import iter_entries, read_cdc_index
+
+    h.cql(
+        f"CREATE TABLE {h.keyspace}.lines (p int, c int, v text, PRIMARY KEY (p, c)) "
+        "WITH cdc = true"
+    )
+    cfg = h.config(
+        **{
+            "snapshot.mode": "never",
+            "table.include.list": rf"{h.keyspace}\.lines",
+            "commit.log.transfer.class": "keep",  # the test reads the segment afterwards
+        }
+    )
+    with h.running(cfg) as run:
+        h.wait_streaming(run)
+        h.cql(
+            f"BEGIN UNLOGGED BATCH "
+            f"INSERT INTO {h.keyspace}.lines (p, c, v) VALUES (1, 1, 'a'); "
+            f"INSERT INTO {h.keyspace}.lines (p, c, v) VALUES (1, 2, 'b'); "
+            f"INSERT INTO {h.keyspace}.lines (p, c, v) VALUES (1, 3, 'c'); APPLY BATCH"
+        )
+        events = h.read(cfg, "lines", min_count=3)
+    assert [e.key["c"] for e in events] == [1, 2, 3]
+    src = events[0].value["source"]
+    assert {e.value["source"]["pos"] for e in events} == {src["pos"]}  # one mutation
+    segment = Path(h.node.cdc_raw) / src["file"]
+    idx = read_cdc_index(segment)
+    assert idx is not None
+    start = next(
+        e.start
+        for e in iter_entries(segment.read_bytes(), segment.name, limit=idx.offset)
+        if e.end == src["pos"]
+    )
+    again = h.config(
+        **{
+            "snapshot.mode": "never",
+            "table.include.list": rf"{h.keyspace}\.lines",
+            "commit.log.transfer.class": "keep",
+        }
+    )
+    store = MemoryOffsetStore()
+    store.put_many(
+        [
+            (
+                again["name"],
+                {"server": again["topic.prefix"]},
+                {"file": src["file"], "pos": start, "row": 1},
+            )
+        ]
+    )
+    with h.running(again, store) as run:
+        h.wait_streaming(run)
+        resumed = h.read(again, "lines", min_count=2)
+    assert [e.key["c"] for e in resumed] == [2, 3]
