@@ -183,9 +183,15 @@ class MongoDbConnector(Connector):
 
     def streaming_source(self) -> StreamingSource:
         if self.mode == "oplog":
-            return OplogStreaming(
-                self.client, self.shapes, self.rs, self.config["mongodb.oplog.poll.interval.ms"]
+            oplog = OplogStreaming(
+                self.client,
+                self.shapes,
+                self.rs,
+                self.config["mongodb.oplog.poll.interval.ms"],
+                self.backoff(),
             )
+            oplog.user = self.config.get("mongodb.user")
+            return oplog
         db, coll = self.namespace
         watched = (db, coll) if db is not None and coll is not None else None
         return ChangeStreamStreaming(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -212,25 +213,18 @@ def _give_up(failure: Failure) -> BaseException:
     )
 
 
-class ChangeStreamStreaming(StreamingSource):
-    """Reads a change stream from the stored resume token (or operation time)."""
+class RetryingStream(StreamingSource):
+    """Runs ``_run(ctx, state)`` again after a lost connection, on the seed's schedule
+    (``connect.backoff.*``, ``connect.max.attempts``); ``state["offset"]`` is where the next
+    attempt resumes, ``state["progress"]`` whether the failed attempt got work done."""
 
-    def __init__(
-        self,
-        opener: Opener,
-        shapes: Shapes,
-        rs: str,
-        watched: tuple[str, str] | None,
-        backoff: Backoff,
-        user: str | None = None,
-    ) -> None:
-        self.user = user
-        self.disconnects = 0
-        self.opener = opener
-        self.shapes = shapes
-        self.rs = rs
-        self.watched = watched
-        self.backoff = backoff
+    backoff: Backoff
+    user: str | None = None
+    disconnects: int = 0
+
+    @abstractmethod
+    def _run(self, ctx: SourceContext, state: dict[str, Any]) -> None:
+        """One connected attempt: stream until stopped, or raise."""
 
     def execute(self, ctx: SourceContext, offset: Mapping[str, Any] | None) -> None:
         state: dict[str, Any] = {"offset": dict(offset) if offset else None, "progress": False}
@@ -265,6 +259,27 @@ class ChangeStreamStreaming(StreamingSource):
             failure.delay,
             failure.error,
         )
+
+
+class ChangeStreamStreaming(RetryingStream):
+    """Reads a change stream from the stored resume token (or operation time)."""
+
+    def __init__(
+        self,
+        opener: Opener,
+        shapes: Shapes,
+        rs: str,
+        watched: tuple[str, str] | None,
+        backoff: Backoff,
+        user: str | None = None,
+    ) -> None:
+        self.user = user
+        self.disconnects = 0
+        self.opener = opener
+        self.shapes = shapes
+        self.rs = rs
+        self.watched = watched
+        self.backoff = backoff
 
     def _run(self, ctx: SourceContext, state: dict[str, Any]) -> None:
         emitter = ChangeEmitter(ctx, self.shapes, self.rs)
@@ -317,19 +332,22 @@ class ChangeStreamStreaming(StreamingSource):
             cursor.close()
 
 
-class OplogStreaming(StreamingSource):
+class OplogStreaming(RetryingStream):
     """The seed's mechanism: entries of ``local.oplog.rs`` after the stored ``sec``/``ord``,
     read with a tailable cursor, re-opened (after ``poll_ms``) when a server ends it."""
 
-    def __init__(self, client: Client, shapes: Shapes, rs: str, poll_ms: int) -> None:
+    def __init__(
+        self, client: Client, shapes: Shapes, rs: str, poll_ms: int, backoff: Backoff
+    ) -> None:
         self.client = client
         self.shapes = shapes
         self.rs = rs
         self.poll_s = poll_ms / 1000.0
+        self.backoff = backoff
 
-    def execute(self, ctx: SourceContext, offset: Mapping[str, Any] | None) -> None:
+    def _run(self, ctx: SourceContext, state: dict[str, Any]) -> None:
         emitter = ChangeEmitter(ctx, self.shapes, self.rs)
-        position = dict(offset) if offset else None
+        position = state["offset"]
         oplog = self.client.local["oplog.rs"]
         if position is None:  # no offset (snapshot.mode=never): from the current end
             newest = oplog.find_one(sort=[("$natural", -1)])
@@ -345,16 +363,15 @@ class OplogStreaming(StreamingSource):
                     "a new snapshot at its next start; with snapshot.mode=never delete the "
                     "stored offsets to start from the current position"
                 )
-        ctx.metrics.streaming.connected = True
-        try:
-            with ctx.batched() as flush:
-                while not ctx.stop_event.is_set():
-                    query: dict[str, Any] = {}
-                    if position is not None:
-                        ts = Timestamp(int(position["sec"]), int(position["ord"]))
-                        query = {"ts": {"$gte" if "tord" in position else "$gt": ts}}
-                    cursor = oplog.find(query, cursor_type=CursorType.TAILABLE_AWAIT)
-                    read = 0
+        with ctx.batched() as flush:
+            while not ctx.stop_event.is_set():
+                query: dict[str, Any] = {}
+                if position is not None:
+                    ts = Timestamp(int(position["sec"]), int(position["ord"]))
+                    query = {"ts": {"$gte" if "tord" in position else "$gt": ts}}
+                cursor = oplog.find(query, cursor_type=CursorType.TAILABLE_AWAIT)
+                read = 0
+                try:
                     for entry in cursor:
                         for event in from_oplog(entry):
                             if position is not None and _done(event.offset, position):
@@ -363,19 +380,19 @@ class OplogStreaming(StreamingSource):
                                 emitter.change(event)
                             else:
                                 emitter.moved(event.offset)
-                            position = event.offset
+                            position = state["offset"] = event.offset
+                            state["progress"] = True
                             read += 1
                         if ctx.stop_event.is_set():
                             break
+                finally:
                     cursor.close()
-                    emitter.end_transaction()
-                    if not read and position is not None:  # idle: heartbeats, offset commits
-                        ctx.emit(PositionReached(position))
-                    flush()
-                    if not read:
-                        ctx.stop_event.wait(self.poll_s)
-        finally:
-            ctx.metrics.streaming.connected = False
+                emitter.end_transaction()
+                if not read and position is not None:  # idle: heartbeats, offset commits
+                    ctx.emit(PositionReached(position))
+                flush()
+                if not read:
+                    ctx.stop_event.wait(self.poll_s)
 
 
 def _done(candidate: Mapping[str, Any], position: Mapping[str, Any]) -> bool:

@@ -29,6 +29,8 @@ class RecordedOplog:
     def __init__(self, entries: list[Mapping[str, Any]], stop: threading.Event) -> None:
         self.entries = entries
         self.stop = stop
+        #: failures to raise from the next find() calls (a lost connection)
+        self.failures: list[BaseException] = []
 
     def find_one(self, sort: Any = None) -> Mapping[str, Any] | None:
         if not self.entries:
@@ -36,6 +38,8 @@ class RecordedOplog:
         return self.entries[-1] if sort and sort[0][1] == -1 else self.entries[0]
 
     def find(self, query: Mapping[str, Any], cursor_type: Any = None) -> Iterator[Any]:
+        if self.failures:
+            raise self.failures.pop(0)
         cond = query.get("ts", {})
         gt, gte = cond.get("$gt"), cond.get("$gte")
         found = [
@@ -71,7 +75,10 @@ START = {"sec": 1699999999, "ord": 1, "h": None}
 
 
 def replay(
-    offset: dict[str, Any] | None = START, entries: list[Any] | None = None, **cfg: str
+    offset: dict[str, Any] | None = START,
+    entries: list[Any] | None = None,
+    failures: list[BaseException] | None = None,
+    **cfg: str,
 ) -> list[dict[str, Any]]:
     raw = {"name": "m", "mongodb.name": "srv", "mongodb.hosts": "rs0/127.0.0.1:1"}
     conn = MongoDbConnector({**raw, "capture.mode": "oplog", **cfg})
@@ -81,7 +88,9 @@ def replay(
     source = conn.streaming_source()
     assert isinstance(source, OplogStreaming)
     conn.close()  # the live client the source was built with is never used here
-    source.client = RecordedClient(RecordedOplog(entries, ctx.stop_event))  # type: ignore[assignment]
+    oplog = RecordedOplog(entries, ctx.stop_event)
+    oplog.failures = list(failures or [])
+    source.client = RecordedClient(oplog)  # type: ignore[assignment]
     source.execute(ctx, offset)
     conv = converter_from_config({}, is_key=False)
     out = []
@@ -136,3 +145,25 @@ def test_position_gone_from_the_oplog_fails_naming_it() -> None:
 
 def test_without_an_offset_streaming_starts_at_the_end() -> None:
     assert [r for r in replay(None) if r["topic"].startswith("srv.shop")] == []
+
+
+def test_a_lost_connection_is_retried_and_resumes_where_it_stopped() -> None:
+    from pymongo.errors import AutoReconnect
+
+    lost = [AutoReconnect("connection reset"), AutoReconnect("no primary")]
+    data = replay(failures=lost, **{"connect.backoff.initial.delay.ms": "1"})
+    rows = [r for r in data if r["topic"].startswith("srv.shop") and r["value"]]
+    assert [r["value"]["op"] for r in rows] == ["c", "u", "c", "d"]
+
+
+def test_connection_lost_for_good_fails_after_connect_max_attempts() -> None:
+    from pymongo.errors import AutoReconnect
+
+    from connectors.mongodb.errors import PrimaryUnreachable
+
+    lost: list[BaseException] = [AutoReconnect("down")] * 5
+    with pytest.raises(PrimaryUnreachable, match="3 reconnection attempts failed"):
+        replay(
+            failures=lost,
+            **{"connect.backoff.initial.delay.ms": "1", "connect.max.attempts": "3"},
+        )
