@@ -5,6 +5,7 @@ connector deletes the segments it has delivered, so the node's cdc_raw is shared
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from collections.abc import Iterator
@@ -37,6 +38,12 @@ class CassandraHarness:
             f"CREATE KEYSPACE {keyspace} WITH replication = "
             "{'class': 'SimpleStrategy', 'replication_factor': 1}"
         )
+
+    def on_kafka(self, bootstrap: str) -> CassandraHarness:
+        """The same node and keyspace, another Kafka broker."""
+        other = copy.copy(self)
+        other.kafka = bootstrap
+        return other
 
     def cql(self, statement: str, params: Any = None) -> list[Any]:
         return list(self.session.execute(statement, params))

@@ -1,5 +1,6 @@
-"""When things go wrong, on the real node: a hard kill duplicates only (AC-39), the node
-going down fails the task and a restart resumes without loss (AC-41)."""
+"""When things go wrong, on the real node: a hard kill duplicates only (AC-39), Kafka not
+answering pauses the stream without loss (AC-40), the node going down fails the task and a
+restart resumes without loss (AC-41)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ import pytest
 from cdc.offsets.memory import MemoryOffsetStore
 from tests.integration.cassandra_harness import CassandraHarness, module_harness
 from tests.integration.conftest import CassandraInfo
+from tests.integration.test_kafka_outage import free_port_pair
 from worker.dev import Stack
+from worker.dev.kafka import KafkaService
 
 pytestmark = [pytest.mark.cassandra, pytest.mark.kafka]
 ROOT = Path(__file__).parents[2]
@@ -129,3 +132,50 @@ def _writable(h: CassandraHarness) -> bool:
         return True
     except Exception:
         return False
+
+
+@pytest.fixture(scope="module")
+def private_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaService]:
+    """A broker of this module's own, so freezing it does not disturb other tests."""
+    svc = KafkaService(Path(tmp_path_factory.mktemp("cs-kafka")), free_port_pair())
+    svc.start()
+    try:
+        yield svc
+    finally:
+        pid = svc.pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+        svc.stop()
+
+
+def test_kafka_away_pauses_and_loses_nothing(
+    h: CassandraHarness, private_kafka: KafkaService
+) -> None:
+    """AC-40: Kafka stops answering while the node takes writes: nothing is lost and no offset
+    moves past what Kafka has; once it answers again every change arrives."""
+    h.cql(f"CREATE TABLE {h.keyspace}.kafka_away (id int PRIMARY KEY, v int) WITH cdc = true")
+    private = h.on_kafka(private_kafka.bootstrap)
+    cfg = private.config(**{"snapshot.mode": "never"})
+    store = MemoryOffsetStore()
+    with private.running(cfg, store) as run:
+        private.wait_streaming(run)
+        for i in range(20):
+            h.cql(f"INSERT INTO {h.keyspace}.kafka_away (id, v) VALUES ({i}, {i})")
+        private.read(cfg, "kafka_away", min_count=20)
+        pid = private_kafka.pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            for i in range(20, 60):
+                h.cql(f"INSERT INTO {h.keyspace}.kafka_away (id, v) VALUES ({i}, {i})")
+            time.sleep(4)
+            assert not run.errors
+            stored = store.all(cfg["name"])
+            acked_during = run.engine.metrics.records_acked
+            time.sleep(2)
+            assert run.engine.metrics.records_acked == acked_during  # nothing acknowledged
+            assert store.all(cfg["name"]) == stored  # so no offset moved
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        events = private.read(cfg, "kafka_away", min_count=60, timeout=90)
+    assert sorted({e.key["id"] for e in events}) == list(range(60))
