@@ -25,8 +25,8 @@ def missing_reason(conn: Any, info: myconn.ServerInfo, offset: Mapping[str, Any]
             for domain, (_server, seq) in purged.domains().items():
                 if domain in mine and mine[domain][1] < seq:
                     return (
-                        f"the oldest binlog starts at GTID {domain}-?-{seq}, after the offset's "
-                        f"{gtids}"
+                        f"the server purged the binlog files that follow it: the oldest binlog "
+                        f"starts at GTID {domain}-?-{seq}, after the offset's {gtids}"
                     )
             return None
         missing = purged.retain(lambda s: s in stored.sources())
