@@ -54,6 +54,8 @@ PASSTHROUGH = (
     "errors.",
     "topic.creation.",
     "driver.",
+    # the Kafka signal channel's consumer (security settings)
+    "signal.consumer.",
 )
 """Key prefixes every connector passes through without a warning (see ``ConfigDef.suggest``:
 a key in one of them is only checked against the defined keys of the same namespace). The

@@ -32,11 +32,14 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from cdc.errors import FatalError
 from cdc.metrics import TaskMetrics
 from cdc.offsets.store import OffsetStore
 from cdc.offsets.writer import OffsetWriter
 from cdc.pipeline.dispatcher import EventDispatcher
 from cdc.pipeline.queue import QueueClosed
+from cdc.signals import registry as signal_registry
+from cdc.signals.kafka_channel import KafkaSignalChannel
 from cdc.snapshot.incremental import IncrementalSnapshot, SignalledContext
 from cdc.spi import Connector, PositionReached, SourceContext, StreamingSource
 
@@ -73,6 +76,8 @@ class SourceCoordinator:
         self.streaming: StreamingSource | None = None
         #: incremental snapshots by signal, while streaming with signal.data.collection set
         self.incremental: IncrementalSnapshot | None = None
+        #: stop the signal channels started with streaming
+        self._channel_stops: list[Callable[[], None]] = []
         #: where streaming must start if a snapshot restarts (see resume_origin)
         self._earlier: dict[str, Any] | None = None
         #: an offset the source waits to see stored before it goes on (snapshot complete)
@@ -133,6 +138,9 @@ class SourceCoordinator:
                 with _frozen_heap():
                     self.streaming.execute(ctx, offset)
             finally:
+                for stop in self._channel_stops:
+                    stop()
+                self._channel_stops.clear()
                 if incremental is not None:
                     incremental.reader.close()
 
@@ -161,10 +169,19 @@ class SourceCoordinator:
     ) -> tuple[SourceContext, IncrementalSnapshot | None]:
         """The context streaming gets: the dispatcher, or, with ``signal.data.collection``
         set, the dispatcher watched by the incremental snapshot (``cdc.snapshot.incremental``),
-        which resumes a snapshot the offset says was under way."""
+        which resumes a snapshot the offset says was under way; the other signal channels
+        (``signal.enabled.channels``) start here and stop with streaming."""
         cfg = self.connector.config
-        table = cfg.get("signal.data.collection") if cfg is not None else None
-        if cfg is None or not table or "source" not in (cfg.get("signal.enabled.channels") or []):
+        if cfg is None:
+            return self.dispatcher, None
+        table = cfg.get("signal.data.collection")
+        channels = set(cfg.get("signal.enabled.channels") or ["source"])
+        if not table:
+            if channels - {"source"}:
+                raise FatalError(
+                    f"signal.enabled.channels={','.join(sorted(channels))} needs "
+                    "signal.data.collection: incremental snapshots write their watermarks there"
+                )
             return self.dispatcher, None
         reader = self.connector.chunk_reader()
         if reader is None:
@@ -180,12 +197,48 @@ class SourceCoordinator:
             name=self.name,
             signal_table=str(table),
             chunk_size=int(cfg.get("incremental.snapshot.chunk.size") or 1024),
+            source_signals="source" in channels,
         )
         self.incremental = incremental
         incremental.check_signal_table()
         incremental.restore(offset)
         incremental.start()
+        if "rest" in channels:
+            signal_registry.register(self.name, incremental.submit)
+            self._channel_stops.append(
+                lambda: signal_registry.unregister(self.name, incremental.submit)
+            )
+        if "kafka" in channels:
+            channel = self._kafka_channel(cfg, incremental)
+            channel.start()
+            self._channel_stops.append(channel.stop)
         return SignalledContext(self.dispatcher, incremental), incremental
+
+    def _kafka_channel(self, cfg: Any, incremental: IncrementalSnapshot) -> KafkaSignalChannel:
+        server = str(cfg.get("database.server.name") or self.name)
+        bootstrap = cfg.get("signal.kafka.bootstrap.servers")
+        if not bootstrap:
+            raise FatalError(
+                "signal.enabled.channels includes kafka but signal.kafka.bootstrap.servers "
+                "is not set"
+            )
+        prefix = "signal.consumer."
+        extra = {
+            k[len(prefix) :]: v
+            for k, v in self.connector.raw_config.items()
+            if k.startswith(prefix)
+        }
+        return KafkaSignalChannel(
+            topic=str(cfg.get("signal.kafka.topic") or f"{server}-signal"),
+            consumer_config={
+                "bootstrap.servers": bootstrap,
+                "group.id": cfg.get("signal.kafka.groupId") or "kafka-signal",
+                **extra,
+            },
+            keys={server, self.name},
+            submit=incremental.submit,
+            poll_timeout_s=int(cfg.get("signal.kafka.poll.timeout.ms") or 100) / 1000,
+        )
 
     def _announce_full_snapshot(self, mode: str) -> None:
         """No offsets stored: normal on a connector's first start, a warning when its topics

@@ -7,7 +7,7 @@ from typing import Any
 from cdc.config import ConfigField, Kind, at_least
 
 GROUP_SIGNALS = "Signals"
-CHANNELS = ("source", "kafka", "rest", "file")
+CHANNELS = ("source", "kafka", "rest")
 
 
 def _channels(value: Any) -> str | None:
@@ -36,7 +36,39 @@ def signal_fields() -> list[ConfigField]:
             validator=_channels,
             group=GROUP_SIGNALS,
             doc="Where signals are read from: source (the signal table), kafka "
-            "(signal.kafka.topic), rest (POST /connectors/{name}/signals), file.",
+            "(signal.kafka.topic), rest (POST /connectors/{name}/signals). Every channel "
+            "needs signal.data.collection: the incremental snapshot's watermarks go there.",
+        ),
+        ConfigField(
+            "signal.kafka.topic",
+            Kind.STRING,
+            None,
+            group=GROUP_SIGNALS,
+            doc="The signal topic of the kafka channel (default <topic.prefix>-signal); a "
+            'message keyed by topic.prefix with value {"type", "data"} is a signal.',
+        ),
+        ConfigField(
+            "signal.kafka.bootstrap.servers",
+            Kind.STRING,
+            None,
+            group=GROUP_SIGNALS,
+            doc="The Kafka cluster of the signal topic; signal.consumer.* configures the "
+            "consumer further (security).",
+        ),
+        ConfigField(
+            "signal.kafka.groupId",
+            Kind.STRING,
+            "kafka-signal",
+            group=GROUP_SIGNALS,
+            doc="The consumer group of the signal topic's reader.",
+        ),
+        ConfigField(
+            "signal.kafka.poll.timeout.ms",
+            Kind.INT,
+            100,
+            validator=at_least(1),
+            group=GROUP_SIGNALS,
+            doc="How long one poll of the signal topic waits.",
         ),
         ConfigField(
             "incremental.snapshot.chunk.size",

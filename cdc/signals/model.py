@@ -22,6 +22,8 @@ RESUME_SNAPSHOT = "resume-snapshot"
 LOG = "log"
 WINDOW_OPEN = "snapshot-window-open"
 WINDOW_CLOSE = "snapshot-window-close"
+#: a row written only so that an idle stream reports an event (signals from other channels)
+WAKE = "snapshot-wake"
 ACTIONS = (EXECUTE_SNAPSHOT, STOP_SNAPSHOT, PAUSE_SNAPSHOT, RESUME_SNAPSHOT, LOG)
 
 

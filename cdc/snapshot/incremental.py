@@ -81,12 +81,16 @@ class IncrementalSnapshot:
         name: str,
         signal_table: str | None,
         chunk_size: int = 1024,
+        source_signals: bool = True,
     ) -> None:
         self.d = dispatcher
-        self.reader = reader
+        #: shared with the threads of other signal channels (their wake-up writes)
+        self.reader = _LockedReader(reader)
         self.name = name
         self.signal_table = signal_table
         self.chunk_size = chunk_size
+        #: rows of the signal table are commands too (``source`` channel), not only watermarks
+        self.source_signals = source_signals
         self.context = SnapshotContext()
         #: an incremental snapshot is under way (its context goes into every offset)
         self.active = False
@@ -220,6 +224,8 @@ class IncrementalSnapshot:
             if self.chunk_id is not None and signal.id == self.chunk_id + CLOSE_SUFFIX:
                 self._close_window(source, offset)
             return
+        if signal.type == model.WAKE or not self.source_signals:
+            return
         self.execute(signal)
 
     def _signal_table_struct(self) -> Table | None:
@@ -229,11 +235,23 @@ class IncrementalSnapshot:
         return None
 
     # -- signals ---------------------------------------------------------------------------------
-    def submit(self, signal: Signal) -> None:
+    def submit(self, signal: Signal, *, wake: bool = True) -> None:
         """A signal from another thread (Kafka topic, REST, file): run on the streaming
-        thread with the next event the stream reports."""
+        thread with the next event the stream reports. ``wake``: write a row into the
+        signal table so that there is such an event even when the database is idle."""
         with self._lock:
             self.pending.append(signal)
+        if wake and self.signal_table is not None:
+            try:
+                tid = _table_id_of(self.signal_table, self.d, self.reader)
+                self.reader.write_watermark(tid, f"wake-{uuid.uuid4().hex}", model.WAKE)
+            except Exception:
+                log.warning(
+                    "%s: could not write the wake-up row for signal %r",
+                    self.name,
+                    signal.id,
+                    exc_info=True,
+                )
 
     def drain(self) -> None:
         while self.pending:
@@ -549,6 +567,49 @@ def _hashable(value: Any) -> Any:
     except TypeError:
         return repr(value)
     return value
+
+
+class _LockedReader:
+    """The connector's chunk reader, one caller at a time: the streaming thread reads chunks
+    and writes watermarks, another channel's thread may write a wake-up row."""
+
+    def __init__(self, inner: ChunkReader) -> None:
+        self.inner = inner
+        self.lock = threading.RLock()  # a signal submitted from inside a reader call
+
+    def tables(self) -> list[TableId]:
+        with self.lock:
+            return self.inner.tables()
+
+    def describe(self, table_id: TableId) -> Table | None:
+        with self.lock:
+            return self.inner.describe(table_id)
+
+    def max_key(
+        self, table: Table, key_columns: Sequence[str], condition: str | None
+    ) -> Key | None:
+        with self.lock:
+            return self.inner.max_key(table, key_columns, condition)
+
+    def read_chunk(
+        self,
+        table: Table,
+        key_columns: Sequence[str],
+        after: Key | None,
+        upto: Key,
+        limit: int,
+        condition: str | None,
+    ) -> list[Sequence[Any]]:
+        with self.lock:
+            return self.inner.read_chunk(table, key_columns, after, upto, limit, condition)
+
+    def write_watermark(self, signal_table: TableId, signal_id: str, kind: str) -> None:
+        with self.lock:
+            self.inner.write_watermark(signal_table, signal_id, kind)
+
+    def close(self) -> None:
+        with self.lock:
+            self.inner.close()
 
 
 def short_name(table_id: TableId) -> str:

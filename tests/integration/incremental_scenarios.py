@@ -71,6 +71,54 @@ class Spy:
         self.inner.close()
 
 
+def other_channels(db: Db, spies: list[Spy]) -> None:
+    """Signals through the Kafka signal topic (keyed by topic.prefix) and through the REST
+    channel's receiver reach an idle connector (its wake-up row makes the stream report an
+    event); pause-snapshot holds the next chunk until resume-snapshot."""
+    from confluent_kafka import Producer
+
+    from cdc.signals import model, registry
+
+    db.sql("CREATE TABLE ch80 (id int PRIMARY KEY, v varchar(20))")
+    db.fill("ch80", range(1, 5), lambda i: f"'v{i}'")
+    cfg = db.config(
+        "ch80",
+        snapshot_mode=db.no_data,
+        incremental_snapshot_chunk_size=1,
+        signal_enabled_channels="source,kafka,rest",
+        signal_kafka_bootstrap_servers=db.kafka,
+    )
+    server, topic = cfg["database.server.name"], db.topic(cfg, "ch80")
+    data = {"data-collections": [db.q("ch80")]}
+
+    def rest(kind: str, payload: dict[str, Any] | None = None) -> None:
+        signal = model.parse(uuid.uuid4().hex, kind, payload, "rest")
+        assert registry.deliver(cfg["name"], signal)
+
+    def reads() -> list[Any]:
+        return [k for op, k in summary(read_topic(db.kafka, topic, timeout=3)) if op == "r"]
+
+    with db.h.running(cfg) as run:
+        db.h.wait_streaming(run)
+        producer = Producer({"bootstrap.servers": db.kafka})
+        message = {"type": "execute-snapshot", "data": data}
+        producer.produce(f"{server}-signal", json.dumps(message).encode(), server.encode())
+        producer.produce(f"{server}-signal", json.dumps(message).encode(), b"another-server")
+        producer.flush(10)
+        assert sorted(k for _, k in summary(read(db, topic, 4))) == [1, 2, 3, 4]
+        spies[-1].after_read.append(lambda: rest("pause-snapshot"))
+        wait_until(lambda: run.engine.coordinator.incremental is not None, run)
+        rest("execute-snapshot", data)
+        inc = run.engine.coordinator.incremental
+        assert inc is not None
+        wait_until(lambda: inc.paused and inc.chunk_id is None, run)
+        time.sleep(1)
+        assert reads() == [1, 2, 3, 4, 1]  # paused after the first chunk
+        rest("resume-snapshot")
+        wait_until(lambda: len(reads()) == 8, run)
+        assert not inc.active and run.engine.metrics.notices == []
+
+
 def spy_on(monkeypatch: Any, connector_class: Any) -> list[Spy]:
     """Every chunk reader ``connector_class`` makes from now on, wrapped in a :class:`Spy`."""
     made: list[Spy] = []

@@ -38,3 +38,6 @@ def spies(monkeypatch: pytest.MonkeyPatch) -> list[Spy]:
 class TestPostgres(scenarios.Scenarios):
     """AC-72 new table by signal while streaming, AC-73 chunks, AC-74 the K1…K6 figure,
     AC-75 resume, AC-76 no primary key, AC-77 concurrent writers."""
+
+    def test_kafka_and_rest_signals_pause_and_resume(self, db: Db, spies: list[Spy]) -> None:
+        scenarios.other_channels(db, spies)

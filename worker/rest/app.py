@@ -16,6 +16,7 @@ import contextlib
 import logging
 import re
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,8 +25,10 @@ from urllib.parse import quote, unquote
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from cdc.signals import model as signals
+from cdc.signals import registry as signal_registry
 from worker.config_providers import RESOLVED, Provider, check_placeholders
-from worker.herder import BadRequest, Herder, HerderError, NotFound
+from worker.herder import BadRequest, Conflict, Herder, HerderError, NotFound
 from worker.rest.openapi import document
 
 log = logging.getLogger("tidemark.worker.rest")
@@ -338,6 +341,13 @@ class App:
                 response="Message",
             ),
             R(
+                "POST",
+                f"{c}/signals",
+                self.signal,
+                "Send a signal (id, type, data) to the running task (signal.enabled.channels=rest)",
+                (202, 400, 404, 409),
+            ),
+            R(
                 "DELETE",
                 f"{c}/offsets",
                 self.reset_offsets,
@@ -541,6 +551,25 @@ class App:
         name = p["connector"]
         self.herder.connector_info(name)  # 404 before a body error, as Kafka Connect
         return Response(200, self.herder.alter_offsets(name, req.json()))
+
+    def signal(self, req: Request, p: dict[str, str]) -> Response:
+        """tidemark's own route (Debezium signals by REST): hand the signal to the task's
+        incremental snapshot; 409 when no running task here accepts signals."""
+        name = p["connector"]
+        self.herder.connector_info(name)  # 404 for an unknown connector
+        body = req.json_object()
+        try:
+            sig = signals.parse(
+                body.get("id") or uuid.uuid4().hex, body.get("type"), body.get("data"), "rest"
+            )
+        except signals.SignalError as exc:
+            raise BadRequest(str(exc)) from exc
+        if not signal_registry.deliver(name, sig):
+            raise Conflict(
+                f"Connector {name} has no running task here that accepts signals (it needs "
+                "signal.data.collection, and rest in signal.enabled.channels)"
+            )
+        return Response(202, {"id": sig.id, "type": sig.type, "data": sig.data})
 
     def reset_offsets(self, req: Request, p: dict[str, str]) -> Response:
         return Response(200, self.herder.reset_offsets(p["connector"]))

@@ -1,0 +1,35 @@
+"""``POST /connectors/{name}/signals``: the signal reaches the task that registered for it
+(``signal.enabled.channels=rest``); status codes and bodies."""
+
+from __future__ import annotations
+
+from cdc.signals import registry
+from cdc.signals.model import Signal
+from tests.unit.test_worker_herder import Engines, memory
+from tests.unit.test_worker_rest import app, call, engines
+from tests.unit.test_worker_task import wait_for
+from worker.rest import App
+
+__all__ = ["app", "engines"]  # the fixtures
+
+
+def test_signal_reaches_the_registered_task(app: App, engines: Engines) -> None:
+    assert call(app, "POST", "/connectors", {"name": "sig", "config": memory()}).status == 201
+    wait_for(lambda: engines.running("sig"), what="engine")
+    body = {"type": "execute-snapshot", "data": {"data-collections": ["db.t"]}}
+    r = call(app, "POST", "/connectors/sig/signals", body)
+    assert r.status == 409 and "signal.data.collection" in r.body["message"]
+    got: list[Signal] = []
+    registry.register("sig", got.append)
+    try:
+        r = call(app, "POST", "/connectors/sig/signals", {"id": "s-1", **body})
+        assert r.status == 202
+        assert r.body == {"id": "s-1", "type": "execute-snapshot", "data": body["data"]}
+        assert got == [Signal("s-1", "execute-snapshot", body["data"], "rest")]
+        r = call(app, "POST", "/connectors/sig/signals", {"data": {}})
+        assert r.status == 400 and "no type" in r.body["message"]
+        r = call(app, "POST", "/connectors/sig/signals", {"type": "log", "data": "{bad"})
+        assert r.status == 400 and "not JSON" in r.body["message"]
+        assert call(app, "POST", "/connectors/nope/signals", body).status == 404
+    finally:
+        registry.unregister("sig", got.append)
