@@ -30,6 +30,7 @@ from typing import Any
 
 from pymysqlreplication.json_binary import parse_json
 
+from connectors.mysql.charsets import python_codec
 from connectors.mysql.types import ZERO_DATE
 
 ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
@@ -222,7 +223,7 @@ def _codec(charset_name: str | None) -> str | None:
         return "utf-8"
     from connectors.mysql.connection import RowsEvent
 
-    encoding = str(RowsEvent.charset_to_encoding(charset_name))
+    encoding = python_codec(str(RowsEvent.charset_to_encoding(charset_name)))
     try:
         codecs.lookup(encoding)
     except LookupError:

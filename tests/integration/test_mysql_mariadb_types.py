@@ -257,3 +257,17 @@ def test_spatial_types_as_debezium_writes_them(h: MySqlHarness) -> None:
         assert row["mp"] == {"wkb": b64("MULTIPOINT(1 2, 3 4)"), "srid": None}
         assert base64.b64decode(row["gc"]["wkb"]) == b"\x01" + struct.pack("<II", 7, 0)
         assert set(nulls.values()) == {None}
+
+
+def test_latin1_bytes_python_cp1252_has_no_character_for(h: MySqlHarness) -> None:
+    """MariaDB's latin1 is Windows-1252 with its five unassigned bytes (0x81, 0x8D, 0x8F, 0x90,
+    0x9D) kept as the C1 controls U+0081…: Python's cp1252 codec rejects them, so a binlog row
+    holding one must not stop capture; snapshot and stream give the server's characters."""
+    snap, streamed = snapshot_and_stream(
+        h,
+        "l1odd",
+        "l1 varchar(10) CHARACTER SET latin1, tx text CHARACTER SET latin1",
+        ["X'818D8F909DE980', X'4181'"],
+    )
+    expected = {"l1": "\x81\x8d\x8f\x90\x9dé€", "tx": "A\x81"}
+    assert snap == streamed == [expected]
