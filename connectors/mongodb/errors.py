@@ -65,3 +65,11 @@ def with_user(error: BaseException, user: str | None) -> BaseException:
 
 class PrimaryUnreachable(FatalError):
     """``connect.max.attempts`` attempts in a row failed to reach the replica set."""
+
+
+#: the primary stepped down or changed: the codes a reconnect follows as an election
+ELECTION_CODES = frozenset({10107, 13435, 11602, 189})
+
+
+def is_election(error: BaseException) -> bool:
+    return getattr(error, "code", None) in ELECTION_CODES

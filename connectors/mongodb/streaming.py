@@ -30,7 +30,7 @@ from cdc.spi import (
     TransactionEnd,
 )
 from connectors.mongodb.connection import Client
-from connectors.mongodb.errors import ERRORS, PrimaryUnreachable, with_user
+from connectors.mongodb.errors import ERRORS, PrimaryUnreachable, is_election, with_user
 from connectors.mongodb.events import (
     SHAPE_V1,
     Change,
@@ -221,6 +221,7 @@ class RetryingStream(StreamingSource):
     backoff: Backoff
     user: str | None = None
     disconnects: int = 0
+    elections: int = 0
 
     @abstractmethod
     def _run(self, ctx: SourceContext, state: dict[str, Any]) -> None:
@@ -238,6 +239,7 @@ class RetryingStream(StreamingSource):
 
         ctx.metrics.streaming.connected = True
         ctx.metrics.extra["NumberOfDisconnects"] = lambda: float(self.disconnects)
+        ctx.metrics.extra["NumberOfPrimaryElections"] = lambda: float(self.elections)
         try:
             run_with_retries(
                 attempt,
@@ -253,6 +255,8 @@ class RetryingStream(StreamingSource):
 
     def _disconnected(self, failure: Failure) -> None:
         self.disconnects += 1
+        if is_election(failure.error):
+            self.elections += 1
         log.warning(
             "MongoDB unreachable (attempt %d, next try in %s s): %s",
             failure.attempt,

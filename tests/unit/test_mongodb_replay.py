@@ -69,6 +69,7 @@ class Recorded:
         self.error = doc.get("error")
         self.stop = stop
         self.opened: list[Mapping[str, Any] | None] = []
+        self.metrics: dict[str, float] = {}
 
     def open(self, offset: Mapping[str, Any] | None) -> Recorded:
         self.opened.append(offset)
@@ -87,15 +88,20 @@ class Recorded:
 
 
 def replay(
-    name: str, offset: dict[str, Any] | None = None, tx: bool = False, **cfg: str
+    name: str,
+    offset: dict[str, Any] | None = None,
+    tx: bool = False,
+    cursor_type: type[Recorded] | None = None,
+    **cfg: str,
 ) -> tuple[list[dict[str, Any]], Recorded]:
     conn = connector(**cfg)
     ctx, queue = dispatcher_for(conn, tx)
-    cursor = Recorded(name, ctx.stop_event)
+    cursor = (cursor_type or Recorded)(name, ctx.stop_event)
     source = conn.streaming_source()
     assert isinstance(source, ChangeStreamStreaming)
     source.opener = cursor.open  # the only difference from a live run
     source.execute(ctx, offset)
+    cursor.metrics = {k: f() for k, f in ctx.metrics.extra.items()}
     out = []
     key_conv = converter_from_config({}, is_key=True)
     value_conv = converter_from_config({}, is_key=False)
@@ -176,6 +182,10 @@ def test_transaction_events_are_grouped_by_lsid_and_txn_number() -> None:
     txid = "dac1e964-8f68-4821-b5be-2f59ab349799:1"
     assert [(t["status"], t["id"]) for t in tx_topic] == [("BEGIN", txid), ("END", txid)]
     assert tx_topic[1]["event_count"] == 2
+    assert tx_topic[1]["data_collections"] == [
+        {"data_collection": "shop.orders", "event_count": 1},
+        {"data_collection": "shop.stock", "event_count": 1},
+    ]
     data = rows(records)
     assert [(r["topic"], r["key"]["id"]) for r in data] == [
         ("srv.shop.orders", "1"),
@@ -184,7 +194,11 @@ def test_transaction_events_are_grouped_by_lsid_and_txn_number() -> None:
     ]
     assert data[0]["value"]["source"]["stxnid"] == txid
     assert data[0]["value"]["transaction"]["id"] == txid
-    assert data[1]["value"]["transaction"]["total_order"] == 2
+    assert data[1]["value"]["transaction"] == {
+        "id": txid,
+        "total_order": 2,
+        "data_collection_order": 1,
+    }
     assert data[2]["value"]["transaction"] is None
     assert json.loads(data[0]["value"]["after"]) == {"_id": 1, "total": 9.5}
 
@@ -225,3 +239,32 @@ def test_stream_options_resume_from_token_or_after_the_stored_time() -> None:
         "fullDocument": "updateLookup",
         "fullDocumentBeforeChange": "whenAvailable",
     }
+
+
+class SteppedDown(Recorded):
+    """The primary steps down after the first batch (NotWritablePrimary, 10107); the stream
+    re-opened on the new primary delivers the rest."""
+
+    def open(self, offset: Mapping[str, Any] | None) -> Recorded:
+        self.opened.append(offset)
+        if len(self.opened) == 1:
+            self.rest, self.batches = self.batches[1:], self.batches[:1]
+            self.error = {"code": 10107, "errmsg": "not primary"}
+        else:
+            self.batches, self.error = self.rest, None
+        return self
+
+
+def test_primary_step_down_reconnects_at_the_same_position() -> None:
+    records, cursor = replay(
+        "transaction.json", cursor_type=SteppedDown, **{"connect.backoff.initial.delay.ms": "1"}
+    )
+    assert [r["key"]["id"] for r in rows(records)] == ["1", "7", "2"]
+    assert len(cursor.opened) == 2
+    assert cursor.opened[0] is None
+    resumed = cursor.opened[1]
+    assert (
+        resumed is not None and resumed["resume_token"] == "8263515EE6000000012B022C0100296E5A1006"
+    )
+    assert cursor.metrics["NumberOfPrimaryElections"] == 1.0
+    assert cursor.metrics["NumberOfDisconnects"] == 1.0
