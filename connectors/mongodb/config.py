@@ -138,6 +138,16 @@ MONGODB_FIELDS = ConfigDef(
             doc="Documents per batch of a snapshot read; 0 lets the server choose.",
         ),
         ConfigField(
+            "snapshot.include.collection.list",
+            Kind.LIST,
+            [],
+            validator=valid_regex_list,
+            group="Snapshot",
+            doc="Regular expressions of <db>.<collection>: of the captured collections, only "
+            "these are copied by a snapshot (default: all captured collections); the others "
+            "are streamed only.",
+        ),
+        ConfigField(
             "table.include.list",
             Kind.LIST,
             [],

@@ -177,6 +177,7 @@ class MongoDbConnector(Connector):
                 self.position_available,
                 c["snapshot.max.threads"],
                 c["snapshot.fetch.size"],
+                c["snapshot.include.collection.list"],
             )
 
         return MongoSnapshot(steps)

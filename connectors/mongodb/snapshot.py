@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -35,7 +36,9 @@ class MongoSnapshotSteps:
         available: Callable[[Mapping[str, Any]], bool],
         threads: int,
         fetch_size: int,
+        only: Sequence[str] = (),
     ) -> None:
+        self.only = [re.compile(p) for p in only]
         self.ctx = ctx
         self.client = client
         self.shapes = shapes
@@ -57,8 +60,11 @@ class MongoSnapshotSteps:
                 continue
             for coll in sorted(self.client[db].list_collection_names()):
                 tid = TableId(db, None, coll)
-                if not coll.startswith("system.") and self.ctx.is_included(tid):
-                    ids.append(tid)
+                if coll.startswith("system.") or not self.ctx.is_included(tid):
+                    continue
+                if self.only and not any(p.fullmatch(f"{db}.{coll}") for p in self.only):
+                    continue  # snapshot.include.collection.list: streamed, not copied
+                ids.append(tid)
         self.ids = ids
         return ids
 

@@ -118,3 +118,23 @@ def test_position_gone_from_the_oplog(mongodb: str, kafka: str) -> None:
         r.errors[0]
     )
     client.close()
+
+
+def test_snapshot_include_collection_list_copies_a_subset(mongodb: str, kafka: str) -> None:
+    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(mongodb)
+    db = client[f"msub_{uuid.uuid4().hex[:8]}"]
+    db.copied.insert_one({"_id": 1})
+    db.streamed.insert_one({"_id": 1})
+    cfg = config(
+        mongodb,
+        rf"{db.name}\..*",
+        **{"snapshot.include.collection.list": rf"{db.name}\.copied"},
+    )
+    with run(cfg, kafka, MemoryOffsetStore()):
+        db.streamed.insert_one({"_id": 2})
+        prefix = f"{cfg['mongodb.name']}.{db.name}"
+        copied = read_topic(kafka, f"{prefix}.copied", min_count=1)
+        streamed = read_topic(kafka, f"{prefix}.streamed", min_count=1)
+    client.close()
+    assert [(e.op, e.key["id"]) for e in copied] == [("r", "1")]
+    assert [(e.op, e.key["id"]) for e in streamed] == [("c", "2")]
