@@ -58,8 +58,10 @@ def add_verify_command(sub: argparse._SubParsersAction[argparse.ArgumentParser])
     p.add_argument(
         "--target",
         default="kafka",
-        help="kafka (the last event per key of each table's topic) or delta:PATH (the "
-        "Delta tables the apply job writes under PATH, one directory per topic)",
+        help="kafka (the last event per key of each table's topic), delta:PATH (the "
+        "Delta tables the apply job writes under PATH, one directory per topic) or jdbc:URL "
+        "(the tables a JDBC sink writes, e.g. jdbc:postgresql://host:5432/db?user=u&"
+        "password=p; table per topic as Debezium's JDBC sink names it)",
     )
     p.add_argument("--chunk-rows", type=int, default=50_000, help="rows per checksum chunk")
     p.add_argument(
@@ -140,7 +142,14 @@ def open_target(
         from cdc.verify.delta_target import DeltaTarget
 
         return DeltaTarget(spec[len("delta:") :])
-    raise VerifyError(f"--target {spec!r}: expected kafka or delta:PATH")
+    if spec.startswith("jdbc:"):
+        from cdc.verify.jdbc_target import JdbcTarget, JdbcTargetError
+
+        try:
+            return JdbcTarget(spec)
+        except JdbcTargetError as exc:
+            raise VerifyError(f"--target: {exc}") from exc
+    raise VerifyError("--target: expected kafka, delta:PATH or jdbc:URL")
 
 
 def _progress(stream: TextIO) -> Callable[[str, int, int], None] | None:
