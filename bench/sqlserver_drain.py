@@ -81,7 +81,7 @@ def prepare(env: dict[str, str], db: str, rows: int, per_tx: int) -> None:
         print(f"loaded {rows} rows in {time.monotonic() - t0:.1f} s", file=sys.stderr)
 
 
-def config(env: dict[str, str], db: str) -> dict[str, str]:
+def config(env: dict[str, str], db: str, max_tx: int) -> dict[str, str]:
     server = f"ssbench{uuid.uuid4().hex[:6]}"
     return {
         "name": server,
@@ -94,7 +94,7 @@ def config(env: dict[str, str], db: str) -> dict[str, str]:
         "sqlserver.dialect": "postgres-standin",
         "table.include.list": r"dbo\.items",
         "streaming.poll.interval.ms": "100",
-        "max.iteration.transactions": "0",
+        "max.iteration.transactions": str(max_tx),
     }
 
 
@@ -194,6 +194,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--rows-per-tx", type=int, default=10)
+    parser.add_argument(
+        "--max-iteration-transactions", type=int, default=500, help="0: one window, all of it"
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -205,29 +208,41 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     db = f"ss_bench_{uuid.uuid4().hex[:6]}"
     prepare(env, db, args.rows, args.rows_per_tx)
     try:
-        cfg = config(env, db)
+        cfg = config(env, db, args.max_iteration_transactions)
         limit = run_child("limit", cfg, env["TIDEMARK_KAFKA_BOOTSTRAP"])
         ours = run_child("tidemark", cfg, env["TIDEMARK_KAFKA_BOOTSTRAP"])
     finally:
         with _admin(env, "postgres") as c:
             c.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-    n = args.rows
-    report: dict[str, Any] = {"rows": n, "rows_per_tx": args.rows_per_tx}
+    report = summarise(args.rows, {"pyodbc select": limit, "tidemark": ours})
+    report["rows_per_tx"] = args.rows_per_tx
+    report["max_iteration_transactions"] = args.max_iteration_transactions
     print(
-        f"\nSQL Server (stand-in) change-table drain, {n} rows, "
-        f"{n // args.rows_per_tx} transactions"
+        f"\nSQL Server (stand-in) change-table drain, {args.rows} rows, "
+        f"{args.rows // args.rows_per_tx} transactions, "
+        f"max.iteration.transactions={args.max_iteration_transactions}"
     )
-    print(f"{'contender':<16}{'wall s':>9}{'events/s':>12}{'CPU-s/1M':>11}{'peak RSS MB':>13}")
-    for name, r in (("pyodbc select", limit), ("tidemark", ours)):
-        eps = n / r["wall_s"]
-        cpu_per_m = r["cpu_s"] / n * 1e6
-        report[name] = {**r, "events_per_s": eps, "cpu_s_per_1m": cpu_per_m}
+    for name in ("pyodbc select", "tidemark"):
+        r = report[name]
         print(
-            f"{name:<16}{r['wall_s']:>9.1f}{eps:>12,.0f}{cpu_per_m:>11.1f}{r['peak_rss_mb']:>13.0f}"
+            f"  {name}: {r['wall_s']:.1f} s, {r['events_per_s']:,.0f} events/s, "
+            f"{r['cpu_s_per_1m']:.1f} CPU-s per 1M events, peak RSS {r['peak_rss_mb']:.0f} MB"
         )
-    ratio = report["tidemark"]["events_per_s"] / report["pyodbc select"]["events_per_s"]
-    report["ratio_events_per_s"] = ratio
-    print(f"tidemark / pyodbc select events/s: {ratio:.2f}x")
+    print(f"  tidemark / pyodbc select events/s: {report['ratio_events_per_s']:.2f}x")
+    return report
+
+
+def summarise(rows: int, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Per contender: its measurements plus events/s and CPU-s per 1M events; the ratio."""
+    report: dict[str, Any] = {"rows": rows}
+    for name, r in results.items():
+        report[name] = r | {
+            "events_per_s": rows / r["wall_s"],
+            "cpu_s_per_1m": r["cpu_s"] * 1e6 / rows,
+        }
+    report["ratio_events_per_s"] = (
+        report["tidemark"]["events_per_s"] / report["pyodbc select"]["events_per_s"]
+    )
     return report
 
 

@@ -103,7 +103,9 @@ class SqlServerSnapshotSteps:
         assert self.catalog is not None
         if resume == self.pos.to_offset():
             return resume
-        lost = position_lost(self.catalog, SqlServerPosition.from_offset(resume))
+        lost = position_lost(
+            self.catalog, SqlServerPosition.from_offset(resume), self.ctx.is_included
+        )
         if lost is None:
             return resume
         log.warning(

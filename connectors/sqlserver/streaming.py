@@ -23,7 +23,7 @@ import contextlib
 import heapq
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from cdc.config import Config
@@ -109,7 +109,7 @@ class SqlServerStreaming(StreamingSource):
             if pos.commit_lsn is None and offset is None:
                 # no snapshot (snapshot.mode=never/schema_only without rows): from now on
                 pos = SqlServerPosition(catalog.max_lsn())
-            self._check_available(catalog, pos)
+            self._check_available(catalog, pos, ctx.is_included)
             gauges.connected = True
             with ctx.batched(256) as flush:
                 while not ctx.stop_event.is_set():
@@ -141,8 +141,10 @@ class SqlServerStreaming(StreamingSource):
                 self.conn.close()
             self.conn = None
 
-    def _check_available(self, catalog: Catalog, pos: SqlServerPosition) -> None:
-        lost = position_lost(catalog, pos)
+    def _check_available(
+        self, catalog: Catalog, pos: SqlServerPosition, included: Callable[[TableId], bool]
+    ) -> None:
+        lost = position_lost(catalog, pos, included)
         if lost:
             raise LsnNoLongerAvailable(lost)
 

@@ -91,6 +91,11 @@ def test_order_across_tables_and_transactions(h: SqlServerHarness) -> None:
     assert orders == [1, 2, 1, 2]
     assert [m.value["status"] for m in tx] == ["BEGIN", "END", "BEGIN", "END"]
     assert tx[1].value["event_count"] == 2
+    assert sorted(
+        (c["data_collection"], c["event_count"]) for c in tx[1].value["data_collections"]
+    ) == [(f"{h.dbname}.dbo.{a}", 1), (f"{h.dbname}.dbo.{b}", 1)]
+    assert tx[0].value["event_count"] is None and tx[0].value["data_collections"] is None
+    assert [e.value["transaction"]["data_collection_order"] for e in merged] == [1, 1, 1, 1]
     assert tx[0].value["id"] == merged[0].value["source"]["commit_lsn"]
 
 
