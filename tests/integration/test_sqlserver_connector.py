@@ -31,13 +31,18 @@ def test_snapshot_then_create_update_delete(h: SqlServerHarness) -> None:
     t = h.create_table("cud", COLUMNS)
     h.sql(f"INSERT INTO dbo.\"{t}\" VALUES (1, 'a', '2020-01-01 10:00:00.123', 12.5)")
     cfg = h.config("cud")
-    with h.running(cfg):
+    with h.running(cfg) as run:
         h.sql(
             f"INSERT INTO dbo.\"{t}\" VALUES (2, 'b', NULL, NULL)",
             f"UPDATE dbo.\"{t}\" SET name = 'bb' WHERE id = 2",
             f'DELETE FROM dbo."{t}" WHERE id = 1',
         )
         events = h.read(cfg, "cud", min_count=5)
+        gauges = run.engine.metrics.streaming  # Connected, SourceEventPosition, lag
+        assert gauges.connected and gauges.ms_behind_source >= 0
+        assert Lsn.parse(gauges.source_event_position["commit_lsn"]) >= Lsn.parse(
+            events[3].value["source"]["commit_lsn"]
+        )
     assert [(e.op, e.key["id"]) for e in events] == [
         ("r", 1),
         ("c", 2),
@@ -119,3 +124,41 @@ def test_graceful_restart_resumes_exactly(h: SqlServerHarness) -> None:
         events = h.read(cfg, "resume", min_count=38)
     keys = [(e.op, e.key["id"]) for e in events]
     assert keys == [("c", i) for i in range(1, 36)] + [("u", 1), ("u", 2), ("u", 3)]
+
+
+def test_online_schema_evolution_with_two_capture_instances(h: SqlServerHarness) -> None:
+    """The online procedure: ALTER TABLE, a second capture instance, the old one dropped
+    later; the connector switches at the new instance's start LSN, nothing lost or repeated,
+    the new column in the events from then on."""
+    t = h.create_table("evolve", "id int PRIMARY KEY, name varchar(20) NOT NULL")
+    cfg = h.config("evolve")
+    with h.running(cfg) as run:
+        h.sql(f"INSERT INTO dbo.\"{t}\" VALUES (1, 'before')")
+        h.read(cfg, "evolve", min_count=1, settle=0.3)
+        h.sql(f'ALTER TABLE dbo."{t}" ADD COLUMN email varchar(40)')
+        h.sql(f"INSERT INTO dbo.\"{t}\" VALUES (2, 'between', 'b@x')")  # old instance only
+        h.enable("evolve", instance=f"dbo_{t}_v2")
+        h.sql(
+            f"INSERT INTO dbo.\"{t}\" VALUES (3, 'after', 'c@x')",
+            f"UPDATE dbo.\"{t}\" SET email = 'a@x' WHERE id = 1",
+        )
+        events = h.read(cfg, "evolve", min_count=4)
+        changes = read_topic(h.kafka, cfg["database.server.name"], min_count=1)
+        # the procedure's last step, once the connector has moved past the new start LSN
+        h.sql("SELECT sys.sp_cdc_disable_table('dbo', %s, %s)", params=(t, f"dbo_{t}"))
+        h.sql(f'DELETE FROM dbo."{t}" WHERE id = 2')
+        events = h.read(cfg, "evolve", min_count=6)
+        assert not run.errors
+    assert [(e.op, e.key["id"]) for e in events] == [
+        ("c", 1),
+        ("c", 2),
+        ("c", 3),
+        ("u", 1),
+        ("d", 2),
+        (None, 2),
+    ]
+    assert events[1].after == {"id": 2, "name": "between"}  # the old instance's columns
+    assert events[2].after == {"id": 3, "name": "after", "email": "c@x"}
+    assert events[3].after == {"id": 1, "name": "before", "email": "a@x"}
+    assert events[4].before == {"id": 2, "name": "between", "email": "b@x"}
+    assert [c.value["source"]["table"] for c in changes] == [t]
