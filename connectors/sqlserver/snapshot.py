@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from cdc.config import Config
-from cdc.snapshot.driver import Row, TableScan, one_by_one, run_snapshot
+from cdc.snapshot.driver import Row, TableScan, one_by_one, run_snapshot, select_override
 from cdc.spi import SnapshotSource, SourceContext, Table, TableId
 from connectors.sqlserver.config import database_name
 from connectors.sqlserver.connection import connect, dialect_of
@@ -133,7 +133,12 @@ class SqlServerSnapshotSteps:
                 "event_serial_no": None,
             }
             offset = {**self.pos.to_offset(), "snapshot": True}
-            sql = self.dialect.snapshot_select(tid.schema or "dbo", tid.table, table.column_names())
+            # snapshot.select.statement.overrides.<schema.table>: the user's SELECT, giving
+            # the captured columns in the table's order
+            sql = select_override(self.cfg, f"{tid.schema}.{tid.table}")
+            sql = sql or self.dialect.snapshot_select(
+                tid.schema or "dbo", tid.table, table.column_names()
+            )
             out.append(TableScan(table, source, offset, None, plan=sql))
         return out
 

@@ -104,21 +104,21 @@ class SqlServerHarness:
         cfg.update({k.replace("_", "."): str(v) for k, v in overrides.items()})
         return cfg
 
+    def start(self, cfg: dict[str, Any], store: OffsetStore | None = None) -> RunningConnector:
+        """The connector on an in-process engine (``RunningConnector.stop`` ends it)."""
+        connector = SqlServerConnector(cfg)
+        settings = EngineSettings(
+            producer={"bootstrap.servers": self.kafka}, offset_flush_interval_ms=200
+        )
+        offsets = store or MemoryOffsetStore()
+        return start_engine(Engine(connector, connector.config, offsets, settings), connector)
+
     @contextmanager
     def running(
         self, cfg: dict[str, Any], store: OffsetStore | None = None
     ) -> Iterator[RunningConnector]:
-        """The connector on an in-process engine until the block ends (a graceful stop)."""
-
-        def start() -> RunningConnector:
-            connector = SqlServerConnector(cfg)
-            settings = EngineSettings(
-                producer={"bootstrap.servers": self.kafka}, offset_flush_interval_ms=200
-            )
-            offsets = store or MemoryOffsetStore()
-            return start_engine(Engine(connector, connector.config, offsets, settings), connector)
-
-        with running(start) as run:
+        """The connector, streaming, until the block ends (a graceful stop)."""
+        with running(lambda: self.start(cfg, store)) as run:
             wait_streaming(run, 30.0)
             yield run
 

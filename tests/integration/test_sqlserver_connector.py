@@ -162,3 +162,39 @@ def test_online_schema_evolution_with_two_capture_instances(h: SqlServerHarness)
     assert events[3].after == {"id": 1, "name": "before", "email": "a@x"}
     assert events[4].before == {"id": 2, "name": "between", "email": "b@x"}
     assert [c.value["source"]["table"] for c in changes] == [t]
+
+
+@pytest.mark.parametrize("mode", ["schema_only", "initial_only"])
+def test_snapshot_modes(h: SqlServerHarness, mode: str) -> None:
+    """schema_only: no rows from before, streaming from the start; initial_only: the rows,
+    then nothing streamed."""
+    t = h.create_table(f"mode_{mode}", COLUMNS)
+    h.sql(f"INSERT INTO dbo.\"{t}\" VALUES (1, 'old', NULL, NULL)")
+    cfg = h.config(f"mode_{mode}", **{"snapshot.mode": mode})
+    run = h.start(cfg) if mode == "initial_only" else None
+    if run is not None:  # initial_only ends by itself after the snapshot
+        h.read(cfg, f"mode_{mode}", min_count=1)
+        h.sql(f"INSERT INTO dbo.\"{t}\" VALUES (2, 'new', NULL, NULL)")
+        events = h.read(cfg, f"mode_{mode}", min_count=1)
+        run.stop()
+        assert not run.errors
+        assert [(e.op, e.key["id"]) for e in events] == [("r", 1)]
+        return
+    with h.running(cfg):
+        h.sql(f"INSERT INTO dbo.\"{t}\" VALUES (2, 'new', NULL, NULL)")
+        events = h.read(cfg, f"mode_{mode}", min_count=1)
+    assert [(e.op, e.key["id"]) for e in events] == [("c", 2)]
+
+
+def test_snapshot_select_statement_override(h: SqlServerHarness) -> None:
+    t = h.create_table("override", COLUMNS)
+    h.sql(f"INSERT INTO dbo.\"{t}\" SELECT g, 'n' || g, NULL, NULL FROM generate_series(1, 6) g")
+    name = f"dbo.{t}"
+    cfg = h.config("override")
+    cfg["snapshot.select.statement.overrides"] = name
+    cfg[f"snapshot.select.statement.overrides.{name}"] = (
+        f'SELECT id, name, d, m FROM dbo."{t}" WHERE id % 2 = 0'
+    )
+    with h.running(cfg):
+        events = h.read(cfg, "override", min_count=3)
+    assert [(e.op, e.key["id"]) for e in events] == [("r", 2), ("r", 4), ("r", 6)]
