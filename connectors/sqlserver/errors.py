@@ -28,7 +28,7 @@ def _codes(error: BaseException) -> Sequence[str | int]:
     if "password authentication failed" in text:  # the stand-in's driver says 08001
         codes.insert(0, "28000")
     # SQL Server's own error numbers, as FreeTDS prints them: "(18456)", "(229)"
-    for number in (18456, 229, 916, 4060, 1205, 1222):
+    for number in (18456, 229, 916, 4060, 1205, 1222, 3952):
         if f"({number})" in text:
             codes.insert(0, number)
     return codes
@@ -58,6 +58,7 @@ ERRORS = ErrorTable(
         229: ErrorKind.CONFIG,  # permission denied
         916: ErrorKind.CONFIG,
         "42501": ErrorKind.CONFIG,  # (the stand-in's) insufficient privilege
+        3952: ErrorKind.CONFIG,  # snapshot isolation not allowed in the database
     },
     types=_types(),
     code_of=_codes,
@@ -72,6 +73,11 @@ ERRORS = ErrorTable(
             "sys.sp_cdc_enable_table @role_name and SELECT on the captured tables",
         ),
         916: ("database.user", "the login has no user in the database"),
+        3952: (
+            "snapshot.isolation.mode",
+            "snapshot isolation is off in the database: run ALTER DATABASE <db> SET "
+            "ALLOW_SNAPSHOT_ISOLATION ON, or choose repeatable_read or exclusive",
+        ),
         "42501": (
             "database.user",
             "permission denied: the login needs db_owner, or membership of the capture "

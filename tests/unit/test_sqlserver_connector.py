@@ -108,3 +108,32 @@ def test_type_mapping_follows_debeziums_table() -> None:
     assert convert(col("varbinary"), b"\x01\xff", binary="hex") == (STRING, "01ff")
     assert convert(col("xml"), "<a/>") == (logical.xml(), "<a/>")
     assert convert(col("geography"), b"") == (None, b"")
+
+
+def odbc_error(state: str, text: str) -> Exception:
+    import pyodbc  # type: ignore[import-not-found,unused-ignore]
+
+    return pyodbc.Error(state, text)  # type: ignore[no-any-return,unused-ignore]
+
+
+def test_driver_errors_are_classified_and_name_what_to_fix() -> None:
+    from cdc.errors import ErrorKind
+    from connectors.sqlserver.errors import ERRORS
+
+    lost = odbc_error("08S01", "[08S01] [FreeTDS][SQL Server]Communication link failure (20004)")
+    assert ERRORS.classify(lost) is ErrorKind.RETRIABLE
+    victim = odbc_error("40001", "Transaction (Process ID 57) was deadlocked ... (1205)")
+    assert ERRORS.classify(victim) is ErrorKind.RETRIABLE
+    login = odbc_error("28000", "[28000] Login failed for user 'debezium'. (18456)")
+    assert ERRORS.classify(login) is ErrorKind.CONFIG
+    assert "database.user: login failed" in str(ERRORS.translate(login))
+    denied = odbc_error(
+        "42000", "The SELECT permission was denied on the object 'change_tables' (229)"
+    )
+    message = str(ERRORS.translate(denied))
+    assert "database.user" in message and "db_owner" in message and "@role_name" in message
+    snapshot = odbc_error(
+        "HY000", "Snapshot isolation transaction failed accessing database 'testDB' (3952)"
+    )
+    assert "snapshot.isolation.mode" in str(ERRORS.translate(snapshot))
+    assert "ALLOW_SNAPSHOT_ISOLATION ON" in str(ERRORS.translate(snapshot))
