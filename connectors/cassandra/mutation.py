@@ -120,7 +120,12 @@ class _Reader:
         return b
 
     def vint(self) -> int:
-        v, self.pos = read_unsigned_vint(self.data, self.pos)
+        pos = self.pos
+        b = self.data[pos]
+        if b < 0x80:  # one byte: most deltas, lengths and counts
+            self.pos = pos + 1
+            return b
+        v, self.pos = read_unsigned_vint(self.data, pos)
         return v
 
     def take(self, n: int) -> bytes:
@@ -132,7 +137,13 @@ class _Reader:
         return b
 
     def vbytes(self) -> bytes:
-        return self.take(self.vint())
+        n = self.vint()
+        pos = self.pos
+        end = pos + n
+        if end > len(self.data):
+            raise IndexError("read past the end of the mutation")
+        self.pos = end
+        return self.data[pos:end]
 
     def value(self, t: CqlType) -> bytes:
         n = t.fixed_length
@@ -158,6 +169,9 @@ class _Header:
         return r.vint() + self.min_ttl
 
 
+_UUIDS: dict[bytes, uuid.UUID] = {}
+
+
 def decode_mutation(data: bytes, lookup: SchemaLookup) -> list[PartitionUpdate]:
     """Decode one commit log entry. Raises :class:`UnknownTable` when ``lookup`` does not know
     a table id and :class:`MutationError` for bytes that do not decode."""
@@ -175,7 +189,10 @@ def decode_mutation(data: bytes, lookup: SchemaLookup) -> list[PartitionUpdate]:
 
 def _partition(r: _Reader, lookup: SchemaLookup) -> PartitionUpdate:
     at = r.pos
-    table_id = uuid.UUID(bytes=r.take(16))
+    raw_id = r.take(16)
+    table_id = _UUIDS.get(raw_id)
+    if table_id is None:
+        table_id = _UUIDS.setdefault(raw_id, uuid.UUID(bytes=raw_id))
     table = lookup(table_id)
     if table is None:
         raise UnknownTable(table_id, at)
@@ -241,11 +258,13 @@ def _decode(t: CqlType, raw: bytes) -> Any:
 def _columns(r: _Reader, table: TableDef) -> list[ColumnDef]:
     n = r.vint()
     out = []
+    by_raw = table.by_raw_name
     for _ in range(n):
         at = r.pos
-        name = r.vbytes().decode("utf-8")
-        col = table.by_name.get(name)
+        raw = r.vbytes()
+        col = by_raw.get(raw)
         if col is None:
+            name = raw.decode("utf-8", "replace")
             raise MutationError(
                 f"column {name!r} is not in the schema of {table.qualified} (dropped?)", at
             )

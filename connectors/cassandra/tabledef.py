@@ -37,22 +37,21 @@ class TableDef:
     columns: tuple[ColumnDef, ...]
     cdc: bool = False
     by_name: dict[str, ColumnDef] = field(default_factory=dict, compare=False, repr=False)
+    #: the column lists, computed once (the decoder asks for them per mutation)
+    partition_key: list[ColumnDef] = field(default_factory=list, compare=False, repr=False)
+    clustering: list[ColumnDef] = field(default_factory=list, compare=False, repr=False)
+    #: regular columns in Cassandra's order (by name), the order of the value fields
+    regular: list[ColumnDef] = field(default_factory=list, compare=False, repr=False)
+    #: column names as the commit log spells them (UTF-8 bytes)
+    by_raw_name: dict[bytes, ColumnDef] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self.by_name.update({c.name: c for c in self.columns})
-
-    @property
-    def partition_key(self) -> list[ColumnDef]:
-        return sorted((c for c in self.columns if c.kind == PARTITION_KEY), key=_pos)
-
-    @property
-    def clustering(self) -> list[ColumnDef]:
-        return sorted((c for c in self.columns if c.kind == CLUSTERING), key=_pos)
-
-    @property
-    def regular(self) -> list[ColumnDef]:
-        """Regular columns in Cassandra's order (by name), the order of the value fields."""
-        return sorted((c for c in self.columns if c.kind == REGULAR), key=lambda c: c.name)
+        self.by_raw_name.update({c.name.encode(): c for c in self.columns})
+        cols = self.columns
+        self.partition_key[:] = sorted((c for c in cols if c.kind == PARTITION_KEY), key=_pos)
+        self.clustering[:] = sorted((c for c in cols if c.kind == CLUSTERING), key=_pos)
+        self.regular[:] = sorted((c for c in cols if c.kind == REGULAR), key=lambda c: c.name)
 
     @property
     def primary_key(self) -> list[ColumnDef]:

@@ -21,7 +21,7 @@ CLUSTER_NAME = "tidemark-dev"
 
 #: The JPMS and Netty options of Cassandra's own conf/jvm17-server.options: without them
 #: Cassandra 5.0 fails to start on Java 17.
-_JVM17 = (
+JVM17_OPTIONS = (
     "-Djdk.attach.allowAttachSelf=true",
     "--add-exports=java.base/jdk.internal.misc=ALL-UNNAMED",
     "--add-exports=java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED",
@@ -141,7 +141,7 @@ class CassandraService(Service):
             "-XX:+UseG1GC",
             "-XX:TieredStopAtLevel=1",  # C1 only: starts in far less CPU on a shared machine
             *([f"-javaagent:{jamm[0]}"] if jamm else []),
-            *_JVM17,
+            *JVM17_OPTIONS,
             "-Djava.awt.headless=true",
             f"-Dcassandra.config=file://{self.config}",
             "-Dcassandra-foreground=yes",
