@@ -100,8 +100,10 @@ def load(uri: str, db: str, events: int) -> tuple[list[int], list[int]]:
     import pymongo
 
     client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(uri)
+    client[db]["start"].insert_one({"_id": 0})  # a start position inside the oplog
     newest = client.local["oplog.rs"].find_one(sort=[("$natural", -1)])
-    start = [newest["ts"].time, newest["ts"].inc] if newest else [0, 0]
+    assert newest is not None
+    start = [newest["ts"].time, newest["ts"].inc]
     inserts = events - events // 3
     coll = client[db]["items"]
     t0 = time.monotonic()

@@ -373,7 +373,7 @@ class OplogStreaming(RetryingStream):
                 if position is not None:
                     ts = Timestamp(int(position["sec"]), int(position["ord"]))
                     query = {"ts": {"$gte" if "tord" in position else "$gt": ts}}
-                cursor = oplog.find(query, cursor_type=CursorType.TAILABLE_AWAIT)
+                cursor = oplog.find(query, cursor_type=CursorType.TAILABLE_AWAIT, batch_size=1000)
                 read = 0
                 try:
                     for entry in cursor:

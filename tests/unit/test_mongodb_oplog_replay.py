@@ -37,7 +37,9 @@ class RecordedOplog:
             return None
         return self.entries[-1] if sort and sort[0][1] == -1 else self.entries[0]
 
-    def find(self, query: Mapping[str, Any], cursor_type: Any = None) -> Iterator[Any]:
+    def find(
+        self, query: Mapping[str, Any], cursor_type: Any = None, batch_size: int = 0
+    ) -> Iterator[Any]:
         if self.failures:
             raise self.failures.pop(0)
         cond = query.get("ts", {})

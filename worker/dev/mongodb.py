@@ -33,7 +33,7 @@ class MongoDBService(Service):
         return [
             java(),
             "-Xms64m",
-            "-Xmx512m",
+            "-Xmx1g",
             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
             "-cp",
             str(lib / "*"),
