@@ -1,0 +1,83 @@
+"""The Cassandra connector's configuration and offsets: errors name the key and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cdc.errors import ConfigError
+from connectors.cassandra.config import cdc_raw_dir, parse_config
+from connectors.cassandra.offsets import CommitLogPosition, validate_offset
+from connectors.cassandra.transfer import DeleteTransfer, RelocateTransfer, load_transfer
+
+
+def _yaml(tmp_path: Path, body: str) -> str:
+    p = tmp_path / "cassandra.yaml"
+    p.write_text(body)
+    return str(p)
+
+
+def test_cdc_raw_from_the_node_yaml(tmp_path: Path) -> None:
+    cfg = parse_config(
+        {
+            "topic.prefix": "c1",
+            "cassandra.config": _yaml(tmp_path, "cdc_enabled: true\ncdc_raw_directory: /x/cdc\n"),
+        }
+    )
+    assert cdc_raw_dir(cfg) == Path("/x/cdc")
+    assert cfg["snapshot.mode"] == "initial" and cfg["snapshot.consistency"] == "ALL"
+
+
+def test_kafka_topic_prefix_is_accepted() -> None:
+    cfg = parse_config({"kafka.topic.prefix": "legacy", "cassandra.cdc.raw.dir": "/r"})
+    assert cfg["database.server.name"] == "legacy"
+
+
+@pytest.mark.parametrize(
+    ("extra", "key", "text"),
+    [
+        ({}, "cassandra.config", "is required"),
+        ({"cassandra.config": "/nope/cassandra.yaml"}, "cassandra.config", "cannot read"),
+        ({"cassandra.cdc.raw.dir": "/r", "snapshot.mode": "sometimes"}, "snapshot.mode", ""),
+        (
+            {"cassandra.cdc.raw.dir": "/r", "commit.log.transfer.class": "relocate"},
+            "commit.log.relocation.dir",
+            "required",
+        ),
+    ],
+)
+def test_config_errors_name_the_key(extra: dict[str, str], key: str, text: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config({"topic.prefix": "c1", **extra})
+    assert any(k == key and text in reason for k, reason in err.value.problems), err.value.problems
+
+
+def test_yaml_without_cdc_raw_directory(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="sets no cdc_raw_directory"):
+        parse_config({"topic.prefix": "c1", "cassandra.config": _yaml(tmp_path, "x: 1\n")})
+
+
+def test_transfers(tmp_path: Path) -> None:
+    seg = tmp_path / "CommitLog-8-5.log"
+    idx = tmp_path / "CommitLog-8-5_cdc.idx"
+    seg.write_bytes(b"x")
+    idx.write_text("1\nCOMPLETED")
+    assert isinstance(load_transfer("delete", None), DeleteTransfer)
+    moved = load_transfer("relocate", str(tmp_path / "done"))
+    assert isinstance(moved, RelocateTransfer)
+    moved.on_success(seg)
+    assert not seg.exists() and (tmp_path / "done" / seg.name).exists()
+    assert (tmp_path / "done" / idx.name).exists()
+    with pytest.raises(ConfigError, match=r"commit\.log\.transfer\.class"):
+        load_transfer("no.such.module:Hook", None)
+
+
+def test_offsets_round_trip_and_validation() -> None:
+    pos = CommitLogPosition.from_offset({"file": "CommitLog-8-17.log", "pos": 4096})
+    assert (pos.segment, pos.pos) == (17, 4096)
+    assert pos.to_offset() == {"file": "CommitLog-8-17.log", "pos": 4096}
+    assert CommitLogPosition.from_offset(None) < pos
+    assert validate_offset({"server": "c1"}, {"file": "CommitLog-8-17.log", "pos": 1})[1] == []
+    problems = validate_offset({"server": "c1"}, {"file": "x.log", "pos": -1, "lsn": 3})[1]
+    assert len(problems) == 3 and "offset.file" in problems[0]
