@@ -100,11 +100,11 @@ def connection_string(cfg: Config, driver: str) -> str:
             BoolsAsChar=0,
             ByteaAsLongVarBinary=1,
             UseServerSidePrepare=1,
-            ConnSettings="SET TimeZone TO 'UTC'",
+            ConnSettings="SET TimeZone TO 'UTC'; SET application_name TO 'tidemark'",
             SSLmode="require" if cfg["database.encrypt"] else "disable",
         )
     else:
-        parts.update(TDS_Version=cfg["database.tds.version"], ClientCharset="UTF-8")
+        parts.update(TDS_Version=cfg["database.tds.version"], ClientCharset="UTF-8", APP="tidemark")
         if cfg["database.encrypt"]:
             parts["Encrypt"] = "yes"
         if cfg["database.trustServerCertificate"]:

@@ -135,3 +135,20 @@ def test_table_enabled_while_running_is_picked_up(h: SqlServerHarness) -> None:
     assert [(e.op, e.after) for e in events] == [("c", {"id": 1, "v": 10})]
     assert [c.value["source"]["table"] for c in changes] == [later]
     assert changes[0].key == {"databaseName": h.dbname}
+
+
+def test_encrypted_connection(h: SqlServerHarness) -> None:
+    """database.encrypt=true reaches the driver (on the stand-in: TLS to PostgreSQL, checked
+    on the server side through pg_stat_ssl)."""
+    t = h.create_table("tls", "id int PRIMARY KEY")
+    cfg = h.config("tls", **{"database.encrypt": "true"})
+    with h.running(cfg):
+        h.sql(f'INSERT INTO dbo."{t}" VALUES (1)')
+        assert [e.op for e in h.read(cfg, "tls", min_count=1)] == ["c"]
+        by_tls = h.sql(
+            "SELECT s.ssl, count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) "
+            "WHERE a.datname = %s AND a.application_name = 'tidemark' GROUP BY s.ssl",
+            params=(h.dbname,),
+        )
+    # the connector's connections (application name "tidemark") are encrypted, all of them
+    assert [ssl for ssl, _count in by_tls] == [True]
