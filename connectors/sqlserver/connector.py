@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cdc.config import Config
-from cdc.envelope import source_block_schema
+from cdc.envelope import V3, source_block_schema
 from cdc.schema.model import OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
 from cdc.snapshot_modes import MODES, WhenNeeded
 from cdc.spi import Connector, SnapshotSource, Snapshotter, StreamingSource, TableId
@@ -17,16 +17,19 @@ from connectors.sqlserver.snapshot import SqlServerSnapshot
 from connectors.sqlserver.streaming import SqlServerStreaming
 from connectors.sqlserver.types import Modes, SqlServerValueConverters
 
-SOURCE_SCHEMA = source_block_schema(
-    "io.debezium.connector.sqlserver.Source",
-    [
-        ("db", STRING),
-        ("schema", STRING),
-        ("table", STRING),
-        ("change_lsn", OPTIONAL_STRING),
-        ("commit_lsn", OPTIONAL_STRING),
-        ("event_serial_no", OPTIONAL_INT64),
-    ],
+_SOURCE_FIELDS = [
+    ("db", STRING),
+    ("schema", STRING),
+    ("table", STRING),
+    ("change_lsn", OPTIONAL_STRING),
+    ("commit_lsn", OPTIONAL_STRING),
+    ("event_serial_no", OPTIONAL_INT64),
+]
+SOURCE_SCHEMA = source_block_schema("io.debezium.connector.sqlserver.Source", _SOURCE_FIELDS)
+#: Debezium 3.x (``envelope.version=3``): the common part (snapshot as an enum, sequence,
+#: ts_us, ts_ns) before the same SQL Server fields
+SOURCE_SCHEMA_V3 = source_block_schema(
+    "io.debezium.connector.sqlserver.Source", _SOURCE_FIELDS, version=V3
 )
 
 #: never captured: SQL Server's own schemas (and the stand-in's PostgreSQL ones)
@@ -84,7 +87,7 @@ class SqlServerConnector(Connector):
         return SqlServerValueConverters(self.modes)
 
     def source_schema(self) -> Schema:
-        return SOURCE_SCHEMA
+        return SOURCE_SCHEMA_V3 if self.config.get("envelope.version") == V3 else SOURCE_SCHEMA
 
     @classmethod
     def validate_offset(

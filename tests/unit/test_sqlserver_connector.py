@@ -137,3 +137,33 @@ def test_driver_errors_are_classified_and_name_what_to_fix() -> None:
     )
     assert "snapshot.isolation.mode" in str(ERRORS.translate(snapshot))
     assert "ALLOW_SNAPSHOT_ISOLATION ON" in str(ERRORS.translate(snapshot))
+
+
+def test_source_block_per_envelope_version() -> None:
+    v12 = SqlServerConnector(BASE).source_schema()
+    assert v12.name == "io.debezium.connector.sqlserver.Source"
+    assert v12.field_names()[5:] == [
+        "db",
+        "schema",
+        "table",
+        "change_lsn",
+        "commit_lsn",
+        "event_serial_no",
+    ]
+    v3 = SqlServerConnector({**BASE, "envelope.version": "3"}).source_schema()
+    assert v3.field_names() == [
+        "version",
+        "connector",
+        "name",
+        "ts_ms",
+        "snapshot",
+        "db",
+        "sequence",
+        "ts_us",
+        "ts_ns",
+        "schema",
+        "table",
+        "change_lsn",
+        "commit_lsn",
+        "event_serial_no",
+    ]
