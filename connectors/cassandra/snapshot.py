@@ -82,6 +82,8 @@ class _Steps:
             done = self.record.done()
             tables = [t for t in tables if t.qualified not in done]
         self.defs = tables
+        progress = self.state.snapshot
+        progress.total_tables = progress.remaining_tables = len(tables)
         return [table_id(t) for t in tables]
 
     def lock(self) -> None:
@@ -117,9 +119,13 @@ class _Steps:
         return out
 
     def read(self, scans: list[TableScan]) -> Iterator[tuple[TableScan, Sequence[Any] | None]]:
+        progress = self.state.snapshot
         for scan, batch in one_by_one(scans, self.ctx.stop_event.is_set, self._rows):
             if batch is None:
                 self.record.mark(scan.plan.qualified, PENDING)
+                progress.remaining_tables -= 1
+            else:
+                progress.rows_scanned += len(batch)
             yield scan, batch
 
     def _rows(self, scan: TableScan) -> Iterator[list[list[Any]]]:
@@ -189,4 +195,20 @@ class CassandraSnapshot(SnapshotSource):
     def execute(
         self, ctx: SourceContext, previous_offset: Mapping[str, Any] | None, include_data: bool
     ) -> dict[str, Any]:
-        return run_snapshot(ctx, _Steps(self.state, ctx, self.mode), include_data=include_data)
+        progress = self.state.snapshot
+        ctx.metrics.extra.update(progress.gauges())
+        ctx.metrics.extra_contexts.update({name: "snapshot" for name in progress.gauges()})
+        progress.running, progress.aborted, progress.completed = True, False, False
+        progress.started, progress.ended, progress.rows_scanned = time.monotonic(), 0.0, 0
+        try:
+            offset = run_snapshot(
+                ctx, _Steps(self.state, ctx, self.mode), include_data=include_data
+            )
+        except BaseException:
+            progress.aborted = True
+            raise
+        finally:
+            progress.running = False
+            progress.ended = time.monotonic()
+        progress.completed = True
+        return offset

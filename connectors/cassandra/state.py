@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +27,40 @@ class CommitLogMetrics:
 
 
 @dataclass
+class SnapshotProgress:
+    """The seed's snapshot metrics (kebab-case names), kept by the snapshot steps."""
+
+    total_tables: int = 0
+    remaining_tables: int = 0
+    running: bool = False
+    aborted: bool = False
+    completed: bool = False
+    started: float = 0.0
+    ended: float = 0.0
+    rows_scanned: int = 0
+
+    def seconds(self) -> float:
+        if not self.started:
+            return 0.0
+        return (self.ended or time.monotonic()) - self.started
+
+    def gauges(self) -> dict[str, Callable[[], float]]:
+        return {
+            "total-table-count": lambda: float(self.total_tables),
+            "remaining-table-count": lambda: float(self.remaining_tables),
+            "snapshot-running": lambda: float(self.running),
+            "snapshot-aborted": lambda: float(self.aborted),
+            "snapshot-completed": lambda: float(self.completed),
+            "snapshot-during-in-seconds": lambda: float(int(self.seconds())),
+            "rows-scanned": lambda: float(self.rows_scanned),
+        }
+
+
+@dataclass
 class TaskState:
     cfg: Config
     metrics: CommitLogMetrics = field(default_factory=CommitLogMetrics)
+    snapshot: SnapshotProgress = field(default_factory=SnapshotProgress)
     _session: Any = None
     _schema: SchemaCache | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)

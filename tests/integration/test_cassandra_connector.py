@@ -108,6 +108,12 @@ def test_snapshot_then_stream_and_per_table_record(h: CassandraHarness) -> None:
             )
         )
         a = h.read(cfg, "snap_a")
+        # the seed's kebab-case snapshot metrics
+        gauges = {k: fn() for k, fn in run.engine.metrics.extra.items()}
+        assert gauges["total-table-count"] == 2 and gauges["remaining-table-count"] == 0
+        assert gauges["rows-scanned"] == 6 and gauges["snapshot-completed"] == 1
+        assert gauges["snapshot-running"] == 0 and gauges["snapshot-aborted"] == 0
+        assert run.engine.metrics.extra_contexts["rows-scanned"] == "snapshot"
     reads = [e for e in a if e.op == "r"]
     assert sorted(e.key["id"] for e in reads) == [0, 1, 2]
     assert reads[0].after["v"]["set"] is True and reads[0].value["source"]["snapshot"] is True
