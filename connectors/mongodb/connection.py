@@ -77,6 +77,19 @@ def replica_set_name(client: Client, config: Config) -> str:
     except OperationFailure as exc:
         raise ConfigError([("mongodb.user", f"cannot run isMaster: {exc}")]) from exc
     name = hello.get("setName") or configured_replica_set(config)
+    if not name and hello.get("msg") == "isdbgrid":
+        # a mongos: one cluster-wide change stream covers every shard (oplog mode cannot)
+        if config.get("capture.mode") == "oplog":
+            raise ConfigError(
+                [
+                    (
+                        "capture.mode",
+                        "oplog mode reads one replica set's oplog and cannot go through a "
+                        "mongos; use change_streams, or connect to a shard's replica set",
+                    )
+                ]
+            )
+        return "mongos"
     if not name:
         raise ConfigError(
             [

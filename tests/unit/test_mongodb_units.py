@@ -156,3 +156,36 @@ def test_default_reconnect_schedule_is_the_seeds() -> None:
     assert backoff.allows(16) and not backoff.allows(17)
     assert sum(delays) == 20 * 60 + 7
     conn.close()
+
+
+class _Admin:
+    def __init__(self, hello: dict[str, object]) -> None:
+        self.hello = hello
+
+    def command(self, name: str) -> dict[str, object]:
+        return self.hello
+
+
+class _Client:
+    def __init__(self, hello: dict[str, object]) -> None:
+        self.admin = _Admin(hello)
+
+
+def test_replica_set_name_from_the_server_the_hosts_or_a_mongos() -> None:
+    from cdc.config import Config
+    from connectors.mongodb.config import CONFIG_DEF
+    from connectors.mongodb.connection import replica_set_name
+
+    def cfg(**raw: str) -> Config:
+        return CONFIG_DEF.parse({"name": "m", "mongodb.name": "x", **raw})
+
+    plain = cfg(**{"mongodb.hosts": "db1:27017"})
+    assert replica_set_name(_Client({"setName": "rs7"}), plain) == "rs7"  # type: ignore[arg-type]
+    named = cfg(**{"mongodb.hosts": "rs0/db1:27017"})
+    assert replica_set_name(_Client({}), named) == "rs0"  # type: ignore[arg-type]
+    assert replica_set_name(_Client({"msg": "isdbgrid"}), plain) == "mongos"  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="no replica set name"):
+        replica_set_name(_Client({}), plain)  # type: ignore[arg-type]
+    oplog = cfg(**{"mongodb.hosts": "db1:27017", "capture.mode": "oplog"})
+    with pytest.raises(ConfigError, match="mongos"):
+        replica_set_name(_Client({"msg": "isdbgrid"}), oplog)  # type: ignore[arg-type]
