@@ -78,6 +78,8 @@ class SchemaCache:
         self.cluster_name = ""
         self.loaded_at = 0.0
         self.unknown: set[uuid.UUID] = set()
+        #: keyspaces with at least one CDC table: the only ones whose mutations are decoded
+        self.cdc_keyspaces: set[str] = set()
         self._lock = threading.Lock()
         self.refresh()
 
@@ -128,6 +130,7 @@ class SchemaCache:
             changed = [t for i, t in by_id.items() if self.by_id.get(i) != t]
             self.by_id = by_id
             self.by_name = {(t.keyspace, t.name): t for t in by_id.values()}
+            self.cdc_keyspaces = {t.keyspace for t in by_id.values() if t.cdc}
             self.loaded_at = time.monotonic()
         return changed
 

@@ -257,9 +257,7 @@ class CassandraStreaming(StreamingSource):
             self._emit(ctx, table, row, file, entry.end, offset)
 
     def _keyspace_captured(self, keyspace: str) -> bool:
-        if keyspace in SYSTEM_KEYSPACES:
-            return False
-        return any(t.keyspace == keyspace and t.cdc for t in self.state.schema().by_id.values())
+        return keyspace not in SYSTEM_KEYSPACES and keyspace in self.state.schema().cdc_keyspaces
 
     def _captured(self, t: TableDef) -> bool:
         if not t.cdc or t.keyspace in SYSTEM_KEYSPACES:
