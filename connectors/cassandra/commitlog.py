@@ -181,6 +181,14 @@ def _decompressor(desc: Descriptor, file: str) -> Any:
     )
 
 
+@dataclass(frozen=True)
+class Damage:
+    """A section whose entries from ``error.pos`` up to ``skipped_to`` were passed over."""
+
+    error: CommitLogError
+    skipped_to: int
+
+
 @dataclass
 class Cursor:
     """Where the next unread section starts (file and logical position): a segment that is
@@ -197,11 +205,14 @@ def iter_entries(
     limit: int | None = None,
     after: int = 0,
     cursor: Cursor | None = None,
+    damaged: list[Damage] | None = None,
 ) -> Iterator[Entry]:
     """Every entry of a segment whose section ends at or before ``limit`` (the ``_cdc.idx``
     offset; None: up to the first zero marker), skipping entries that end at or before
     ``after`` (the stored offset). ``cursor`` (updated as whole sections are read) resumes
-    at a section boundary. Raises :class:`CommitLogError` on damaged bytes."""
+    at a section boundary. Raises :class:`CommitLogError` on damaged bytes; with ``damaged``
+    given, a damaged entry (CRC mismatch, bad size) skips the rest of its section instead
+    and is appended there (the descriptor and sync markers must still be intact)."""
     desc = read_descriptor(data, file)
     decompress = _decompressor(desc, file)
     phys = desc.header_end
@@ -252,7 +263,14 @@ def iter_entries(
         section_end = body_start + len(body)
         if limit is not None and section_end > limit:
             return  # written but not yet synced: the next index update covers it
-        yield from _section_entries(body, body_start, file, after)
+        if damaged is None:
+            yield from _section_entries(body, body_start, file, after)
+        else:
+            try:
+                yield from _section_entries(body, body_start, file, after)
+            except CommitLogError as exc:
+                # the sync marker chain is intact: go on with the next section
+                damaged.append(Damage(exc, section_end))
         phys = nxt
         logical = section_end
         if cursor is not None:

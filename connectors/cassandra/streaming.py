@@ -28,6 +28,7 @@ from cdc.spi import Operation, PositionReached, SourceContext, StreamingSource
 from connectors.cassandra.commitlog import (
     CommitLogError,
     Cursor,
+    Damage,
     Entry,
     iter_entries,
     list_segments,
@@ -214,10 +215,28 @@ class CassandraStreaming(StreamingSource):
                 size = path.stat().st_size
                 if size == 0:
                     return []
+                damaged: list[Damage] | None = [] if self.mode in ("warn", "skip") else None
                 with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                    return list(
-                        iter_entries(data, path.name, limit=limit, after=after, cursor=cursor)  # type: ignore[arg-type]
+                    entries = list(
+                        iter_entries(
+                            data,  # type: ignore[arg-type]
+                            path.name,
+                            limit=limit,
+                            after=after,
+                            cursor=cursor,
+                            damaged=damaged,
+                        )
                     )
+                for d in damaged or ():
+                    self.state.metrics.unrecoverable_errors += 1
+                    if self.mode == "warn":
+                        log.warning(
+                            "skipping the rest of a damaged commit log section, up to position "
+                            "%d: %s (event.processing.failure.handling.mode=warn)",
+                            d.skipped_to,
+                            d.error,
+                        )
+                return entries
         except FileNotFoundError:
             return []
         except CommitLogError as exc:

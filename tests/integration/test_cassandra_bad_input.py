@@ -80,6 +80,18 @@ def test_unknown_table_warn_passes_over_it(h: CassandraHarness) -> None:
 def test_crc_mismatch_stops_at_the_damaged_mutation(h: CassandraHarness) -> None:
     # a byte inside the first entry's payload (after the 20-byte descriptor and 8-byte marker)
     raw, segment = _cdc_raw(h, "crc", corrupt_at=20 + 8 + 8 + 5)
+    cfg = h.config(**{"snapshot.mode": "never", "cassandra.cdc.raw.dir": str(raw)})
+    store = MemoryOffsetStore()
+    err = _wait_failed(h.start(cfg, store))
+    assert str(err).startswith(f"commit log {segment.name} at position 28: mutation CRC mismatch")
+    assert segment.exists()
+    assert store.all(cfg["name"]) == []  # the offset never moved past it
+
+
+def test_crc_mismatch_with_warn_skips_the_damaged_section(
+    h: CassandraHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    raw, segment = _cdc_raw(h, "crcwarn", corrupt_at=20 + 8 + 8 + 5)
     cfg = h.config(
         **{
             "snapshot.mode": "never",
@@ -87,8 +99,8 @@ def test_crc_mismatch_stops_at_the_damaged_mutation(h: CassandraHarness) -> None
             "event.processing.failure.handling.mode": "warn",
         }
     )
-    store = MemoryOffsetStore()
-    err = _wait_failed(h.start(cfg, store))
-    assert str(err).startswith(f"commit log {segment.name} at position 28: mutation CRC mismatch")
-    assert segment.exists()
-    assert store.all(cfg["name"]) == []  # the offset never moved past it
+    with h.running(cfg) as run:
+        h.wait_streaming(run)
+        h.wait_for(lambda: not segment.exists(), run=run)  # read to its end and delivered
+        assert run.engine.metrics.extra["number-of-unrecoverable-errors"]() == 1
+    assert f"commit log {segment.name} at position 28: mutation CRC mismatch" in caplog.text

@@ -16,6 +16,7 @@ import pytest
 from connectors.cassandra.commitlog import (
     ChecksumMismatch,
     CommitLogError,
+    Damage,
     TruncatedSegment,
     UnsupportedSegment,
     iter_entries,
@@ -199,3 +200,16 @@ def test_cdc_index_file(tmp_path: Path) -> None:
     (tmp_path / "CommitLog-8-17_cdc.idx").write_text("junk")
     with pytest.raises(CommitLogError, match=r"CommitLog-8-17_cdc\.idx"):
         read_cdc_index(seg)
+
+
+def test_damaged_entry_skips_only_its_section_when_asked() -> None:
+    fx = Fixture("plain")
+    entries = list(iter_entries(fx.data, fx.file, limit=fx.limit))
+    bad = bytearray(fx.data)
+    bad[entries[0].start + 20] ^= 0xFF
+    damaged: list[Damage] = []
+    kept = list(iter_entries(bytes(bad), fx.file, limit=fx.limit, damaged=damaged))
+    assert len(damaged) == 1 and damaged[0].error.pos == entries[0].start
+    skipped_to = damaged[0].skipped_to
+    assert [e.end for e in kept] == [e.end for e in entries if e.start >= skipped_to]
+    assert kept and kept[-1].end == fx.limit
