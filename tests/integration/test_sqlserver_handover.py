@@ -54,8 +54,9 @@ def test_snapshot_hands_over_under_concurrent_writers(h: SqlServerHarness, isola
 
 
 def test_five_kills_under_writes_lose_nothing(h: SqlServerHarness, tmp_path: Path) -> None:
-    seed(h, "kills", rows=500)
-    cfg = h.config("kills", **{"max.iteration.transactions": "20"})
+    # big enough that a kill can land in the snapshot, small windows so one can land mid-poll
+    seed(h, "kills", rows=3000)
+    cfg = h.config("kills", **{"max.iteration.transactions": "20", "snapshot.fetch.size": "100"})
     spec = tmp_path / "spec.json"
     spec.write_text(
         json.dumps({"config": cfg, "kafka": h.kafka, "offsets": str(tmp_path / "offsets.json")})
@@ -73,13 +74,27 @@ def test_five_kills_under_writes_lose_nothing(h: SqlServerHarness, tmp_path: Pat
             )
 
     rnd = random.Random(7)
-    with Writers(h, h.name("kills"), keys=700):
-        for _ in range(5):
+    offsets = tmp_path / "offsets.json"
+    kills: list[str] = []
+    with Writers(h, h.name("kills"), keys=3200):
+        for n in range(5):
+            before = offsets.stat().st_mtime_ns if offsets.exists() else 0
             proc = child()
-            time.sleep(rnd.uniform(0.8, 2.5))
+            # kill only once this run has stored something (the first one: the snapshot's
+            # start marker), then at a random point after that
+            deadline = time.monotonic() + 60
+            while not (offsets.exists() and offsets.stat().st_mtime_ns != before):
+                assert proc.poll() is None, log.read_text()[-2000:]
+                assert time.monotonic() < deadline, "the connector stored no offset"
+                time.sleep(0.05)
+            time.sleep(rnd.uniform(0.0, 0.1 if n == 0 else 1.5))
             assert proc.poll() is None, log.read_text()[-2000:]
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
+            kills.append(json.loads(offsets.read_text())["offsets"][0]["offset"])
+    # the first kill hit the snapshot (its offset still says so), later ones streaming
+    assert kills[0].get("snapshot") is True, kills
+    assert any(not k.get("snapshot") for k in kills[1:]), kills
     proc = child()
     try:
         converged(h, cfg, "kills", timeout=90)
