@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,7 +76,7 @@ def test_five_kills_under_writes_lose_nothing(h: SqlServerHarness, tmp_path: Pat
 
     rnd = random.Random(7)
     offsets = tmp_path / "offsets.json"
-    kills: list[str] = []
+    kills: list[dict[str, Any]] = []
     with Writers(h, h.name("kills"), keys=3200):
         for n in range(5):
             before = offsets.stat().st_mtime_ns if offsets.exists() else 0
