@@ -4,8 +4,8 @@ The seed has no type table for Cassandra ("TODO: add logical types"); the mappin
 the other connectors: integers by width, ``timestamp`` as Connect Timestamp (ms), ``date``
 as Connect Date (days), ``time`` as Debezium NanoTime, ``uuid``/``timeuuid`` as Debezium
 Uuid text, ``varint``/``decimal``/``duration``/``inet`` as text, ``blob`` as bytes,
-lists and sets as arrays, maps as maps (text keys for non-text key types), tuples as arrays
-of text.
+lists and sets as arrays, maps as maps (text keys for non-text key types), tuples as JSON
+array text.
 
 Primary key columns are plain values (they make the key). Every other column is
 ``{value, deletion_ts, set}``: the commit log carries only the columns a write touched, so a
@@ -15,6 +15,7 @@ column the mutation did not write is null in ``after``, and one it wrote says so
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from cdc.schema import logical
@@ -82,7 +83,12 @@ def _plain(t: CqlType) -> ValueConverter | None:
         return lambda m: {str(k): v for k, v in m.items()}
     if t.name in ("list", "set", "map"):
         return None
-    return str
+    return _json_text
+
+
+def _json_text(value: Any) -> str:
+    """Tuples (and anything else without a Connect type) as JSON text."""
+    return json.dumps(value, default=str, ensure_ascii=False)
 
 
 def cell_schema(base: Schema) -> Schema:
