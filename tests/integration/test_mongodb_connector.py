@@ -235,3 +235,28 @@ def test_unreachable_server_fails_after_connect_max_attempts(kafka: str) -> None
     assert r.errors, "the task should have failed with an error"
     text = str(r.errors[0])
     assert "3 reconnection attempts failed" in text and "connect.max.attempts=3" in text
+
+
+def test_oplog_graceful_restart_resumes_exactly(mongodb: str, kafka: str, client: Client) -> None:
+    db = new_db(client)
+    coll = f"{db.name}.items"
+    cfg = config(mongodb, coll)
+    store = MemoryOffsetStore()
+    with run(cfg, kafka, store):
+        db.items.insert_one({"_id": 1})
+        db.items.update_one({"_id": 1}, {"$set": {"v": 1}})
+        read_topic(kafka, topic(cfg, coll), min_count=2)
+    db.items.update_one({"_id": 1}, {"$set": {"v": 2}})  # while stopped
+    db.items.insert_one({"_id": 2})
+    with run(cfg, kafka, store):
+        db.items.delete_one({"_id": 2})
+        events = read_topic(kafka, topic(cfg, coll), min_count=6)
+    assert [(e.op, e.key["id"]) for e in events] == [
+        ("c", "1"),
+        ("u", "1"),
+        ("u", "1"),
+        ("c", "2"),
+        ("d", "2"),
+        (None, "2"),
+    ]
+    assert [doc(e.value["patch"]) for e in events[1:3]] == [{"$set": {"v": 1}}, {"$set": {"v": 2}}]
