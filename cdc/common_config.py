@@ -18,7 +18,7 @@ from cdc.config import (
     valid_regex_list,
 )
 from cdc.pipeline import reselect
-from cdc.signals.config import signal_fields
+from cdc.signals.config import notification_fields, signal_fields
 
 FAILURE_MODES = ("fail", "warn", "skip", "dead-letter")
 
@@ -71,7 +71,6 @@ UNSUPPORTED = frozenset(
         "topic.transaction",
         "schema.name.adjustment.mode",
         "field.name.adjustment.mode",
-        "notification.enabled.channels",
         "incremental.snapshot.watermarking.strategy",
         "incremental.snapshot.allow.schema.changes",
         "snapshot.include.collection.list",
@@ -367,6 +366,7 @@ def common_def(**defaults: Any) -> ConfigDef:
             ),
             *_post_processor_fields(),
             *signal_fields(),
+            *notification_fields(),
             ConfigField(
                 "decimal.handling.mode",
                 Kind.STRING,

@@ -39,7 +39,9 @@ from cdc.offsets.writer import OffsetWriter
 from cdc.pipeline.dispatcher import EventDispatcher
 from cdc.pipeline.queue import QueueClosed
 from cdc.signals import registry as signal_registry
+from cdc.signals.file_channel import FileSignalChannel
 from cdc.signals.kafka_channel import KafkaSignalChannel
+from cdc.signals.notifications import Notifier
 from cdc.snapshot.incremental import IncrementalSnapshot, SignalledContext
 from cdc.spi import Connector, PositionReached, SourceContext, StreamingSource
 
@@ -183,6 +185,12 @@ class SourceCoordinator:
                     "signal.data.collection: incremental snapshots write their watermarks there"
                 )
             return self.dispatcher, None
+        notify = set(cfg.get("notification.enabled.channels") or [])
+        if "sink" in notify and not cfg.get("notification.sink.topic.name"):
+            raise FatalError(
+                "notification.enabled.channels includes sink but notification.sink.topic.name "
+                "is not set"
+            )
         reader = self.connector.chunk_reader()
         if reader is None:
             log.warning(
@@ -198,6 +206,12 @@ class SourceCoordinator:
             signal_table=str(table),
             chunk_size=int(cfg.get("incremental.snapshot.chunk.size") or 1024),
             source_signals="source" in channels,
+            notifier=Notifier(
+                self.dispatcher,
+                connector=self.name,
+                channels=notify,
+                topic=cfg.get("notification.sink.topic.name"),
+            ),
         )
         self.incremental = incremental
         incremental.check_signal_table()
@@ -212,6 +226,14 @@ class SourceCoordinator:
             channel = self._kafka_channel(cfg, incremental)
             channel.start()
             self._channel_stops.append(channel.stop)
+        if "file" in channels:
+            files = FileSignalChannel(
+                str(cfg.get("signal.file") or "file-signals.txt"),
+                incremental.submit,
+                int(cfg.get("signal.poll.interval.ms") or 5000) / 1000,
+            )
+            files.start()
+            self._channel_stops.append(files.stop)
         return SignalledContext(self.dispatcher, incremental), incremental
 
     def _kafka_channel(self, cfg: Any, incremental: IncrementalSnapshot) -> KafkaSignalChannel:

@@ -7,7 +7,7 @@ from typing import Any
 from cdc.config import ConfigField, Kind, at_least
 
 GROUP_SIGNALS = "Signals"
-CHANNELS = ("source", "kafka", "rest")
+CHANNELS = ("source", "kafka", "rest", "file")
 
 
 def _channels(value: Any) -> str | None:
@@ -36,7 +36,8 @@ def signal_fields() -> list[ConfigField]:
             validator=_channels,
             group=GROUP_SIGNALS,
             doc="Where signals are read from: source (the signal table), kafka "
-            "(signal.kafka.topic), rest (POST /connectors/{name}/signals). Every channel "
+            "(signal.kafka.topic), rest (POST /connectors/{name}/signals), file "
+            "(signal.file). Every channel "
             "needs signal.data.collection: the incremental snapshot's watermarks go there.",
         ),
         ConfigField(
@@ -71,6 +72,21 @@ def signal_fields() -> list[ConfigField]:
             doc="How long one poll of the signal topic waits.",
         ),
         ConfigField(
+            "signal.file",
+            Kind.STRING,
+            "file-signals.txt",
+            group=GROUP_SIGNALS,
+            doc="The file of the file channel: one JSON signal per line, emptied once read.",
+        ),
+        ConfigField(
+            "signal.poll.interval.ms",
+            Kind.LONG,
+            5000,
+            validator=at_least(1),
+            group=GROUP_SIGNALS,
+            doc="How often the file channel reads signal.file.",
+        ),
+        ConfigField(
             "incremental.snapshot.chunk.size",
             Kind.INT,
             1024,
@@ -80,3 +96,31 @@ def signal_fields() -> list[ConfigField]:
             "memory for the chunk buffer.",
         ),
     ]
+
+
+def notification_fields() -> list[ConfigField]:
+    return [
+        ConfigField(
+            "notification.enabled.channels",
+            Kind.LIST,
+            [],
+            validator=_notification_channels,
+            group=GROUP_SIGNALS,
+            doc="Where incremental snapshot notifications go: log, sink "
+            "(notification.sink.topic.name).",
+        ),
+        ConfigField(
+            "notification.sink.topic.name",
+            Kind.STRING,
+            None,
+            group=GROUP_SIGNALS,
+            doc="The topic of the sink notification channel.",
+        ),
+    ]
+
+
+def _notification_channels(value: Any) -> str | None:
+    unknown = [c for c in value or [] if c not in ("log", "sink")]
+    if unknown:
+        return f"unknown channel(s) {', '.join(unknown)}; known: log, sink"
+    return None

@@ -43,6 +43,7 @@ from cdc.errors import FatalError
 from cdc.pipeline.dispatcher import EventDispatcher
 from cdc.signals import model
 from cdc.signals.model import Signal, SignalError
+from cdc.signals.notifications import Notifier
 from cdc.snapshot.incremental_state import (
     Collection,
     SnapshotContext,
@@ -82,6 +83,7 @@ class IncrementalSnapshot:
         signal_table: str | None,
         chunk_size: int = 1024,
         source_signals: bool = True,
+        notifier: Notifier | None = None,
     ) -> None:
         self.d = dispatcher
         #: shared with the threads of other signal channels (their wake-up writes)
@@ -91,6 +93,9 @@ class IncrementalSnapshot:
         self.chunk_size = chunk_size
         #: rows of the signal table are commands too (``source`` channel), not only watermarks
         self.source_signals = source_signals
+        self.notifier = notifier
+        #: the offset of the event the stream reported last (notification records carry it)
+        self.last_offset: dict[str, Any] | None = None
         self.context = SnapshotContext()
         #: an incremental snapshot is under way (its context goes into every offset)
         self.active = False
@@ -278,11 +283,11 @@ class IncrementalSnapshot:
         elif kind == model.PAUSE_SNAPSHOT:
             if self.active and not self.paused:
                 self.paused = True
-                log.info("%s: incremental snapshot paused", self.name)
+                self._note("PAUSED")
         elif kind == model.RESUME_SNAPSHOT:
             if self.paused:
                 self.paused = False
-                log.info("%s: incremental snapshot resumed", self.name)
+                self._note("RESUMED")
                 self._advance()
         elif kind == model.LOG:
             log.info("%s: signal log: %s", self.name, signal.data.get("message", signal.data))
@@ -320,10 +325,17 @@ class IncrementalSnapshot:
             [c.id for c in added],
             signal.id,
         )
+        names = [c.id for c in added]
+        snap = self.d.metrics.snapshot
         if not self.active:
             self.active = True
             self.context.signal_id = signal.id
             self.context.maximum_key = self.context.last_key = None
+            snap.start(names)
+        else:
+            snap.total_table_count += len(added)
+            snap.remaining_table_count += len(added)
+        self._note("STARTED", data_collections=names)
         self._update_extra()
         self._advance()
 
@@ -343,11 +355,13 @@ class IncrementalSnapshot:
                 if any(c.id == n or re.fullmatch(n, c.id) for n in names)
             ]
             self.context.collections = [c for c in self.context.collections if c.id not in stopped]
-        log.info("%s: incremental snapshot of %s stopped (aborted)", self.name, stopped)
+        self._note("ABORTED", data_collections=stopped)
+        snap = self.d.metrics.snapshot
+        snap.remaining_table_count = max(snap.remaining_table_count - len(stopped), 0)
         if self.table is not None and short_name(self.table.id) in stopped:
             self._leave_table()
         if not self.context.collections:
-            self._finish()
+            self._finish(aborted=True)
         else:
             self._update_extra()
             self._advance()
@@ -399,6 +413,7 @@ class IncrementalSnapshot:
                 if patient:
                     return None
                 self._notice(f"incremental snapshot of {wanted.id}: table not found; skipped")
+                self._scanned(wanted.id, "UNKNOWN_SCHEMA", 0)
                 return False
             self.d.register_table(table)
         self.waiting = False
@@ -415,6 +430,7 @@ class IncrementalSnapshot:
                     "or message.key.columns for the table)"
                 )
             )
+            self._scanned(wanted.id, "NO_PRIMARY_KEY", 0)
             return False
         self.table = table
         self._key_columns = keys
@@ -427,6 +443,9 @@ class IncrementalSnapshot:
             self._dedup = lambda row: _hashable([row[i] for i in index])
         self._kinds.clear()
         self.rows = 0
+        estimate = self.reader.estimate_rows(table)
+        if estimate is not None:
+            self.d.metrics.snapshot.rows_expected[wanted.id] = estimate
         if self.context.maximum_key is None:
             self.context.last_key = None
             self.context.maximum_key = self.reader.max_key(table, keys, wanted.condition)
@@ -507,8 +526,16 @@ class IncrementalSnapshot:
         self.buffer = {}
         self.chunk_id = None
         self.window_open = False
+        self.last_offset = {**base, **extra}
         self._update_extra()
-        self.d.snapshot_progress(tid, self.rows, None)
+        name = short_name(tid)
+        self.d.metrics.snapshot.rows_scanned[name] = self.rows
+        self._note(
+            "IN_PROGRESS",
+            current_collection_in_progress=name,
+            maximum_key=encode_key(ctx.maximum_key) or "",
+            last_processed_key=encode_key(ctx.last_key) or "",
+        )
         if not self._chunk_full or encode_key(self._chunk_last) == encode_key(ctx.maximum_key):
             self._table_done()
         self._advance()
@@ -523,7 +550,22 @@ class IncrementalSnapshot:
             self.rows,
             self.chunks_read,
         )
+        self._scanned(name, "SUCCEEDED" if self.rows else "EMPTY", self.rows)
         self._drop_first()
+
+    def _scanned(self, name: str, status: str, rows: int) -> None:
+        """A table is done (or skipped): metrics and the TABLE_SCAN_COMPLETED notification."""
+        snap = self.d.metrics.snapshot
+        snap.rows_scanned[name] = rows
+        snap.rows_expected[name] = rows
+        snap.remaining_table_count = max(snap.remaining_table_count - 1, 0)
+        self._note(
+            "TABLE_SCAN_COMPLETED",
+            data_collection=name,
+            scanned_collection=name,
+            total_rows_scanned=str(rows),
+            status=status,
+        )
 
     def _drop_first(self) -> None:
         if self.context.collections:
@@ -539,9 +581,14 @@ class IncrementalSnapshot:
         self.context.maximum_key = self.context.last_key = None
         self._kinds.clear()
 
-    def _finish(self) -> None:
+    def _finish(self, *, aborted: bool = False) -> None:
         if self.active:
-            log.info("%s: incremental snapshot completed", self.name)
+            log.info(
+                "%s: incremental snapshot %s", self.name, "aborted" if aborted else "completed"
+            )
+            self.d.metrics.snapshot.finish(aborted=aborted)
+            if not aborted:
+                self._note("COMPLETED")
         self.active = self.paused = self.waiting = False
         self._leave_table()
         self.context = SnapshotContext()
@@ -549,6 +596,12 @@ class IncrementalSnapshot:
 
     def _update_extra(self) -> None:
         self.extra = self.context.to_offset() if self.active else None
+
+    def _note(self, kind: str, **data: Any) -> None:
+        if self.notifier is not None:
+            self.notifier.notify(kind, self.last_offset, **data)
+        else:
+            log.info("%s: incremental snapshot %s %s", self.name, kind, data or "")
 
     def _notice(self, text: str) -> None:
         log.warning("%s: %s", self.name, text)
@@ -602,6 +655,10 @@ class _LockedReader:
     ) -> list[Sequence[Any]]:
         with self.lock:
             return self.inner.read_chunk(table, key_columns, after, upto, limit, condition)
+
+    def estimate_rows(self, table: Table) -> int | None:
+        with self.lock:
+            return self.inner.estimate_rows(table)
 
     def write_watermark(self, signal_table: TableId, signal_id: str, kind: str) -> None:
         with self.lock:
@@ -672,6 +729,7 @@ class SignalledContext:
         extra = s.extra
         if extra is not None:
             event = replace(event, offset={**event.offset, **extra})
+        s.last_offset = event.offset
         self.d.emit(event)
 
     def emit_row(
@@ -692,18 +750,14 @@ class SignalledContext:
         if kind == _DATA:
             s.streamed(before_row, after_row)
         extra = s.extra
+        if extra is not None:
+            offset = {**offset, **extra}
+        s.last_offset = offset
         self.d.emit_row(
-            op,
-            table_id,
-            before_row,
-            after_row,
-            source,
-            offset if extra is None else {**offset, **extra},
-            transaction_id,
-            partial,
+            op, table_id, before_row, after_row, source, offset, transaction_id, partial
         )
         if kind == _SIGNAL and op is Operation.CREATE:
-            s.signal_row(after_row, source, offset)
+            s.signal_row(after_row, source, without_context(offset))
 
     def _between_events(self) -> None:
         self.s.drain()
@@ -714,6 +768,8 @@ class SignalledContext:
 
     def register_table(self, table: Table) -> None:
         self.d.register_table(table)
+        if self.s.waiting:  # a restored snapshot waits for the connector to declare its table
+            self.s.start()
 
     def is_included(self, table_id: TableId) -> bool:
         return self.d.is_included(table_id)

@@ -54,6 +54,11 @@ class ChunkReader(Protocol):
         committed data as of its start (autocommit)."""
         ...
 
+    def estimate_rows(self, table: Table) -> int | None:
+        """About how many rows the table has (catalog statistics), for progress and ETA;
+        None: unknown."""
+        ...
+
     def write_watermark(self, signal_table: TableId, signal_id: str, kind: str) -> None:
         """Insert and commit ``(id, type, data)`` = ``(signal_id, kind, NULL-or-empty)`` into the
         signal table, so the streamed log carries it at this point."""

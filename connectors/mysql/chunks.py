@@ -80,6 +80,15 @@ class MySqlChunkReader:
         )
         return [list(r) for r in myconn.query(self.conn, query, args)]
 
+    def estimate_rows(self, table: Table) -> int | None:
+        row = myconn.query_one(
+            self.conn,
+            "SELECT TABLE_ROWS FROM information_schema.TABLES "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+            (table.id.catalog, table.id.table),
+        )
+        return int(row[0]) if row and row[0] is not None else None
+
     def write_watermark(self, signal_table: TableId, signal_id: str, kind: str) -> None:
         myconn.execute(
             self.conn,

@@ -76,6 +76,13 @@ class PostgresChunkReader:
         )
         return list(pgconn.copy_rows(self.conn, query, len(table.columns)))
 
+    def estimate_rows(self, table: Table) -> int | None:
+        row = self.conn.execute(
+            "SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
+            (_ident(table.id).as_string(self.conn),),
+        ).fetchone()
+        return max(int(row[0]), 0) if row else None
+
     def write_watermark(self, signal_table: TableId, signal_id: str, kind: str) -> None:
         self.conn.execute(
             sql.SQL("INSERT INTO {} (id, type, data) VALUES (%s, %s, NULL)").format(

@@ -16,6 +16,7 @@ from cdc.errors import FatalError
 from cdc.record import SourceRecord
 from cdc.signals import model
 from cdc.signals.model import SignalError
+from cdc.signals.notifications import Notifier
 from cdc.snapshot.incremental import IncrementalSnapshot, SignalledContext
 from cdc.snapshot.incremental_state import SnapshotContext, decode_key, encode_key
 from cdc.spi import Column, Operation, Table, TableId
@@ -88,6 +89,9 @@ class FakeDb:
             self.after_read.pop(0)()
         return rows[:limit]
 
+    def estimate_rows(self, table: Table) -> int | None:
+        return len(self.rows[table.id])
+
     def write_watermark(self, signal_table: TableId, signal_id: str, kind: str) -> None:
         self.log.append((Operation.CREATE, signal_table, None, (signal_id, kind, None)))
         if kind == model.WINDOW_OPEN and self.after_open:
@@ -103,14 +107,21 @@ class Harness:
         chunk_size: int = 1024,
         offset: dict[str, Any] | None = None,
         rows: dict[int, tuple[Any, ...]] | None = None,
+        notify: set[str] | None = None,
     ) -> None:
         self.d, self.queue, _ = make_dispatcher()
         for table in (SIGNAL, K, NOPK):
             self.d.register_table(table)
         self.db = FakeDb()
         self.db.rows[K.id].update(rows or {})
+        notifier = Notifier(self.d, connector="t", channels=notify or set(), topic="t.notes")
         self.inc = IncrementalSnapshot(
-            self.d, self.db, name="t", signal_table="db.dbz_signal", chunk_size=chunk_size
+            self.d,
+            self.db,
+            name="t",
+            signal_table="db.dbz_signal",
+            chunk_size=chunk_size,
+            notifier=notifier,
         )
         self.ctx = SignalledContext(self.d, self.inc)
         self.inc.check_signal_table()
@@ -310,3 +321,48 @@ def test_additional_conditions_both_spellings() -> None:
 
 def _sig(names: list[str], **extra: Any) -> model.Signal:
     return model.parse("s", "execute-snapshot", {"data-collections": names, **extra})
+
+
+def test_notifications_metrics_and_their_place_in_the_stream() -> None:
+    """Progress notifications go to the sink topic in order with the events (a record's
+    offset never runs ahead of records before it) and into the snapshot metrics."""
+    h = Harness(chunk_size=2, rows={i: (i, "v") for i in range(1, 4)}, notify={"sink", "log"})
+    h.db.signal("execute-snapshot", {"data-collections": ["db.k"]})
+    h.pump()
+    notes = [r for r in h.records if r.topic == "t.notes"]
+    assert [n.value["type"] for n in notes] == [
+        "STARTED",
+        "IN_PROGRESS",
+        "IN_PROGRESS",
+        "TABLE_SCAN_COMPLETED",
+        "COMPLETED",
+    ]
+    assert notes[1].value["additional_data"]["last_processed_key"] == "[2]"
+    assert notes[3].value["additional_data"]["total_rows_scanned"] == "3"
+    order = [r.topic for r in h.records if r.value is not None]
+    first_read = next(i for i, r in enumerate(h.records) if r.value and r.value.get("op") == "r")
+    assert order.index("t.notes") < first_read  # STARTED before the reads
+    positions = [r.source_offset["pos"] for r in h.records]
+    assert positions == sorted(positions)
+    snap = h.d.metrics.snapshot
+    assert snap.completed and snap.rows_scanned["db.k"] == 3 and snap.remaining_table_count == 0
+
+
+def test_file_channel_reads_each_signal_once(tmp_path: Any) -> None:
+    from cdc.signals.file_channel import FileSignalChannel
+
+    path = tmp_path / "signals.txt"
+    got: list[model.Signal] = []
+    channel = FileSignalChannel(str(path), got.append, 1.0)
+    assert channel.poll() == 0  # no file yet
+    path.write_text(
+        '{"id": "f1", "type": "execute-snapshot", "data": {"data-collections": ["db.k"]}}\n'
+        "not json\n"
+        '{"type": "pause-snapshot"}\n'
+    )
+    assert channel.poll() == 2
+    assert [(s.id, s.type, s.channel) for s in got] == [
+        ("f1", "execute-snapshot", "file"),
+        ("file-3", "pause-snapshot", "file"),
+    ]
+    assert path.read_text() == "" and channel.poll() == 0
