@@ -448,7 +448,17 @@ class IncrementalSnapshot:
             self.d.metrics.snapshot.rows_expected[wanted.id] = estimate
         if self.context.maximum_key is None:
             self.context.last_key = None
-            self.context.maximum_key = self.reader.max_key(table, keys, wanted.condition)
+            try:
+                self.context.maximum_key = self.reader.max_key(table, keys, wanted.condition)
+            except Exception as exc:
+                if not wanted.condition:
+                    raise  # the database, not the signal: the task fails and resumes
+                self._notice(
+                    f"incremental snapshot of {wanted.id} rejected: its additional condition "
+                    f"{wanted.condition!r} fails: {exc}"
+                )
+                self._scanned(wanted.id, "SQL_EXCEPTION", 0)
+                return False
             log.info(
                 "%s: incremental snapshot of %s started, up to key %s",
                 self.name,

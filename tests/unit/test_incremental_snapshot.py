@@ -70,6 +70,8 @@ class FakeDb:
     def max_key(
         self, table: Table, key_columns: Sequence[str], condition: str | None
     ) -> Key | None:
+        if condition == "bad sql":
+            raise RuntimeError("syntax error at or near bad")
         keys = sorted(self.rows[table.id])
         return (keys[-1],) if keys else None
 
@@ -366,3 +368,28 @@ def test_file_channel_reads_each_signal_once(tmp_path: Any) -> None:
         ("file-3", "pause-snapshot", "file"),
     ]
     assert path.read_text() == "" and channel.poll() == 0
+
+
+def test_a_failing_additional_condition_skips_the_table_not_the_connector() -> None:
+    h = Harness(rows={1: (1, "v")})
+    h.db.signal(
+        "execute-snapshot", {"data-collections": ["db.k"], "additional-condition": "bad sql"}
+    )
+    h.db.signal("execute-snapshot", {"data-collections": ["db.k"]}, "good")
+    h.pump()
+    assert "additional condition 'bad sql' fails: syntax error" in h.d.metrics.notices[0]
+    assert h.events() == [("r", 1)]
+
+
+def test_progress_reaches_the_status_view() -> None:
+    """What ``tidemark status`` and ``GET /connectors/{name}/status`` show while an
+    incremental snapshot runs: the table, rows done and expected."""
+    from worker.herder import task_progress
+
+    h = Harness(chunk_size=2, rows={i: (i, "v") for i in range(1, 6)})
+    h.db.signal("execute-snapshot", {"data-collections": ["db.k"]})
+    h.db.after_read += [lambda: None, lambda: h.db.signal("pause-snapshot", None, "p")]
+    h.pump()
+    snap = task_progress(h.d.metrics)["snapshot"]
+    assert snap["running"] and snap["remaining_tables"] == 1
+    assert snap["tables"] == [{"table": "db.k", "rows": 4, "expected": 5}]
