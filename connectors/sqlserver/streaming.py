@@ -266,51 +266,70 @@ class SqlServerStreaming(StreamingSource):
         times: dict[bytes, Any],
         resume: SqlServerPosition,
     ) -> None:
+        """The merged change rows as events. Per transaction (commit LSN) once: its text,
+        time, BEGIN and the resume check (only the stored commit can hold emitted rows); per
+        row only what differs: the change LSN, serial number and values."""
         gauges = ctx.metrics.streaming
         tx_meta = ctx.tx_metadata
+        resume_raw = resume.commit_lsn.raw if resume.commit_lsn is not None else None
+        table_ids = [inst.table_id(self.database) for inst, *_ in plan]
         open_tx: bytes | None = None
         open_src: dict[str, Any] = {}
+        txid, ts = "", 0
         before: Any = None
         emit_row = ctx.emit_row
+        create, delete, update = Operation.CREATE, Operation.DELETE, Operation.UPDATE
         for commit_raw, change_raw, op, idx, row in merge_changes(per_instance):
-            inst = plan[idx][0]
-            tid = inst.table_id(self.database)
-            if self.registered.get(tid) != inst.name:
-                self._switch(ctx, catalog, inst, Lsn(commit_raw))
-            commit, change = Lsn(commit_raw), Lsn(change_raw)
+            tid = table_ids[idx]
+            if self.registered.get(tid) != plan[idx][0].name:
+                self._switch(ctx, catalog, plan[idx][0], Lsn(commit_raw))
             if op == UPDATE_BEFORE:
-                before = tuple(row[META:])
+                before = row[META:]
                 continue
             serial = 2 if op == UPDATE_AFTER else 1
-            if resume.already_emitted(commit, change, serial):
+            if (
+                commit_raw == resume_raw
+                and resume.commit_lsn is not None
+                and resume.already_emitted(resume.commit_lsn, Lsn(change_raw), serial)
+            ):
                 before = None
                 continue
-            ts = _millis(times.get(commit_raw))
-            txid = str(commit)
             if commit_raw != open_tx:
                 if open_tx is not None:
                     self._end(ctx, open_tx, open_src)
                 open_tx = commit_raw
+                commit = Lsn(commit_raw)
+                txid = str(commit)
+                ts = _millis(times.get(commit_raw))
                 if tx_meta:
-                    begin_src = self._source(tid, commit, None, None, ts)
+                    begin = SqlServerPosition(commit, Lsn(change_raw), 0).to_offset()
                     ctx.emit(
-                        TransactionBegin(
-                            txid, begin_src, SqlServerPosition(commit, change, 0).to_offset()
-                        )
+                        TransactionBegin(txid, self._source(tid, commit, None, None, ts), begin)
                     )
-            source = self._source(tid, commit, change, serial, ts)
+                gauges.last_event_ms = int(time.time() * 1000)
+                gauges.ms_behind_source = max(0, gauges.last_event_ms - ts)
+            h = change_raw.hex()
+            change = f"{h[:8]}:{h[8:16]}:{h[16:]}"
+            source = {
+                "ts_ms": ts,
+                "snapshot": False,
+                "db": self.database,
+                "schema": tid.schema,
+                "table": tid.table,
+                "change_lsn": change,
+                "commit_lsn": txid,
+                "event_serial_no": serial,
+            }
             open_src = source
-            offset = {"commit_lsn": txid, "change_lsn": str(change), "event_serial_no": serial}
-            values = tuple(row[META:])
+            offset = {"commit_lsn": txid, "change_lsn": change, "event_serial_no": serial}
+            values = row[META:]
             if op == INSERT:
-                emit_row(Operation.CREATE, tid, None, values, source, offset, txid)
+                emit_row(create, tid, None, values, source, offset, txid)
             elif op == DELETE:
-                emit_row(Operation.DELETE, tid, values, None, source, offset, txid)
+                emit_row(delete, tid, values, None, source, offset, txid)
             else:
-                emit_row(Operation.UPDATE, tid, before, values, source, offset, txid)
+                emit_row(update, tid, before, values, source, offset, txid)
             before = None
-            gauges.last_event_ms = int(time.time() * 1000)
-            gauges.ms_behind_source = max(0, gauges.last_event_ms - ts)
         if open_tx is not None:
             self._end(ctx, open_tx, open_src)
 

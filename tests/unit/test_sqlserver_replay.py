@@ -259,3 +259,30 @@ def test_datetimeoffset_struct_from_the_odbc_driver() -> None:
     assert value == dt.datetime(
         2026, 11, 25, 18, 30, 5, 123456, tzinfo=dt.timezone(-dt.timedelta(hours=5, minutes=30))
     )
+
+
+def test_max_iteration_transactions_bounds_each_window() -> None:
+    """max.iteration.transactions=1: one commit per poll, the next poll after it."""
+    changes: dict[str, list[tuple[Any, ...]]] = {
+        "dbo_a": [
+            (L(0x10), L(0x0D), 2, b"\x03", 1, "a1"),
+            (L(0x20), L(0x1A), 2, b"\x03", 2, "a2"),
+            (L(0x20), L(0x1B), 2, b"\x03", 3, "a3"),
+        ],
+        "dbo_b": [],
+    }
+    conn = Recorded(TWO_TABLES, changes, COLUMNS, L(0x20))
+    s, catalog = streaming(conn)
+    s.max_tx = 1
+    ctx = Ctx()
+    pos = SqlServerPosition(Lsn(L(0x05)))
+    seen = []
+    for _ in range(3):
+        pos, _read = s._poll(ctx, catalog, pos)  # type: ignore[arg-type]
+        seen.append((str(pos.commit_lsn), [r[3][0] for r in ctx.rows]))
+        ctx.rows.clear()
+    assert seen == [
+        ("00000027:00000758:0010", [1]),
+        ("00000027:00000758:0020", [2, 3]),
+        ("00000027:00000758:0020", []),
+    ]
