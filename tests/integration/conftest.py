@@ -167,3 +167,15 @@ def sqlserver(stack: Stack, postgres: PgInfo) -> Iterator[SqlServerInfo]:
             env["TIDEMARK_SQLSERVER_PASSWORD"],
             env["TIDEMARK_SQLSERVER_DBNAME"],
         )
+
+
+@pytest.fixture(scope="session")
+def mongonx(stack: Stack) -> Iterator[str]:
+    """The connection string of the second MongoDB stand-in (nx-27017: change streams with
+    update events, no oplog)."""
+    from worker.dev.mongodb import NxMongoService
+
+    svc = stack["mongonx"]
+    assert isinstance(svc, NxMongoService)
+    for _ in _run(stack, "mongonx"):
+        yield svc.uri

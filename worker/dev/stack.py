@@ -13,7 +13,7 @@ from pathlib import Path
 from worker.dev.cassandra import CassandraService
 from worker.dev.kafka import KafkaService
 from worker.dev.mariadb import MariaDBService
-from worker.dev.mongodb import MongoDBService
+from worker.dev.mongodb import MongoDBService, NxMongoService
 from worker.dev.postgres import PostgresService
 from worker.dev.service import Service, ServiceStatus, StackError
 from worker.dev.sqlserver_standin import SqlServerStandinService
@@ -24,6 +24,7 @@ SERVICE_TYPES: dict[str, tuple[type[Service], int]] = {
     "kafka": (KafkaService, 59092),
     "cassandra": (CassandraService, 59042),
     "mongodb": (MongoDBService, 57017),
+    "mongonx": (NxMongoService, 57018),
     # a database in the local PostgreSQL, not a process: after "postgres"
     "sqlserver": (SqlServerStandinService, 55432),
 }
