@@ -179,6 +179,24 @@ def decode_value(t: CqlType, b: bytes) -> Any:
     raise CqlTypeError(f"values of type {t} are not supported by the commit log reader")
 
 
+_STRINGY = frozenset({"text", "varchar", "ascii", "blob"})
+
+
+def value_decoder(t: CqlType) -> Callable[[bytes], Any]:
+    """``decode_value`` for one type, resolved once; an empty value of a non-string type
+    reads as null (CQL's empty values)."""
+    simple = _SIMPLE.get(t.name)
+    if t.name in _STRINGY:
+        assert simple is not None
+        return simple
+    fn: Callable[[bytes], Any] = simple if simple is not None else (lambda b: decode_value(t, b))
+
+    def decode(b: bytes) -> Any:
+        return fn(b) if b else None
+
+    return decode
+
+
 def _map_key(k: Any) -> Any:
     return k if isinstance(k, str | int | float | bool) else str(k)
 

@@ -362,32 +362,57 @@ def _cell(
     *,
     complex_: bool,
 ) -> tuple[CellValue, int]:
-    flags = r.byte()
-    at = r.pos
-    deleted = bool(flags & _CELL_DELETED)
-    expiring = bool(flags & _CELL_EXPIRING)
+    # the innermost loop: the reader's state in locals, one-byte vints inline
+    data = r.data
+    pos = r.pos
+    flags = data[pos]
+    pos += 1
     if flags & _CELL_ROW_TIMESTAMP:
         if row_ts is None:
-            raise MutationError(f"cell of {col.name!r} uses a missing row timestamp", at)
+            raise MutationError(f"cell of {col.name!r} uses a missing row timestamp", pos)
         ts = row_ts
     else:
-        ts = h.ts(r)
+        v = data[pos]
+        if v < 0x80:
+            pos += 1
+        else:
+            v, pos = read_unsigned_vint(data, pos)
+        ts = ((v + h.min_ts + _SIGN) & _MASK64) - _SIGN
     ldt: int | None = None
     if flags & _CELL_ROW_TTL:
         ldt = row_ldt
-    elif deleted or expiring:
-        ldt = h.ldt(r)
-    if expiring and not flags & _CELL_ROW_TTL:
-        h.ttl(r)
-    path = r.vbytes() if complex_ else None
-    raw = b"" if flags & _CELL_EMPTY_VALUE else r.value(t)
+    elif flags & (_CELL_DELETED | _CELL_EXPIRING):
+        v, pos = read_unsigned_vint(data, pos)
+        ldt = v + h.min_ldt
+    if flags & _CELL_EXPIRING and not flags & _CELL_ROW_TTL:
+        _, pos = read_unsigned_vint(data, pos)  # the TTL itself
+    path = None
+    if complex_:
+        n, pos = read_unsigned_vint(data, pos)
+        path = data[pos : pos + n]
+        pos += n
+    if flags & _CELL_EMPTY_VALUE:
+        raw = b""
+    else:
+        n = col.fixed if not complex_ else -1
+        if n < 0:
+            n = data[pos]
+            if n < 0x80:
+                pos += 1
+            else:
+                n, pos = read_unsigned_vint(data, pos)
+        raw = data[pos : pos + n]
+        pos += n
+        if pos > len(data):
+            raise IndexError("read past the end of the mutation")
+    r.pos = pos
     deletion_ts = ldt * 1_000_000 if ldt is not None else None
-    if deleted:
+    if flags & _CELL_DELETED:
         value: Any = path
     elif complex_:
         value = (path, raw)
     else:
-        value = _decode(t, raw)
+        value = col.decode(raw)
     return CellValue(value, deletion_ts), ts
 
 

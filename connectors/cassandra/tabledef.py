@@ -5,11 +5,11 @@ decoder and its tests need no driver)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.cassandra.cqltypes import CqlType, parse_type
+from connectors.cassandra.cqltypes import CqlType, parse_type, value_decoder
 
 PARTITION_KEY = "partition_key"
 CLUSTERING = "clustering"
@@ -27,6 +27,14 @@ class ColumnDef:
     type: CqlType
     type_text: str
     descending: bool = False
+    #: bytes of a value on disk (-1: vint-length-prefixed) and the value decoder, computed
+    #: once: the decoder's per-cell path uses them directly
+    fixed: int = field(default=-1, compare=False, repr=False)
+    decode: Callable[[bytes], Any] = field(default=bytes, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fixed", self.type.fixed_length)
+        object.__setattr__(self, "decode", value_decoder(self.type))
 
 
 @dataclass(frozen=True)
