@@ -38,7 +38,18 @@ def _answers_is_master(host: str, port: int) -> bool:
         client.close()
 
 
-class MongoDBService(Service):
+class _WireServer(Service):
+    """A MongoDB wire-protocol server: ready once it answers ``isMaster``."""
+
+    def ready(self) -> bool:
+        return super().ready() and _answers_is_master(self.host, self.port)
+
+    @property
+    def uri(self) -> str:
+        return f"mongodb://{self.host}:{self.port}/?directConnection=true"
+
+
+class MongoDBService(_WireServer):
     name = "mongodb"
     start_timeout = 90.0  # the first start compiles the launcher in memory
 
@@ -62,13 +73,6 @@ class MongoDBService(Service):
             str(self.port),
         ]
 
-    def ready(self) -> bool:
-        return super().ready() and _answers_is_master(self.host, self.port)
-
-    @property
-    def uri(self) -> str:
-        return f"mongodb://{self.host}:{self.port}/?directConnection=true"
-
     def env(self) -> dict[str, str]:
         return {
             "TIDEMARK_MONGODB_HOST": self.host,
@@ -77,7 +81,7 @@ class MongoDBService(Service):
         }
 
 
-class NxMongoService(Service):
+class NxMongoService(_WireServer):
     """The second stand-in: nx-27017 (PyPI, SQLite in memory). Its collection-level change
     streams carry update events (with the document after the update) and a
     ``postBatchResumeToken``, which mongo-java-server's lack; it has no oplog, no database- or
@@ -111,13 +115,6 @@ class NxMongoService(Service):
             "--pid-file",
             str(self.home / "nx.pid"),
         ]
-
-    def ready(self) -> bool:
-        return super().ready() and _answers_is_master(self.host, self.port)
-
-    @property
-    def uri(self) -> str:
-        return f"mongodb://{self.host}:{self.port}/?directConnection=true"
 
     def env(self) -> dict[str, str]:
         return {"TIDEMARK_MONGONX_URI": self.uri}
