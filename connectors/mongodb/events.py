@@ -15,6 +15,7 @@ which the core puts in the envelope in place of ``before``/``after`` structs.
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -117,6 +118,8 @@ def _txn(doc: Mapping[str, Any]) -> tuple[str | None, str | None, int | None]:
 def _ts(value: Any) -> tuple[int, int]:
     if isinstance(value, Timestamp):
         return value.time, value.inc
+    if isinstance(value, datetime.datetime):  # nx-27017 sends clusterTime as a date
+        return int(value.replace(tzinfo=value.tzinfo or datetime.UTC).timestamp()), 0
     return 0, 0
 
 

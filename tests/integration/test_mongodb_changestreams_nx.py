@@ -53,5 +53,6 @@ def test_update_full_events_and_restart_at_the_resume_token(mongonx: str, kafka:
     update, replace = events[2].value, events[5].value
     assert orjson.loads(update["after"]) == {"_id": "c2", "items": 5}
     assert orjson.loads(replace["after"]) == {"_id": "c2", "items": 9}
+    assert update["source"]["ts_ms"] > 1_600_000_000_000  # its clusterTime, a date here
     stored = store.all(cfg["name"])[0][1]
     assert stored["resume_token"].startswith("nx:")
