@@ -71,11 +71,21 @@ def connect(config: Config) -> Client:
     return pymongo.MongoClient(",".join(hosts), **options)
 
 
+def _hello(client: Client) -> dict[str, Any]:
+    """``hello`` (MongoDB 4.4.2+), else the older ``isMaster`` (the stand-in knows only it)."""
+    try:
+        return dict(client.admin.command("hello"))
+    except OperationFailure as exc:
+        if exc.code != 59:  # CommandNotFound
+            raise
+        return dict(client.admin.command("isMaster"))
+
+
 def replica_set_name(client: Client, config: Config) -> str:
     try:
-        hello = client.admin.command("isMaster")
+        hello = _hello(client)
     except OperationFailure as exc:
-        raise ConfigError([("mongodb.user", f"cannot run isMaster: {exc}")]) from exc
+        raise ConfigError([("mongodb.user", f"cannot run hello: {exc}")]) from exc
     name = hello.get("setName") or configured_replica_set(config)
     if not name and hello.get("msg") == "isdbgrid":
         # a mongos: one cluster-wide change stream covers every shard (oplog mode cannot)

@@ -163,6 +163,10 @@ class _Admin:
         self.hello = hello
 
     def command(self, name: str) -> dict[str, object]:
+        if name == "hello":  # as the stand-in answers it
+            from pymongo.errors import OperationFailure
+
+            raise OperationFailure("no such command: 'hello'", 59)
         return self.hello
 
 
