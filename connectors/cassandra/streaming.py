@@ -274,6 +274,12 @@ class CassandraStreaming(StreamingSource):
             if i < last:
                 offset = {"file": file, "pos": entry.start, "row": i + 1}
             self._emit(ctx, table, row, file, entry.end, offset)
+        if rows:
+            gauges = ctx.metrics.streaming
+            now_ms = int(time.time() * 1000)
+            gauges.last_event_ms = now_ms
+            # the newest write timestamp is the client's clock: never report a negative lag
+            gauges.ms_behind_source = max(0, now_ms - max(r.timestamp for _, r in rows) // 1000)
 
     def _keyspace_captured(self, keyspace: str) -> bool:
         return keyspace not in SYSTEM_KEYSPACES and keyspace in self.state.schema().cdc_keyspaces

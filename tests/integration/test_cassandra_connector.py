@@ -40,6 +40,9 @@ def test_segment_events_c_u_d_with_cell_structs(h: CassandraHarness) -> None:
         h.cql(f"UPDATE {h.keyspace}.orders SET qty = 3 WHERE id = 1 AND line = 1")
         h.cql(f"DELETE FROM {h.keyspace}.orders WHERE id = 1 AND line = 1")
         events = h.read(cfg, "orders", min_count=4)
+        streaming = run.engine.metrics.streaming
+        assert streaming.connected and 0 <= streaming.ms_behind_source < 60_000
+        assert run.engine.metrics.extra["number-of-processed-mutations"]() >= 3
     assert [(e.op, e.key) for e in events] == [
         ("c", {"id": 1, "line": 1}),
         ("u", {"id": 1, "line": 1}),
