@@ -2,7 +2,7 @@
 
     python -m tests.integration.engine_child SPEC.json
 
-SPEC: {"kind": "memory" | "postgres", "config": {...}, "bootstrap": "...",
+SPEC: {"kind": "memory" | "postgres" | "mysql", "config": {...}, "bootstrap": "...",
        "offsets": {"file": path} | {"kafka_topic": name}, "exactly_once": bool,
        "memory": {"transactions": N, "rows_per_tx": k}}
 The memory database is rebuilt identically on every start (same rows, same positions), so
@@ -60,6 +60,10 @@ def main(spec_path: str) -> None:
         m = spec["memory"]
         build_memory_db(cfg["memory.database"], m["transactions"], m["rows_per_tx"])
         connector = MemoryConnector(cfg)
+    elif spec["kind"] == "mysql":
+        from connectors.mysql import MySqlConnector
+
+        connector = MySqlConnector(cfg)
     else:
         from connectors.postgres import PostgresConnector
 
