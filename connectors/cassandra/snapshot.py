@@ -90,7 +90,9 @@ class _Steps:
         return None
 
     def position(self) -> dict[str, Any]:
-        self.pos = snapshot_position(self.state)
+        # No table to read (all recorded as done, e.g. the stored offsets were removed): no
+        # snapshot stands in for the log, so streaming starts at the oldest segment.
+        self.pos = snapshot_position(self.state) if self.defs else START
         return self.pos.to_offset()
 
     def structure(self) -> None:

@@ -358,3 +358,21 @@ def test_snapshot_and_commit_log_give_the_same_values(h: CassandraHarness) -> No
     assert log_values["tm"] == 45296789000000 and log_values["s"] == ["x", "y"]
     assert log_values["m"] == {"1": "one"} and log_values["vi"] == "123456789012345678901234"
     assert log_values["tp"] == '[7, "seven"]' and log_values["du"] == "0mo0d3720000000000ns"
+
+
+def test_lost_offsets_with_every_table_recorded_reads_the_log(h: CassandraHarness) -> None:
+    """The stored offsets are gone but snapshot_offset.properties says every table is done:
+    nothing is snapshotted, so nothing may be skipped either: streaming starts at the oldest
+    segment in cdc_raw and a change made while no connector ran arrives."""
+    h.cql(f"CREATE TABLE {h.keyspace}.lost (id int PRIMARY KEY, v int) WITH cdc = true")
+    cfg = h.config(**{"snapshot.mode": "initial", "table.include.list": rf"{h.keyspace}\.lost"})
+    with h.running(cfg) as run:
+        h.wait_streaming(run)
+    record = Path(cfg["offset.backing.store.dir"]) / "snapshot_offset.properties"
+    assert record.read_text().startswith(f"{h.keyspace}.lost=done")
+    h.cql(f"INSERT INTO {h.keyspace}.lost (id, v) VALUES (1, 1)")  # while stopped
+    time.sleep(1.2)
+    with h.running(cfg, MemoryOffsetStore()) as run:  # offsets lost
+        h.wait_streaming(run)
+        events = h.read(cfg, "lost", min_count=1)
+    assert [(e.op, e.key["id"]) for e in events] == [("c", 1)]
