@@ -148,6 +148,15 @@ MONGODB_FIELDS = ConfigDef(
             "are streamed only.",
         ),
         ConfigField(
+            "snapshot.collection.filter.overrides",
+            Kind.LIST,
+            [],
+            group="Snapshot",
+            doc="<db>.<collection> names whose snapshot copies only the documents matching "
+            "the query in snapshot.collection.filter.overrides.<db>.<collection> (a JSON "
+            'query document, e.g. {"status": "active"}).',
+        ),
+        ConfigField(
             "table.include.list",
             Kind.LIST,
             [],
@@ -259,6 +268,41 @@ MONGODB_FIELDS.checks.append(exclusive(("table.include.list", "table.exclude.lis
 def _hosts(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:
     if not values.get("mongodb.hosts") and not values.get("mongodb.connection.string"):
         return [("mongodb.hosts", "is required (or give mongodb.connection.string)")]
+    return []
+
+
+FILTER_OVERRIDE = "snapshot.collection.filter.overrides."
+MONGODB_FIELDS.passthrough.append(FILTER_OVERRIDE)
+
+
+def snapshot_filters(values: dict[str, Any], raw: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{"db.coll": query}`` from ``snapshot.collection.filter.overrides``; raises
+    ``ValueError`` naming the key that is missing or not a JSON query document."""
+    from bson import json_util
+
+    out: dict[str, dict[str, Any]] = {}
+    for name in values.get("snapshot.collection.filter.overrides") or []:
+        key = FILTER_OVERRIDE + name
+        text = raw.get(key)
+        if text is None:
+            raise ValueError(f"{key} is required: the query of {name}'s snapshot")
+        try:
+            query = json_util.loads(str(text))
+        except ValueError as exc:
+            raise ValueError(f"{key} is not a JSON document: {exc}") from exc
+        if not isinstance(query, dict):
+            raise ValueError(f"{key} must be a JSON query document, got {text!r}")
+        out[name] = query
+    return out
+
+
+@MONGODB_FIELDS.check
+def _filter_overrides(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:
+    try:
+        snapshot_filters(values, raw)
+    except ValueError as exc:
+        key, _, reason = str(exc).partition(" ")
+        return [(key, reason)]
     return []
 
 

@@ -16,7 +16,7 @@ from cdc.retry import Backoff
 from cdc.schema.model import INT32, OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
 from cdc.snapshot_modes import snapshot_incomplete
 from cdc.spi import Connector, SnapshotSource, Snapshotter, SourceContext, StreamingSource
-from connectors.mongodb.config import CONFIG_DEF
+from connectors.mongodb.config import CONFIG_DEF, snapshot_filters
 from connectors.mongodb.connection import (
     Client,
     cluster_time,
@@ -178,6 +178,7 @@ class MongoDbConnector(Connector):
                 c["snapshot.max.threads"],
                 c["snapshot.fetch.size"],
                 c["snapshot.include.collection.list"],
+                snapshot_filters(dict(c.values), dict(self.raw_config)),
             )
 
         return MongoSnapshot(steps)

@@ -37,8 +37,11 @@ class MongoSnapshotSteps:
         threads: int,
         fetch_size: int,
         only: Sequence[str] = (),
+        filters: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         self.only = [re.compile(p) for p in only]
+        #: snapshot.collection.filter.overrides: the query of a collection's copy
+        self.filters = dict(filters or {})
         self.ctx = ctx
         self.client = client
         self.shapes = shapes
@@ -107,7 +110,8 @@ class MongoSnapshotSteps:
     def _rows(self, scan: TableScan) -> Iterator[list[Row]]:
         db, coll = scan.id.catalog, scan.id.table
         assert db is not None
-        cursor = self.client[db][coll].find(batch_size=self.fetch_size)
+        query = self.filters.get(f"{db}.{coll}", {})
+        cursor = self.client[db][coll].find(query, batch_size=self.fetch_size)
         try:
             yield from in_batches(
                 (

@@ -138,3 +138,23 @@ def test_snapshot_include_collection_list_copies_a_subset(mongodb: str, kafka: s
     client.close()
     assert [(e.op, e.key["id"]) for e in copied] == [("r", "1")]
     assert [(e.op, e.key["id"]) for e in streamed] == [("c", "2")]
+
+
+def test_snapshot_collection_filter_overrides(mongodb: str, kafka: str) -> None:
+    client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(mongodb)
+    db = client[f"mflt_{uuid.uuid4().hex[:8]}"]
+    db.orders.insert_many([{"_id": 1, "open": True}, {"_id": 2, "open": False}])
+    coll = f"{db.name}.orders"
+    cfg = config(
+        mongodb,
+        coll,
+        **{
+            "snapshot.collection.filter.overrides": coll,
+            f"snapshot.collection.filter.overrides.{coll}": '{"open": true}',
+        },
+    )
+    with run(cfg, kafka, MemoryOffsetStore()):
+        db.orders.insert_one({"_id": 3, "open": False})  # streamed whatever the filter
+        events = read_topic(kafka, f"{cfg['mongodb.name']}.{coll}", min_count=2)
+    client.close()
+    assert [(e.op, e.key["id"]) for e in events] == [("r", "1"), ("c", "3")]

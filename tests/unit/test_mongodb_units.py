@@ -193,3 +193,17 @@ def test_replica_set_name_from_the_server_the_hosts_or_a_mongos() -> None:
     oplog = cfg(**{"mongodb.hosts": "db1:27017", "capture.mode": "oplog"})
     with pytest.raises(ConfigError, match="mongos"):
         replica_set_name(_Client({"msg": "isdbgrid"}), oplog)  # type: ignore[arg-type]
+
+
+def test_snapshot_filter_overrides_need_a_query_per_collection() -> None:
+    with pytest.raises(ConfigError) as err:
+        MongoDbConnector({**BASE, "snapshot.collection.filter.overrides": "shop.orders"})
+    assert "snapshot.collection.filter.overrides.shop.orders: is required" in str(err.value)
+    with pytest.raises(ConfigError, match="not a JSON document"):
+        MongoDbConnector(
+            {
+                **BASE,
+                "snapshot.collection.filter.overrides": "shop.orders",
+                "snapshot.collection.filter.overrides.shop.orders": "{open",
+            }
+        )
