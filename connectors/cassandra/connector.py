@@ -9,7 +9,7 @@ from typing import Any
 
 from cdc.assembly import table_filter_from_config
 from cdc.config import Config
-from cdc.envelope import source_block_schema
+from cdc.envelope import V3, source_block_schema
 from cdc.schema.model import INT64, STRING, Schema
 from cdc.spi import Connector, SnapshotSource, Snapshotter, StreamingSource
 from connectors.cassandra.config import CONFIG_DEF, parse_config
@@ -21,16 +21,18 @@ from connectors.cassandra.streaming import CassandraStreaming
 from connectors.cassandra.transfer import load_transfer
 from connectors.cassandra.types import CassandraValueConverters
 
-SOURCE_SCHEMA = source_block_schema(
-    "io.debezium.connector.cassandra.Source",
-    [
-        ("cluster", STRING),
-        ("keyspace", STRING),
-        ("table", STRING),
-        ("file", STRING),
-        ("pos", INT64),
-        ("ts_micro", INT64),
-    ],
+_SOURCE_FIELDS = [
+    ("cluster", STRING),
+    ("keyspace", STRING),
+    ("table", STRING),
+    ("file", STRING),
+    ("pos", INT64),
+    ("ts_micro", INT64),
+]
+SOURCE_SCHEMA = source_block_schema("io.debezium.connector.cassandra.Source", _SOURCE_FIELDS)
+#: envelope.version=3: Debezium 3.x's common part first (its ``db`` is the keyspace)
+SOURCE_SCHEMA_V3 = source_block_schema(
+    "io.debezium.connector.cassandra.Source", [("db", STRING), *_SOURCE_FIELDS], version=V3
 )
 
 
@@ -68,7 +70,7 @@ class CassandraConnector(Connector):
         return CassandraValueConverters()
 
     def source_schema(self) -> Schema:
-        return SOURCE_SCHEMA
+        return SOURCE_SCHEMA_V3 if self.config.get("envelope.version") == V3 else SOURCE_SCHEMA
 
     @classmethod
     def validate_offset(

@@ -111,6 +111,7 @@ class _Steps:
                 "snapshot": True,
                 "cluster": cluster,
                 "keyspace": t.keyspace,
+                "db": t.keyspace,
                 "table": t.name,
                 "file": self.pos.file,
                 "pos": self.pos.pos,

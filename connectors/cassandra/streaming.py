@@ -160,6 +160,7 @@ class CassandraStreaming(StreamingSource):
             "snapshot": True,
             "cluster": self.state.schema().cluster_name,
             "keyspace": t.keyspace,
+            "db": t.keyspace,
             "table": t.name,
             "file": pos.file,
             "pos": pos.pos,
@@ -315,10 +316,12 @@ class CassandraStreaming(StreamingSource):
             "snapshot": False,
             "cluster": self.state.schema().cluster_name,
             "keyspace": t.keyspace,
+            "db": t.keyspace,
             "table": t.name,
             "file": file,
             "pos": pos,
             "ts_micro": row.timestamp,
+            "ts_us": row.timestamp,  # envelope.version=3: the write time in µs
         }
         ctx.emit_row(op, table_id(t), None, values, source, offset)
 

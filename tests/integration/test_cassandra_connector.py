@@ -376,3 +376,21 @@ def test_lost_offsets_with_every_table_recorded_reads_the_log(h: CassandraHarnes
         h.wait_streaming(run)
         events = h.read(cfg, "lost", min_count=1)
     assert [(e.op, e.key["id"]) for e in events] == [("c", 1)]
+
+
+def test_envelope_version_3(h: CassandraHarness) -> None:
+    h.cql(f"CREATE TABLE {h.keyspace}.env3 (id int PRIMARY KEY, v text) WITH cdc = true")
+    cfg = h.config(**{"snapshot.mode": "never", "envelope.version": "3"})
+    with h.running(cfg) as run:
+        h.wait_streaming(run)
+        h.cql(f"INSERT INTO {h.keyspace}.env3 (id, v) VALUES (1, 'x')")
+        (event,) = h.read(cfg, "env3", min_count=1)
+    src = event.value["source"]
+    assert (src["db"], src["keyspace"], src["table"], src["snapshot"]) == (
+        h.keyspace,
+        h.keyspace,
+        "env3",
+        "false",
+    )
+    assert src["ts_us"] == src["ts_micro"] and src["ts_us"] // 1000 == src["ts_ms"]
+    assert event.after["v"]["value"] == "x"
