@@ -100,6 +100,9 @@ def connection_string(cfg: Config, driver: str) -> str:
             BoolsAsChar=0,
             ByteaAsLongVarBinary=1,
             UseServerSidePrepare=1,
+            # rows in batches through a cursor, not the whole result in memory first
+            UseDeclareFetch=1,
+            Fetch=cfg["snapshot.fetch.size"],
             ConnSettings="SET TimeZone TO 'UTC'; SET application_name TO 'tidemark'",
             SSLmode="require" if cfg["database.encrypt"] else "disable",
         )

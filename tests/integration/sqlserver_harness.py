@@ -9,10 +9,15 @@ every connector run gets its own ``database.server.name`` (topic prefix).
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -220,12 +225,60 @@ def converged(h: SqlServerHarness, cfg: dict[str, Any], table: str, timeout: flo
     )
 
 
+class ChildConnector:
+    """The connector in a child process (``run_child``) with a file offset store, to be
+    SIGKILLed; ``stored()`` reads the offset file without opening a store."""
+
+    def __init__(self, h: SqlServerHarness, cfg: dict[str, Any], tmp: Path) -> None:
+        self.h, self.cfg = h, cfg
+        self.spec, self.offsets, self.log = tmp / "spec.json", tmp / "offsets.json", tmp / "log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.spec.write_text(
+            json.dumps({"config": self.cfg, "kafka": self.h.kafka, "offsets": str(self.offsets)})
+        )
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.integration.sqlserver_harness", str(self.spec)],
+                cwd=Path(__file__).resolve().parents[2],
+                stdout=subprocess.DEVNULL,
+                stderr=out,
+            )
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(20)
+
+    def stored(self) -> dict[str, Any] | None:
+        if not self.offsets.exists():
+            return None
+        for entry in json.loads(self.offsets.read_text())["offsets"]:
+            return dict(entry["offset"])
+        return None
+
+    def stored_at(self) -> int:
+        """When the offset file was last written (0: never)."""
+        return self.offsets.stat().st_mtime_ns if self.offsets.exists() else 0
+
+    def wait(self, predicate: Callable[[], bool], timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            assert self.proc is not None
+            assert self.proc.poll() is None, self.log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "condition not reached in time"
+            time.sleep(0.05)
+
+
 def run_child(spec_path: str) -> None:
     """``python -m tests.integration.sqlserver_harness <spec.json>``: one connector with a file
     offset store until killed."""
-    import json
-    from pathlib import Path
-
     from cdc.offsets.file import FileOffsetStore
 
     spec = json.loads(Path(spec_path).read_text())

@@ -4,11 +4,7 @@ the topic equals the row, nothing missing (duplicates allowed after a kill)."""
 
 from __future__ import annotations
 
-import json
 import random
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import SqlServerInfo
-from tests.integration.sqlserver_harness import SqlServerHarness, Writers, converged
+from tests.integration.sqlserver_harness import ChildConnector, SqlServerHarness, Writers, converged
 
 pytestmark = [pytest.mark.sqlserver, pytest.mark.kafka]
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,47 +54,25 @@ def test_five_kills_under_writes_lose_nothing(h: SqlServerHarness, tmp_path: Pat
     # big enough that a kill can land in the snapshot, small windows so one can land mid-poll
     seed(h, "kills", rows=3000)
     cfg = h.config("kills", **{"max.iteration.transactions": "20", "snapshot.fetch.size": "100"})
-    spec = tmp_path / "spec.json"
-    spec.write_text(
-        json.dumps({"config": cfg, "kafka": h.kafka, "offsets": str(tmp_path / "offsets.json")})
-    )
-
-    log = tmp_path / "child.log"
-
-    def child() -> subprocess.Popen[bytes]:
-        with open(log, "ab") as out:
-            return subprocess.Popen(
-                [sys.executable, "-m", "tests.integration.sqlserver_harness", str(spec)],
-                cwd=ROOT,
-                stdout=subprocess.DEVNULL,
-                stderr=out,
-            )
-
+    child = ChildConnector(h, cfg, tmp_path)
     rnd = random.Random(7)
-    offsets = tmp_path / "offsets.json"
     kills: list[dict[str, Any]] = []
     with Writers(h, h.name("kills"), keys=3200):
         for n in range(5):
-            before = offsets.stat().st_mtime_ns if offsets.exists() else 0
-            proc = child()
+            before = child.stored_at()
+            child.start()
             # kill only once this run has stored something (the first one: the snapshot's
             # start marker), then at a random point after that
-            deadline = time.monotonic() + 60
-            while not (offsets.exists() and offsets.stat().st_mtime_ns != before):
-                assert proc.poll() is None, log.read_text()[-2000:]
-                assert time.monotonic() < deadline, "the connector stored no offset"
-                time.sleep(0.05)
+            child.wait(lambda b=before: child.stored_at() != b)  # type: ignore[misc]
             time.sleep(rnd.uniform(0.0, 0.1 if n == 0 else 1.5))
-            assert proc.poll() is None, log.read_text()[-2000:]
-            proc.send_signal(signal.SIGKILL)
-            proc.wait(10)
-            kills.append(json.loads(offsets.read_text())["offsets"][0]["offset"])
+            child.wait(lambda: True)  # still alive
+            child.kill()
+            kills.append(child.stored() or {})
     # the first kill hit the snapshot (its offset still says so), later ones streaming
     assert kills[0].get("snapshot") is True, kills
     assert any(not k.get("snapshot") for k in kills[1:]), kills
-    proc = child()
+    child.start()
     try:
         converged(h, cfg, "kills", timeout=90)
     finally:
-        proc.terminate()
-        proc.wait(20)
+        child.stop()
