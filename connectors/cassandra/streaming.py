@@ -193,6 +193,11 @@ class CassandraStreaming(StreamingSource):
             after = pos.pos if seg == pos.segment else 0
             cursor = self.cursors.setdefault(seg, Cursor())
             for entry in self._entries(path, idx.offset, after, cursor):
+                if ctx.stop_event.is_set():
+                    # a graceful stop in a backlog: what was emitted is flushed by the core,
+                    # the rest is read again from the stored offset on the next start
+                    self.cursors.pop(seg, None)
+                    return pos, skip_rows, True
                 row_skip = skip_rows if seg == pos.segment and entry.start == pos.pos else 0
                 self._mutation(ctx, path.name, entry, row_skip)
                 pos = CommitLogPosition(seg, entry.end, path.name)
