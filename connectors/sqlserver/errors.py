@@ -27,6 +27,8 @@ def _codes(error: BaseException) -> Sequence[str | int]:
     codes: list[str | int] = [state, state[:2]] if state else []
     if "password authentication failed" in text:  # the stand-in's driver says 08001
         codes.insert(0, "28000")
+    if "connection has been lost" in text.lower():  # the stand-in's backend was terminated
+        codes.insert(0, "08S01")
     # SQL Server's own error numbers, as FreeTDS prints them: "(18456)", "(229)"
     for number in (18456, 229, 916, 4060, 1205, 1222, 3952):
         if f"({number})" in text:
@@ -49,6 +51,7 @@ ERRORS = ErrorTable(
         "HYT00": ErrorKind.RETRIABLE,  # timeout
         "HYT01": ErrorKind.RETRIABLE,
         "40001": ErrorKind.RETRIABLE,  # deadlock victim
+        "57P01": ErrorKind.RETRIABLE,  # (the stand-in's) server shutting down the session
         1205: ErrorKind.RETRIABLE,
         1222: ErrorKind.RETRIABLE,  # lock request time out
         "28000": ErrorKind.CONFIG,  # login failed

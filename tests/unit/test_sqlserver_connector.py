@@ -122,6 +122,10 @@ def test_driver_errors_are_classified_and_name_what_to_fix() -> None:
 
     lost = odbc_error("08S01", "[08S01] [FreeTDS][SQL Server]Communication link failure (20004)")
     assert ERRORS.classify(lost) is ErrorKind.RETRIABLE
+    terminated = odbc_error(
+        "57P01", "FATAL: terminating connection; The connection has been lost (35)"
+    )
+    assert ERRORS.classify(terminated) is ErrorKind.RETRIABLE  # the stand-in's lost session
     victim = odbc_error("40001", "Transaction (Process ID 57) was deadlocked ... (1205)")
     assert ERRORS.classify(victim) is ErrorKind.RETRIABLE
     login = odbc_error("28000", "[28000] Login failed for user 'debezium'. (18456)")
