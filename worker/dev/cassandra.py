@@ -102,7 +102,10 @@ class CassandraService(Service):
                 "cdc_block_writes: true",
                 "cdc_on_repair_enabled: false",
                 *self._compression(),
-                "storage_compatibility_mode: NONE",
+                # NONE: 5.0's own formats (commit log version 8); CASSANDRA_4 (5.0's default,
+                # TIDEMARK_CASSANDRA_STORAGE_COMPATIBILITY) writes 4.x's version 7
+                "storage_compatibility_mode: "
+                + os.environ.get("TIDEMARK_CASSANDRA_STORAGE_COMPATIBILITY", "NONE"),
                 "authenticator: AllowAllAuthenticator",
                 "authorizer: AllowAllAuthorizer",
                 "dynamic_snitch: false",
