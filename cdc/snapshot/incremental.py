@@ -96,6 +96,10 @@ class IncrementalSnapshot:
         self.notifier = notifier
         #: the offset of the event the stream reported last (notification records carry it)
         self.last_offset: dict[str, Any] | None = None
+        #: the source block of the last row event (a blocking snapshot's reads start from it)
+        self.last_source: dict[str, Any] | None = None
+        #: the running snapshot is a blocking one (``execute-snapshot`` ``type: blocking``)
+        self.blocking = False
         self.context = SnapshotContext()
         #: an incremental snapshot is under way (its context goes into every offset)
         self.active = False
@@ -296,9 +300,10 @@ class IncrementalSnapshot:
 
     def _execute_snapshot(self, signal: Signal) -> None:
         request = model.snapshot_request(signal)
-        if request.type != "incremental":
+        if request.type == "blocking" and self.active:
             raise SignalError(
-                f"execute-snapshot type {request.type} is not supported; use incremental"
+                "a blocking snapshot cannot start while an incremental snapshot runs; "
+                "stop it (stop-snapshot) or ask for an incremental one"
             )
         queued = {c.id for c in self.context.collections}
         added: list[Collection] = []
@@ -329,6 +334,7 @@ class IncrementalSnapshot:
         snap = self.d.metrics.snapshot
         if not self.active:
             self.active = True
+            self.blocking = request.type == "blocking"
             self.context.signal_id = signal.id
             self.context.maximum_key = self.context.last_key = None
             snap.start(names)
@@ -390,6 +396,8 @@ class IncrementalSnapshot:
         """Read the next chunk (of this table or the next one), unless a window is open, the
         snapshot is paused or there is nothing left."""
         while self.active and not self.paused and self.chunk_id is None:
+            if self.blocking and self.d.stop_event.is_set():
+                return  # the offsets say where it was: a restart goes on, incrementally
             if self.table is None:
                 if not self.context.collections:
                     self._finish()
@@ -480,6 +488,8 @@ class IncrementalSnapshot:
             ctx.last_key is not None and encode_key(ctx.last_key) == encode_key(upto)
         ):
             return False
+        if self.blocking:
+            return self._read_blocking(upto)
         assert self.signal_table is not None
         signal_tid = _table_id_of(self.signal_table, self.d, self.reader)
         chunk_id = uuid.uuid4().hex
@@ -505,9 +515,42 @@ class IncrementalSnapshot:
         self.window_open = False
         return True
 
+    def _read_blocking(self, upto: Key) -> bool:
+        """A blocking snapshot's chunk: the stream waits meanwhile, so there is no window;
+        the rows go downstream at once at the position of the last event emitted, and the
+        stream, going on from there, brings every change made since after them."""
+        ctx, table = self.context, self.table
+        assert table is not None and self.last_offset is not None
+        rows = self.reader.read_chunk(
+            table,
+            self._key_columns,
+            ctx.last_key,
+            upto,
+            self.chunk_size,
+            ctx.collections[0].condition,
+        )
+        self.chunks_read += 1
+        if not rows:
+            return False
+        self._chunk_last = tuple(rows[-1][i] for i in self._key_index)
+        self._chunk_full = len(rows) >= self.chunk_size
+        self._emit_chunk(rows, self.last_source or {}, self.last_offset)
+        return True
+
     def _close_window(self, source: dict[str, Any], offset: dict[str, Any]) -> None:
         """The close watermark: what is left of the buffer goes downstream as reads, each
         with its own key in the offset; then the next chunk."""
+        self._emit_chunk(list(self.buffer.values()), source, offset)
+        self.buffer = {}
+        self.chunk_id = None
+        self.window_open = False
+        self._advance()
+
+    def _emit_chunk(
+        self, rows: Sequence[Sequence[Any]], source: dict[str, Any], offset: dict[str, Any]
+    ) -> None:
+        """``rows`` as reads at ``offset`` (an event already emitted), each with its own key
+        in the offset; the chunk's progress; the table's end after its last chunk."""
         table = self.table
         assert table is not None
         tid = table.id
@@ -524,18 +567,13 @@ class IncrementalSnapshot:
         index = self._key_index
         emit_row = self.d.emit_row
         read = Operation.READ
-        emitted = 0
-        for row in self.buffer.values():
+        for row in rows:
             key = tuple(row[i] for i in index)
             ctx.last_key = key
             extra = {**extra, "incremental_snapshot_primary_key": encode_key(key)}
             emit_row(read, tid, None, row, src, {**base, **extra})
-            emitted += 1
-        self.rows += emitted
+        self.rows += len(rows)
         ctx.last_key = self._chunk_last
-        self.buffer = {}
-        self.chunk_id = None
-        self.window_open = False
         self.last_offset = {**base, **extra}
         self._update_extra()
         name = short_name(tid)
@@ -548,7 +586,6 @@ class IncrementalSnapshot:
         )
         if not self._chunk_full or encode_key(self._chunk_last) == encode_key(ctx.maximum_key):
             self._table_done()
-        self._advance()
 
     def _table_done(self) -> None:
         table = self.table
@@ -599,7 +636,7 @@ class IncrementalSnapshot:
             self.d.metrics.snapshot.finish(aborted=aborted)
             if not aborted:
                 self._note("COMPLETED")
-        self.active = self.paused = self.waiting = False
+        self.active = self.paused = self.waiting = self.blocking = False
         self._leave_table()
         self.context = SnapshotContext()
         self.extra = None
@@ -734,13 +771,13 @@ class SignalledContext:
             )
             return
         s = self.s
-        if s.pending or s.waiting:
-            self._between_events()
         extra = s.extra
         if extra is not None:
             event = replace(event, offset={**event.offset, **extra})
         s.last_offset = event.offset
         self.d.emit(event)
+        if s.pending or s.waiting:
+            self._between_events()
 
     def emit_row(
         self,
@@ -754,20 +791,20 @@ class SignalledContext:
         partial: bool = False,
     ) -> None:
         s = self.s
-        if s.pending or s.waiting:
-            self._between_events()
         kind = s.kind(table_id)
         if kind == _DATA:
             s.streamed(before_row, after_row)
         extra = s.extra
         if extra is not None:
             offset = {**offset, **extra}
-        s.last_offset = offset
+        s.last_offset, s.last_source = offset, source
         self.d.emit_row(
             op, table_id, before_row, after_row, source, offset, transaction_id, partial
         )
         if kind == _SIGNAL and op is Operation.CREATE:
             s.signal_row(after_row, source, without_context(offset))
+        if s.pending or s.waiting:
+            self._between_events()
 
     def _between_events(self) -> None:
         self.s.drain()

@@ -78,7 +78,8 @@ class Spy:
 def other_channels(db: Db, spies: list[Spy]) -> None:
     """Signals through the Kafka signal topic (keyed by topic.prefix) and through the REST
     channel's receiver reach an idle connector (its wake-up row makes the stream report an
-    event); pause-snapshot holds the next chunk until resume-snapshot."""
+    event); pause-snapshot holds the next chunk until resume-snapshot; a blocking snapshot
+    reads every chunk at once."""
     from confluent_kafka import Producer
 
     from cdc.signals import model, registry
@@ -120,6 +121,9 @@ def other_channels(db: Db, spies: list[Spy]) -> None:
         assert reads() == [1, 2, 3, 4, 1]  # paused after the first chunk
         rest("resume-snapshot")
         wait_until(lambda: len(reads()) == 8, run)
+        assert not inc.active and run.engine.metrics.notices == []
+        rest("execute-snapshot", {**data, "type": "blocking"})  # no watermarks, stream waits
+        wait_until(lambda: len(reads()) == 12, run)
         assert not inc.active and run.engine.metrics.notices == []
 
 

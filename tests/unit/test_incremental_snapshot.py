@@ -269,7 +269,7 @@ def test_pause_resume_and_stop() -> None:
         ("execute-snapshot", "{not json", "not JSON"),
         ("execute-snapshot", {"data-collections": "db.k"}, "must be a list"),
         ("execute-snapshot", {"data-collections": ["db.nothing"]}, "match no captured table"),
-        ("execute-snapshot", {"data-collections": ["db.k"], "type": "blocking"}, "blocking"),
+        ("execute-snapshot", {"data-collections": ["db.k"], "type": "full"}, "incremental or"),
         ("bogus", {}, "unknown signal type"),
     ],
 )
@@ -393,3 +393,22 @@ def test_progress_reaches_the_status_view() -> None:
     snap = task_progress(h.d.metrics)["snapshot"]
     assert snap["running"] and snap["remaining_tables"] == 1
     assert snap["tables"] == [{"table": "db.k", "rows": 4, "expected": 5}]
+
+
+def test_blocking_snapshot_reads_while_the_stream_waits() -> None:
+    """``type: blocking``: no watermarks; the chunks go downstream at once, and changes made
+    meanwhile come after them from the stream, so the last event of each key is the row."""
+    h = Harness(chunk_size=2, rows={i: (i, "v") for i in range(1, 6)})
+    h.db.signal("execute-snapshot", {"data-collections": ["db.k"], "type": "blocking"})
+    h.db.after_read.append(lambda: h.db.update((1, "w")))
+    h.pump()
+    assert h.events() == [("r", 1), ("r", 2), ("r", 3), ("r", 4), ("r", 5), ("u", 1)]
+    watermarks = [r for r in h.records if r.topic.endswith(".dbz_signal") and r.value["op"] == "c"]
+    assert len(watermarks) == 1  # the signal itself, no window rows
+    assert not h.inc.active and not h.inc.blocking
+    h.db.signal("execute-snapshot", {"data-collections": ["db.k"]}, "incr")
+    h.db.after_read.append(
+        lambda: h.db.signal("execute-snapshot", {"data-collections": ["db.k"], "type": "blocking"})
+    )
+    h.pump()
+    assert "cannot start while an incremental snapshot runs" in h.d.metrics.notices[-1]
