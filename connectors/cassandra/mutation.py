@@ -238,21 +238,15 @@ def _partition(r: _Reader, lookup: SchemaLookup) -> PartitionUpdate:
 def _partition_key(table: TableDef, raw: bytes) -> list[Any]:
     cols = table.partition_key
     if len(cols) == 1:
-        return [_decode(cols[0].type, raw)]
+        return [cols[0].decode(raw)]
     # CompositeType: per component a 2-byte length, the bytes, an end-of-component byte.
     out: list[Any] = []
     pos = 0
     for c in cols:
         (n,) = struct.unpack_from(">H", raw, pos)
-        out.append(_decode(c.type, raw[pos + 2 : pos + 2 + n]))
+        out.append(c.decode(raw[pos + 2 : pos + 2 + n]))
         pos += 2 + n + 1
     return out
-
-
-def _decode(t: CqlType, raw: bytes) -> Any:
-    if not raw and t.fixed_length != 0 and t.name not in ("text", "varchar", "ascii", "blob"):
-        return None  # an empty value of a non-string type reads as null in CQL
-    return decode_value(t, raw)
 
 
 def _columns(r: _Reader, table: TableDef) -> list[ColumnDef]:
@@ -296,10 +290,13 @@ def _clustering_values(r: _Reader, cols: list[ColumnDef], size: int) -> list[Any
             shift = (offset % 32) * 2
             if header & (1 << (shift + 1)):
                 values.append(None)
-            elif header & (1 << shift):
-                values.append(_decode(cols[offset].type, b""))
             else:
-                values.append(_decode(cols[offset].type, r.value(cols[offset].type)))
+                col = cols[offset]
+                if header & (1 << shift):
+                    values.append(col.decode(b""))
+                else:
+                    n = col.fixed
+                    values.append(col.decode(r.take(n) if n >= 0 else r.vbytes()))
             offset += 1
     return values
 
