@@ -20,6 +20,7 @@ table (new columns) and reports it on the schema change topic.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import heapq
 import logging
 import time
@@ -27,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from cdc.config import Config
-from cdc.errors import RetriableError
+from cdc.errors import ErrorKind, RetriableError
 from cdc.spi import (
     Operation,
     PositionReached,
@@ -64,10 +65,9 @@ ChangeRow = tuple[bytes, bytes, int, int, Any]
 
 
 def _millis(value: Any) -> int:
+    """A commit time (``tran_end_time``, read as UTC) in epoch milliseconds; now if unknown."""
     if value is None:
         return int(time.time() * 1000)
-    import datetime as dt
-
     if value.tzinfo is None:
         value = value.replace(tzinfo=dt.UTC)
     return int(value.timestamp() * 1000)
@@ -107,7 +107,7 @@ class SqlServerStreaming(StreamingSource):
             check_captured(catalog, ctx.is_included, explicit_tables(self.cfg), captured)
             pos = SqlServerPosition.from_offset(offset) if offset else SqlServerPosition(None)
             if pos.commit_lsn is None and offset is None:
-                # no snapshot (snapshot.mode=never/schema_only without rows): from now on
+                # no snapshot was taken (snapshot.mode=never): from the current maximum LSN
                 pos = SqlServerPosition(catalog.max_lsn())
             self._check_available(catalog, pos, ctx.is_included)
             gauges.connected = True
@@ -118,7 +118,10 @@ class SqlServerStreaming(StreamingSource):
                         flush()
                         ctx.stop_event.wait(self.poll_s)
         except Exception as exc:
-            raise self._translate(exc) from exc
+            translated = self._translate(exc)
+            if translated is exc:
+                raise
+            raise translated from exc
         finally:
             gauges.connected = False
             self.close()
@@ -129,8 +132,7 @@ class SqlServerStreaming(StreamingSource):
         except ImportError:
             return exc
         if isinstance(exc, pyodbc.Error):
-            kind = ERRORS.classify(exc)
-            if kind.value == "retriable":
+            if ERRORS.classify(exc) is ErrorKind.RETRIABLE:
                 return RetriableError(f"SQL Server connection failed: {exc}")
             return ERRORS.translate(exc)
         return exc
@@ -228,19 +230,28 @@ class SqlServerStreaming(StreamingSource):
                 log.info("capture instance %s of %s found: capturing it", inst.name, tid)
                 self._schema_change(ctx, table, pos)
 
-    def _schema_change(self, ctx: SourceContext, table: Table, pos: SqlServerPosition) -> None:
-        src = self._source(table.id, pos.commit_lsn, None, None, int(time.time() * 1000))
+    def _schema_change(
+        self, ctx: SourceContext, table: Table, pos: SqlServerPosition, at: Lsn | None = None
+    ) -> None:
+        src = self._source(table.id, at or pos.commit_lsn, None, None, int(time.time() * 1000))
         ctx.emit(SchemaChange(self.database, table.id.schema, "", [table.id], src, pos.to_offset()))
 
     def _switch(
-        self, ctx: SourceContext, catalog: Catalog, inst: CaptureInstance, commit: Lsn
+        self,
+        ctx: SourceContext,
+        catalog: Catalog,
+        inst: CaptureInstance,
+        commit: Lsn,
+        last: SqlServerPosition,
     ) -> None:
-        """The online schema-evolution procedure: from ``commit`` on, ``inst`` is read."""
+        """The online schema-evolution procedure: from ``commit`` on, ``inst`` is read. The
+        schema change record carries ``last`` (the last event's position): storing it must
+        not mark any change of ``commit`` as done."""
         table = catalog.table(inst)
         ctx.register_table(table)
         self.registered[table.id] = inst.name
         log.info("%s: capture instance %s from %s on", table.id, inst.name, commit)
-        self._schema_change(ctx, table, SqlServerPosition(commit))
+        self._schema_change(ctx, table, last, commit)
 
     def _source(
         self, tid: TableId, commit: Lsn | None, change: Lsn | None, serial: int | None, ts: int
@@ -275,6 +286,7 @@ class SqlServerStreaming(StreamingSource):
         table_ids = [inst.table_id(self.database) for inst, *_ in plan]
         open_tx: bytes | None = None
         open_src: dict[str, Any] = {}
+        last = resume  # the position of the last event emitted
         txid, ts = "", 0
         before: Any = None
         emit_row = ctx.emit_row
@@ -282,7 +294,7 @@ class SqlServerStreaming(StreamingSource):
         for commit_raw, change_raw, op, idx, row in merge_changes(per_instance):
             tid = table_ids[idx]
             if self.registered.get(tid) != plan[idx][0].name:
-                self._switch(ctx, catalog, plan[idx][0], Lsn(commit_raw))
+                self._switch(ctx, catalog, plan[idx][0], Lsn(commit_raw), last)
             if op == UPDATE_BEFORE:
                 before = row[META:]
                 continue
@@ -330,6 +342,7 @@ class SqlServerStreaming(StreamingSource):
             else:
                 emit_row(update, tid, before, values, source, offset, txid)
             before = None
+            last = SqlServerPosition(commit, Lsn(change_raw), serial)
         if open_tx is not None:
             self._end(ctx, open_tx, open_src)
 

@@ -249,6 +249,12 @@ def test_online_schema_evolution_switches_at_the_new_instance_start() -> None:
     assert [(r[1], r[3]) for r in ctx.rows] == [("a", (1, "a1")), ("a", (2, "a2", "a2@x"))]
     switches = [e for e in ctx.events if isinstance(e, SchemaChange)]
     assert len(switches) == 1 and switches[0].source["commit_lsn"] == "00000027:00000758:0020"
+    # its offset is the last event's: storing it marks nothing of commit 0x20 as done
+    assert switches[0].offset == {
+        "commit_lsn": "00000027:00000758:0010",
+        "change_lsn": "00000027:00000758:000d",
+        "event_serial_no": 1,
+    }
     assert [t.column_names() for t in ctx.tables][-1] == ["id", "name", "email"]
     assert s.registered[ctx.tables[-1].id] == "dbo_a_v2"
 
