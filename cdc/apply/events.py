@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from cdc.apply import avro_input
+from cdc.apply import avro_input, documents
 from cdc.apply import sparktypes as st
 from cdc.apply.ordering import (
     OrderingError,
@@ -104,6 +104,8 @@ class Change:
     #: of the new key, ``__debezium.newkey`` on the delete of the old key (see handover.py)
     old_key: str | None = None
     new_key: str | None = None
+    #: a MongoDB update's patch steps (position, ops) when it carries no document (documents.py)
+    patch: list[tuple[tuple[int, ...], dict[str, Any]]] | None = None
 
     @property
     def key_json(self) -> str:
@@ -234,8 +236,17 @@ class Parser:
         image = payload.get("before") if op == "d" else payload.get("after")
         after_shape, before_shape = shapes if shapes is not None else (None, None)
         known: RowShape | None = before_shape if op == "d" else after_shape
+        patch = None
+        if image is None and op == "u":  # MongoDB: a patch, or the 1.2 shape's replacement
+            try:
+                update = documents.update_of(payload)
+            except documents.PatchError as exc:
+                raise BadInput(str(exc)) from None
+            if update is not None:
+                image = update[1] if update[0] == "document" else ""
+                patch = [(pos, update[1])] if update[0] == "patch" else None
         if isinstance(image, str):  # MongoDB: the document as extended-JSON text
-            image = {"document": image}
+            image = {"document": image if patch is None else None}
             known = _mongo_shape(key_schema, key_payload) if shapes is not None else None
         if image is None:
             if op != "d":
@@ -265,6 +276,8 @@ class Parser:
             ]
             if found:
                 unavailable = frozenset(found)
+        if patch is not None:
+            unavailable = frozenset({"document"})  # completed from the stored document
         for col, fn in shape.normalizers.items():
             if row.get(col) is not None and col not in unavailable:
                 row[col] = fn(row[col])
@@ -286,6 +299,7 @@ class Parser:
             position,
             shape,
             layout,
+            patch=patch,
         )
 
     def _from_avro(self, topic: str, raw: bytes, *, is_key: bool) -> bytes:

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cdc.apply.documents import compose
 from cdc.apply.events import Change
 
 Pos = tuple[int, ...]
@@ -146,6 +147,8 @@ def _fold(state: Folded | None, change: Change) -> Folded:
         return state
     if winner.op == "d" or not winner.unavailable or is_key_change_create(winner):
         return state
+    if winner.patch is not None:
+        return state  # an older change of a patched document: a replayed duplicate
     if horizon is not None and change.pos < horizon:
         return state
     for col in winner.unavailable:
@@ -162,6 +165,8 @@ def _new_winner(state: Folded, change: Change) -> Folded:
     old = state.winner
     if old.op == "d":
         return Folded(change, {}, old.pos, state.count, state.images)
+    if change.patch is not None:  # MongoDB: applied to the preceding document (documents.py)
+        return Folded(compose(old, change), {}, state.delete_horizon, state.count, state.images)
     fills: dict[str, tuple[Pos, Any]] = {}
     if not is_key_change_create(change):  # a key change's create starts a new life
         for col in change.unavailable:

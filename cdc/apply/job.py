@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from cdc.apply import documents
 from cdc.apply import keychanges as kc
 from cdc.apply import policy as pol
 from cdc.apply.avro_input import RegistrySettings
@@ -111,6 +112,8 @@ class _Side:
     rows: dict[str, int] = field(default_factory=dict)
     #: table -> key-change images and rows with refs in the batch (see handover.py)
     handover: dict[str, int] = field(default_factory=dict)
+    #: table -> MongoDB rows that are patches to complete from the stored document
+    patches: dict[str, int] = field(default_factory=dict)
 
 
 class ApplyJob:
@@ -304,6 +307,7 @@ class ApplyJob:
                     side.deletes[table] = side.deletes.get(table, 0) + int(per["deletes"])
                     side.rows[table] = side.rows.get(table, 0) + int(per["rows"])
                     side.handover[table] = side.handover.get(table, 0) + int(per.get("handover", 0))
+                    side.patches[table] = side.patches.get(table, 0) + int(per.get("patches", 0))
             elif r["kind"] == "truncate":
                 pos = list(r["pos"])
                 old = side.truncates.get(r["tbl"])
@@ -417,6 +421,12 @@ class ApplyJob:
             if side.handover.get(table) or keys.pending or keys.images:
                 table_rows, handed = self._hand_over(parsed, table_rows, table, plan, info, keys)
             extra = handed is not None and bool(handed.merge)
+            if side.patches.get(table):
+                table_rows, patched = documents.complete(
+                    self.spark, table_rows, plan, path, dpath, deletes=info.deletes_nonempty
+                )
+                log.info("table %s: %d document(s) patched", table, patched)
+                extra = extra or bool(patched)
             typed = typed_rows(table_rows, plan, dedupe=len(sources) > 1 or extra)
             counts = merge_table(
                 self.spark,

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from cdc.apply import documents
 from cdc.apply.events import (
     BadEvent,
     Change,
@@ -43,7 +44,7 @@ OUTPUT_DDL = (
     "op string, pos array<bigint>, source_ts_ms bigint, ts_ms bigint, tx_id string, "
     "snapshot boolean, position string, row_json string, unavailable array<string>, "
     "fills map<string,array<bigint>>, descriptor string, info string, raw_key binary, "
-    "raw_value binary, refs string"
+    "raw_value binary, refs string, patch string"
 )
 INPUT_COLUMNS = ("key", "value", "topic", "partition", "offset", "headers")
 FLUSH_ROWS = 4096
@@ -215,11 +216,19 @@ class PartitionProcessor:
             ch = res.change
             per = tables.get(table)
             if per is None:
-                per = tables[table] = {"sources": set(), "deletes": 0, "rows": 0, "handover": 0}
+                per = tables[table] = {
+                    "sources": set(),
+                    "deletes": 0,
+                    "rows": 0,
+                    "handover": 0,
+                    "patches": 0,
+                }
             per["sources"].add((ch.topic, ch.partition))
             per["rows"] += 1
             if ch.op == "d":
                 per["deletes"] += 1
+            if ch.patch is not None:
+                per["patches"] += 1
             if res.refs or state.images:
                 per["handover"] += len(state.images) + (1 if res.refs else 0)
             images.extend((table, image, ch) for image in state.images)
@@ -258,6 +267,7 @@ class PartitionProcessor:
                 for _, _, res, _ in resolved
             ]
         )
+        cols["patch"].extend([documents.encode(ch.patch) for _, _, _, ch in resolved])
         for name in ("info", "raw_key", "raw_value"):
             cols[name].extend([None] * n)
         self.out.rows += n
@@ -317,6 +327,7 @@ class PartitionProcessor:
                     "deletes": v["deletes"],
                     "rows": v["rows"],
                     "handover": v["handover"],
+                    "patches": v["patches"],
                 }
                 for t, v in tables.items()
             },
@@ -390,5 +401,6 @@ def arrow_schema() -> pa.Schema:
             ("raw_key", pa.binary()),
             ("raw_value", pa.binary()),
             ("refs", pa.string()),
+            ("patch", pa.string()),
         ]
     )

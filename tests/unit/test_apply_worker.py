@@ -65,7 +65,13 @@ def test_one_row_per_key_plus_schema_and_stats() -> None:
         "rows": 2,
     }
     assert s["tables"] == {
-        "srv_public_items": {"sources": [[T.topic, 0]], "deletes": 1, "rows": 2, "handover": 0}
+        "srv_public_items": {
+            "sources": [[T.topic, 0]],
+            "deletes": 1,
+            "rows": 2,
+            "handover": 0,
+            "patches": 0,
+        }
     }
 
 

@@ -1,0 +1,93 @@
+"""End to end: tidemark's MongoDB connector captures a collection on the stand-in
+(mongo-java-server, oplog mode: its updates are live ``$set``/``$unset`` patches) into Kafka, in
+both event shapes; the apply job merges inserts, patches (top-level and dotted nested
+``$set``, ``$unset``) and deletes into Delta; the table then equals the collection.
+
+Two apply runs: the first sees the snapshot and inserts with patches in the same micro-batch
+(the fold applies them), the second only patches and deletes (the driver applies them to the
+stored documents). Shapes the stand-in cannot produce (``truncatedArrays``, ``$v: 2`` diffs)
+are covered by tests/unit/test_apply_documents.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pymongo
+import pytest
+
+from cdc.apply.job import ApplyJob
+from cdc.offsets.memory import MemoryOffsetStore
+from cdc.testing.kafka_reader import read_topic
+from tests.integration.test_apply_acceptance import apply_spark, job_config
+from tests.integration.test_mongodb_connector import Client, config, new_db, run, topic
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.mongodb]
+
+
+@pytest.fixture(scope="session")
+def spark(kafka: str) -> Any:
+    return apply_spark(kafka)
+
+
+@pytest.fixture(scope="module")
+def client(mongodb: str) -> Any:
+    c: Client = pymongo.MongoClient(mongodb)
+    yield c
+    c.close()
+
+
+def lake(spark: Any, job: ApplyJob, table: str) -> dict[str, Any]:
+    df = spark.read.format("delta").load(job.cfg.table_location(table))
+    return {r["id"]: orjson.loads(r["document"]) for r in df.collect()}
+
+
+def collection(coll: Any) -> dict[str, Any]:
+    return {str(d["_id"]): d for d in coll.find()}
+
+
+@pytest.mark.parametrize("shape", ["1.2", "3"])
+def test_inserts_patches_and_deletes_apply_into_delta(
+    spark: Any, mongodb: str, kafka: str, client: Client, tmp_path: Path, shape: str
+) -> None:
+    db = new_db(client)
+    orders = db.orders
+    orders.insert_many(
+        [
+            {"_id": 1, "item": "a", "qty": 1, "ship": {"city": "Oslo", "zip": "0150"}},
+            {"_id": 2, "item": "b", "qty": 2, "note": "fragile"},
+            {"_id": 3, "item": "c", "qty": 3},
+        ]
+    )
+    cfg = config(mongodb, f"{db.name}.orders", **{"envelope.version": shape})
+    name = topic(cfg, f"{db.name}.orders")
+    table = name.replace(".", "_")
+    job = ApplyJob(spark, job_config(kafka, tmp_path, [name]))
+    with run(cfg, kafka, MemoryOffsetStore()):
+        # batch 1: snapshot, then an insert patched twice before the job reads it
+        orders.insert_one({"_id": 4, "item": "d", "qty": 4, "tags": ["x"]})
+        orders.update_one({"_id": 4}, {"$set": {"qty": 40, "ship.city": "Bergen"}})
+        orders.update_one({"_id": 4}, {"$unset": {"tags": ""}})
+        events = read_topic(kafka, name, min_count=6)
+        updates = [e for e in events if e.op == "u"]
+        if shape == "1.2":
+            assert all(e.value["patch"] and e.value["after"] is None for e in updates)
+        else:
+            assert all(e.value["updateDescription"] and e.value["after"] is None for e in updates)
+        job.run(timeout=240)
+        assert lake(spark, job, table) == collection(orders)
+
+        # batch 2: patches of stored documents only, a delete, a new document
+        orders.update_one({"_id": 1}, {"$set": {"ship.city": "Trondheim", "qty": 10}})
+        orders.update_one({"_id": 1}, {"$set": {"gift": {"wrap": True}}})
+        orders.update_one({"_id": 2}, {"$unset": {"note": ""}, "$set": {"item": "B"}})
+        orders.delete_one({"_id": 3})
+        orders.insert_one({"_id": 5, "item": "e", "qty": 5})
+        read_topic(kafka, name, min_count=len(events) + 6)
+        job.run(timeout=240)
+    reports = job.reports
+    assert lake(spark, job, table) == collection(orders)
+    assert set(lake(spark, job, table)) == {"1", "2", "4", "5"}
+    assert reports[-1].totals.deleted == 1
