@@ -494,23 +494,12 @@ class IncrementalSnapshot:
         signal_tid = _table_id_of(self.signal_table, self.d, self.reader)
         chunk_id = uuid.uuid4().hex
         self.reader.write_watermark(signal_tid, chunk_id + OPEN_SUFFIX, model.WINDOW_OPEN)
-        rows = self.reader.read_chunk(
-            table,
-            self._key_columns,
-            ctx.last_key,
-            upto,
-            self.chunk_size,
-            ctx.collections[0].condition,
-        )
-        self.chunks_read += 1
+        rows = self._query(upto)
         if not rows:
             return False
         self.reader.write_watermark(signal_tid, chunk_id + CLOSE_SUFFIX, model.WINDOW_CLOSE)
         dedup = self._dedup
         self.buffer = {dedup(row): row for row in rows}
-        index = self._key_index
-        self._chunk_last = tuple(rows[-1][i] for i in index)
-        self._chunk_full = len(rows) >= self.chunk_size
         self.chunk_id = chunk_id
         self.window_open = False
         return True
@@ -519,8 +508,17 @@ class IncrementalSnapshot:
         """A blocking snapshot's chunk: the stream waits meanwhile, so there is no window;
         the rows go downstream at once at the position of the last event emitted, and the
         stream, going on from there, brings every change made since after them."""
+        assert self.last_offset is not None
+        rows = self._query(upto)
+        if not rows:
+            return False
+        self._emit_chunk(rows, self.last_source or {}, self.last_offset)
+        return True
+
+    def _query(self, upto: Key) -> list[Sequence[Any]]:
+        """The next chunk's rows after the last key; notes its last key and whether full."""
         ctx, table = self.context, self.table
-        assert table is not None and self.last_offset is not None
+        assert table is not None
         rows = self.reader.read_chunk(
             table,
             self._key_columns,
@@ -530,12 +528,10 @@ class IncrementalSnapshot:
             ctx.collections[0].condition,
         )
         self.chunks_read += 1
-        if not rows:
-            return False
-        self._chunk_last = tuple(rows[-1][i] for i in self._key_index)
-        self._chunk_full = len(rows) >= self.chunk_size
-        self._emit_chunk(rows, self.last_source or {}, self.last_offset)
-        return True
+        if rows:
+            self._chunk_last = tuple(rows[-1][i] for i in self._key_index)
+            self._chunk_full = len(rows) >= self.chunk_size
+        return rows
 
     def _close_window(self, source: dict[str, Any], offset: dict[str, Any]) -> None:
         """The close watermark: what is left of the buffer goes downstream as reads, each
