@@ -11,6 +11,7 @@ are covered by tests/unit/test_apply_documents.py.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +92,59 @@ def test_inserts_patches_and_deletes_apply_into_delta(
     assert lake(spark, job, table) == collection(orders)
     assert set(lake(spark, job, table)) == {"1", "2", "4", "5"}
     assert reports[-1].totals.deleted == 1
+
+
+def test_replayed_update_descriptions_apply_into_delta(
+    spark: Any, kafka: str, tmp_path: Path
+) -> None:
+    """What the stand-in cannot send: change-stream updates without ``fullDocument``
+    (``updateDescription`` with dotted ``updatedFields``, ``removedFields`` and
+    ``truncatedArrays``) and a replace, recorded (tests/fixtures/mongodb/apply_updates.json),
+    replayed through the connector's live change-stream path, produced to Kafka and applied."""
+    from confluent_kafka import Producer
+
+    from tests.unit.test_mongodb_replay import replay
+
+    records, _ = replay("apply_updates.json", **{"envelope.version": "3"})
+    name = f"srv{uuid.uuid4().hex[:8]}.hr.people"
+    job = ApplyJob(spark, job_config(kafka, tmp_path, [name]))
+    producer = Producer({"bootstrap.servers": kafka})
+
+    def produce(part: list[dict[str, Any]]) -> None:
+        for r in part:
+            value = None if r["value"] is None else orjson.dumps(r["value"])
+            producer.produce(name, key=orjson.dumps(r["key"]), value=value)
+        producer.flush(30)
+
+    data = [r for r in records if r["topic"] == "srv.hr.people"]
+    assert [r["value"] and r["value"]["op"] for r in data] == [
+        "c", "u", "c", "d", None, "c", "u", "u"
+    ]  # fmt: skip
+    produce(data[:6])
+    job.run(timeout=240)
+    table = name.replace(".", "_")
+    assert lake(spark, job, table) == {
+        "1": {
+            "_id": 1,
+            "name": "alice",
+            "email": "alice@10gen.com",
+            "address": {"city": "Bergen", "zip": "0150"},
+            "vacation": [1, 20],
+            "profile": {"age": 30},
+        },
+        "3": {"_id": 3, "v": 1},
+    }
+    produce(data[6:])
+    job.run(timeout=240)
+    assert lake(spark, job, table) == {
+        "1": {
+            "_id": 1,
+            "name": "alice",
+            "email": "alice@10gen.com",
+            "address": {"city": "Bergen"},
+            "vacation": [1, 20],
+            "profile": {"age": 31},
+            "tags": ["a", "b"],
+        },
+        "3": {"_id": 3, "v": 2, "w": True},
+    }
