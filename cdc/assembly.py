@@ -224,7 +224,8 @@ def build_dispatcher(
         failures=failures,
         tombstones_on_delete=cfg["tombstones.on.delete"],
         provide_transaction_metadata=cfg["provide.transaction.metadata"],
-        skipped_operations=frozenset(cfg["skipped.operations"]) - {"none"},
+        skipped_operations=frozenset("c" if op == "i" else op for op in cfg["skipped.operations"])
+        - {"none"},
         heartbeat_interval_ms=cfg["heartbeat.interval.ms"],
         heartbeat_action=conn.heartbeat_action(),
         include_schema_changes=bool(cfg.get("include.schema.changes", False)),

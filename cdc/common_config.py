@@ -33,9 +33,9 @@ def _server_name(value: Any) -> str | None:
 
 def _skipped_ops(value: Any) -> str | None:
     ops = set(value or [])
-    if ops <= {"c", "u", "d", "t"} or ops == {"none"}:
+    if ops <= {"c", "i", "u", "d", "t"} or ops == {"none"}:
         return None
-    return "may contain only c, u, d, t, or be none"
+    return "may contain only c (or i, MongoDB 1.2's spelling), u, d, t, or be none"
 
 
 PASSTHROUGH = (
@@ -205,8 +205,9 @@ def common_def(**defaults: Any) -> ConfigDef:
                 Kind.LIST,
                 ["t"],
                 group=GROUP_FILTERS,
-                doc="Operations not to emit: c, u, d, t (truncate), or none. Default t, as in "
-                "current Debezium (1.2 had no truncate events).",
+                doc="Operations not to emit: c (i is the MongoDB 1.2 spelling), u, d, t "
+                "(truncate), or none. Default t, as in current Debezium (1.2 had no truncate "
+                "events).",
                 validator=_skipped_ops,
                 recommended=("c", "u", "d", "t", "none"),
             ),

@@ -260,3 +260,17 @@ def test_oplog_graceful_restart_resumes_exactly(mongodb: str, kafka: str, client
         (None, "2"),
     ]
     assert [doc(e.value["patch"]) for e in events[1:3]] == [{"$set": {"v": 1}}, {"$set": {"v": 2}}]
+
+
+def test_skipped_operations_in_the_seeds_spelling(mongodb: str, kafka: str, client: Client) -> None:
+    """The seed's 1.2 list names inserts ``i`` (oplog operation codes): ``i,d`` skips inserts
+    and deletes, updates still arrive."""
+    db = new_db(client)
+    cfg = config(mongodb, f"{db.name}.c", **{"skipped.operations": "i,d"})
+    with run(cfg, kafka, MemoryOffsetStore()):
+        db.c.insert_one({"_id": 1, "v": 0})
+        db.c.update_one({"_id": 1}, {"$set": {"v": 1}})
+        db.c.delete_one({"_id": 1})
+        db.c.update_one({"_id": 9}, {"$set": {"v": 9}})  # matches nothing: no event
+        events = read_topic(kafka, topic(cfg, f"{db.name}.c"), min_count=1)
+    assert [(e.op, e.key["id"]) for e in events] == [("u", "1")]

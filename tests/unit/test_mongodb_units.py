@@ -207,3 +207,13 @@ def test_snapshot_filter_overrides_need_a_query_per_collection() -> None:
                 "snapshot.collection.filter.overrides.shop.orders": "{open",
             }
         )
+
+
+def test_skipped_operations_accepts_the_seeds_i_for_inserts() -> None:
+    from connectors.mongodb.config import CONFIG_DEF
+
+    base = {"name": "m", "mongodb.name": "x", "mongodb.hosts": "rs0/h:1"}
+    cfg = CONFIG_DEF.parse({**base, "skipped.operations": "i,d"})
+    assert cfg["skipped.operations"] == ["i", "d"]
+    with pytest.raises(ConfigError, match=r"skipped\.operations.*c \(or i"):
+        CONFIG_DEF.parse({**base, "skipped.operations": "x"})
