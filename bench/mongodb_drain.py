@@ -51,14 +51,15 @@ def usage(wall: float, cpu0: float, events: int) -> dict[str, Any]:
     }
 
 
-def child_raw(uri: str, start: list[int], end: list[int]) -> dict[str, Any]:
+def child_raw(uri: str, start: list[int], end: list[int], ns: str) -> dict[str, Any]:
     import pymongo
     from bson import Timestamp
 
     client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(uri)
     t0, cpu0 = time.monotonic(), cpu_now()
     n = 0
-    query = {"ts": {"$gt": Timestamp(*start), "$lte": Timestamp(*end)}}
+    # only the loaded collection's entries: other clients of the server write in the range too
+    query = {"ts": {"$gt": Timestamp(*start), "$lte": Timestamp(*end)}, "ns": ns}
     for _ in client.local["oplog.rs"].find(query, batch_size=1000):
         n += 1
     client.close()
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.child:
         kind, *rest = args.child
         if kind == "raw":
-            result = child_raw(rest[0], json.loads(rest[1]), json.loads(rest[2]))
+            result = child_raw(rest[0], json.loads(rest[1]), json.loads(rest[2]), rest[3])
         else:
             result = child_tidemark(
                 json.loads(rest[0]), rest[1], json.loads(rest[2]), json.loads(rest[3])
@@ -176,7 +177,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "capture.mode": "oplog",
         "snapshot.mode": "never",
     }
-    raw = per_million(spawn("raw", uri, json.dumps(start), json.dumps(end)), args.events)
+    raw = per_million(
+        spawn("raw", uri, json.dumps(start), json.dumps(end), f"{db}.items"), args.events
+    )
     ours = per_million(
         spawn(
             "tidemark",
