@@ -508,7 +508,7 @@ class EventDispatcher:
         if tx is None or transaction_id is None or transaction_id != tx.id:
             return None
         tx.total += 1
-        name = ts.table_id.identifier
+        name = ts.extra.get("data_collection") or ts.table_id.identifier
         n = tx.per_collection.get(name, 0) + 1
         tx.per_collection[name] = n
         return {"id": tx.id, "total_order": tx.total, "data_collection_order": n}

@@ -219,9 +219,12 @@ class TableSchemaBuilder:
         else:
             key_schema = None
             key_fn = _no_key
-        return TableSchema(
+        out = TableSchema(
             tid, key_schema, value_schema, key_fn, value_fn, partial_fn, key_names, flat=flat
         )
+        if "data_collection" in table.extra:  # the name in transaction metadata, if not tid's
+            out.extra["data_collection"] = table.extra["data_collection"]
+        return out
 
 
 def _no_key(row: Sequence[Any]) -> None:

@@ -273,12 +273,17 @@ class Shapes:
         self.columns = COLUMNS[shape]
         self.selector = selector
 
-    def table(self, db: str, coll: str) -> Table:
+    def table(self, db: str, coll: str, rs: str | None = None) -> Table:
+        """The collection as a document table; ``rs`` names it in transaction metadata as the
+        seed does (``data_collection`` ``rs0.<db>.<collection>``)."""
         cols = tuple(
             Column(name, i, "id" if name == "id" else name, optional=name != "id")
             for i, name in enumerate(self.columns)
         )
-        return Table(TableId(db, None, coll), cols, ("id",), extra={"flat_envelope": True})
+        extra: dict[str, Any] = {"flat_envelope": True}
+        if rs:
+            extra["data_collection"] = f"{rs}.{db}.{coll}"
+        return Table(TableId(db, None, coll), cols, ("id",), extra=extra)
 
     def _doc(self, rules: CollectionFields | None, doc: Mapping[str, Any] | None) -> str | None:
         if doc is None:

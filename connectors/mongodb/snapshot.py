@@ -81,7 +81,7 @@ class MongoSnapshotSteps:
     def structure(self) -> None:
         for tid in self.ids:
             assert tid.catalog is not None
-            self.ctx.register_table(self.shapes.table(tid.catalog, tid.table))
+            self.ctx.register_table(self.shapes.table(tid.catalog, tid.table, self.rs))
 
     def handover(self, resume: dict[str, Any]) -> dict[str, Any]:
         clean = {k: v for k, v in resume.items() if k not in ("snapshot", "snapshot_completed")}
@@ -102,7 +102,7 @@ class MongoSnapshotSteps:
             probe = Change(Operation.READ, tid.catalog, tid.table, None)
             probe.sec, probe.ord = int(self.at.get("sec", 0)), int(self.at.get("ord", 0))
             source = source_of(probe, self.rs, self.shapes.shape, True)
-            table = self.shapes.table(tid.catalog, tid.table)
+            table = self.shapes.table(tid.catalog, tid.table, self.rs)
             estimate = self.client[tid.catalog][tid.table].estimated_document_count()
             out.append(TableScan(table, source, {**self.at, "snapshot": True}, estimate))
         return out

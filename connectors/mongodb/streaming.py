@@ -88,7 +88,7 @@ class ChangeEmitter:
     def register(self, db: str, coll: str) -> TableId:
         tid = TableId(db, None, coll)
         if tid not in self.registered:
-            self.ctx.register_table(self.shapes.table(db, coll))
+            self.ctx.register_table(self.shapes.table(db, coll, self.rs))
             self.registered.add(tid)
         return tid
 

@@ -183,8 +183,8 @@ def test_transaction_events_are_grouped_by_lsid_and_txn_number() -> None:
     assert [(t["status"], t["id"]) for t in tx_topic] == [("BEGIN", txid), ("END", txid)]
     assert tx_topic[1]["event_count"] == 2
     assert tx_topic[1]["data_collections"] == [
-        {"data_collection": "shop.orders", "event_count": 1},
-        {"data_collection": "shop.stock", "event_count": 1},
+        {"data_collection": "rs0.shop.orders", "event_count": 1},
+        {"data_collection": "rs0.shop.stock", "event_count": 1},
     ]
     data = rows(records)
     assert [(r["topic"], r["key"]["id"]) for r in data] == [
