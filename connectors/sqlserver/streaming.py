@@ -219,6 +219,15 @@ class SqlServerStreaming(StreamingSource):
         topic when a table was enabled for CDC while running)."""
         # on the first poll of a run every table is new; later, a new one was enabled
         running = bool(self.registered)
+        for tid in [t for t in self.registered if t not in tables]:
+            # CDC was disabled on it (sys.sp_cdc_disable_table): nothing more to read; if it
+            # is enabled again, it is captured from its new instance's start
+            log.warning(
+                "%s has no capture instance any more (CDC disabled on it): its changes are no "
+                "longer captured",
+                tid,
+            )
+            del self.registered[tid]
         for tid, instances in tables.items():
             if tid in self.registered:
                 continue

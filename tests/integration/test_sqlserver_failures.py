@@ -5,6 +5,8 @@ when_needed), and a table enabled for CDC while the connector runs (AC-58)."""
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -152,3 +154,25 @@ def test_encrypted_connection(h: SqlServerHarness) -> None:
         )
     # the connector's connections (application name "tidemark") are encrypted, all of them
     assert [ssl for ssl, _count in by_tls] == [True]
+
+
+def test_table_disabled_and_enabled_again_while_running(
+    h: SqlServerHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    t = h.create_table("toggle", "id int PRIMARY KEY")
+    other = h.create_table("other", "id serial PRIMARY KEY")  # moves the maximum LSN on
+    cfg = h.config("toggle")
+    with caplog.at_level(logging.WARNING, logger="tidemark.sqlserver.streaming"), h.running(cfg):
+        h.sql(f'INSERT INTO dbo."{t}" VALUES (1)')
+        h.read(cfg, "toggle", min_count=1, settle=0.3)
+        h.sql("SELECT sys.sp_cdc_disable_table('dbo', %s, %s)", params=(t, f"dbo_{t}"))
+        h.sql(f'INSERT INTO dbo."{t}" VALUES (2)')  # not captured: CDC is off
+        deadline = time.monotonic() + 10
+        while "no capture instance any more" not in caplog.text:
+            assert time.monotonic() < deadline, caplog.text
+            h.sql(f'INSERT INTO dbo."{other}" DEFAULT VALUES')
+            time.sleep(0.2)
+        h.enable("toggle")
+        h.sql(f'INSERT INTO dbo."{t}" VALUES (3)')
+        events = h.read(cfg, "toggle", min_count=2)
+    assert [(e.op, e.key["id"]) for e in events] == [("c", 1), ("c", 3)]
