@@ -110,6 +110,10 @@ class SqlServerStreaming(StreamingSource):
                 # no snapshot was taken (snapshot.mode=never): from the current maximum LSN
                 pos = SqlServerPosition(catalog.max_lsn())
             self._check_available(catalog, pos, ctx.is_included)
+            # Debezium's CapturedTables streaming attribute: db.schema.table, comma-separated
+            ctx.metrics.extra_text["CapturedTables"] = lambda: ",".join(
+                sorted(str(t) for t in self.registered)
+            )
             gauges.connected = True
             with ctx.batched(256) as flush:
                 while not ctx.stop_event.is_set():

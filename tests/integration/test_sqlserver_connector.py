@@ -39,6 +39,7 @@ def test_snapshot_then_create_update_delete(h: SqlServerHarness) -> None:
         )
         events = h.read(cfg, "cud", min_count=5)
         gauges = run.engine.metrics.streaming  # Connected, SourceEventPosition, lag
+        assert run.engine.metrics.extra_text["CapturedTables"]() == f"{h.dbname}.dbo.{t}"
         assert gauges.connected and gauges.ms_behind_source >= 0
         assert Lsn.parse(gauges.source_event_position["commit_lsn"]) >= Lsn.parse(
             events[3].value["source"]["commit_lsn"]
