@@ -165,9 +165,9 @@ def test_online_schema_evolution_with_two_capture_instances(h: SqlServerHarness)
     assert [c.value["source"]["table"] for c in changes] == [t]
 
 
-@pytest.mark.parametrize("mode", ["schema_only", "initial_only"])
+@pytest.mark.parametrize("mode", ["schema_only", "never", "initial_only"])
 def test_snapshot_modes(h: SqlServerHarness, mode: str) -> None:
-    """schema_only: no rows from before, streaming from the start; initial_only: the rows,
+    """schema_only and never: no rows from before, streaming from the start; initial_only: the rows,
     then nothing streamed."""
     t = h.create_table(f"mode_{mode}", COLUMNS)
     h.sql(f"INSERT INTO dbo.\"{t}\" VALUES (1, 'old', NULL, NULL)")
