@@ -422,9 +422,12 @@ class ApplyJob:
                 table_rows, handed = self._hand_over(parsed, table_rows, table, plan, info, keys)
             extra = handed is not None and bool(handed.merge)
             if side.patches.get(table):
-                table_rows, patched = documents.complete(
-                    self.spark, table_rows, plan, path, dpath, deletes=info.deletes_nonempty
-                )
+                try:
+                    table_rows, patched = documents.complete(
+                        self.spark, table_rows, plan, path, dpath, deletes=info.deletes_nonempty
+                    )
+                except documents.MissingDocument as exc:
+                    raise ApplyError(f"batch {batch_id}: {exc}") from None
                 log.info("table %s: %d document(s) patched", table, patched)
                 extra = extra or bool(patched)
             typed = typed_rows(table_rows, plan, dedupe=len(sources) > 1 or extra)

@@ -19,7 +19,7 @@ import orjson
 import pymongo
 import pytest
 
-from cdc.apply.job import ApplyJob
+from cdc.apply.job import ApplyError, ApplyJob
 from cdc.offsets.memory import MemoryOffsetStore
 from cdc.testing.kafka_reader import read_topic
 from tests.integration.test_apply_acceptance import apply_spark, job_config
@@ -148,3 +148,7 @@ def test_replayed_update_descriptions_apply_into_delta(
         },
         "3": {"_id": 3, "v": 2, "w": True},
     }
+    # a patch for a document the table never held cannot be applied: the batch fails naming it
+    produce([{**data[6], "key": {"id": "9"}}])
+    with pytest.raises(ApplyError, match=r'\[0\]@8: update of the MongoDB document \{"id":"9"\}'):
+        job.run(timeout=240)
