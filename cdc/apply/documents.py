@@ -18,7 +18,10 @@ in the batch travel as one list of steps, each with its position, in the worker 
 column. The driver then reads the stored documents of those keys and applies the steps whose
 position is above the stored row's (:func:`complete`), so a replayed batch applies nothing twice.
 An older patch arriving after a newer change of the key in one batch is a replayed duplicate
-(one key's events are in one partition, in order) and is ignored.
+(one key's events are in one partition, in order) and is ignored. An event the connector sent
+again after a hard kill has the same source position and a higher Kafka offset, so it counts as
+newer and its patch is applied again right after itself: harmless, as every patch form here
+(set, unset, truncate, diff) is idempotent.
 
 Merged documents are written as JSON text in the connector's layout (``{"a" : 1, "b" : 2.0}``);
 compare documents parsed, not as text.
