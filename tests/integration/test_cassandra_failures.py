@@ -72,7 +72,7 @@ def test_hard_kill_duplicates_only(h: CassandraHarness) -> None:
     try:
         h.wait_for(lambda: len(h.read(cfg, "killed", settle=0.05, timeout=2)) > 50)
         proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+        proc.communicate(timeout=10)  # reaped, its stdout pipe closed
         time.sleep(1)
         proc = _child(h, cfg, offsets)
         time.sleep(2)
@@ -88,7 +88,7 @@ def test_hard_kill_duplicates_only(h: CassandraHarness) -> None:
         )
     finally:
         proc.send_signal(signal.SIGTERM)
-        proc.wait(30)
+        proc.communicate(timeout=30)
     events = h.read(cfg, "killed")
     assert {e.key["id"] for e in events} == set(written)
     assert all(e.op == "c" for e in events)
