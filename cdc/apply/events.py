@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from cdc.apply import avro_input, documents
+from cdc.apply import avro_input, cells, documents
 from cdc.apply import sparktypes as st
 from cdc.apply.ordering import (
     OrderingError,
@@ -254,6 +254,12 @@ class Parser:
             image = {}
         if not isinstance(image, dict):
             raise BadInput(f"'{'before' if op == 'd' else 'after'}' is not an object")
+        unset = _NONE
+        if cells.is_cassandra(source, connector):  # cell structs to plain values (cells.py)
+            try:
+                image, unset = cells.unwrap(image, key_payload, op)
+            except cells.CellError as exc:
+                raise BadInput(str(exc)) from None
         shape = (
             known
             if known is not None
@@ -276,6 +282,7 @@ class Parser:
             ]
             if found:
                 unavailable = frozenset(found)
+        unavailable |= unset
         if patch is not None:
             unavailable = frozenset({"document"})  # completed from the stored document
         for col, fn in shape.normalizers.items():
@@ -344,12 +351,13 @@ class Parser:
             raise BadInput("value schema is not a struct (not a Debezium envelope)")
         fields = {f.get("field"): f for f in schema.get("fields", []) if isinstance(f, dict)}
         after, before = fields.get("after"), fields.get("before")
+        plain = cells.is_cassandra_source_schema(fields.get("source"))
         return (
-            self._shape(after) if isinstance(after, dict) else None,
-            self._shape(before) if isinstance(before, dict) else None,
+            self._shape(after, plain) if isinstance(after, dict) else None,
+            self._shape(before, plain) if isinstance(before, dict) else None,
         )
 
-    def _shape(self, schema: dict[str, Any]) -> RowShape | None:
+    def _shape(self, schema: dict[str, Any], plain: bool = False) -> RowShape | None:
         if schema.get("type") == "string":
             return None  # MongoDB's JSON-text documents; shaped from the key later
         if schema.get("type") != "struct":
@@ -358,6 +366,8 @@ class Parser:
         norms: dict[str, st.Normalizer] = {}
         forms: dict[str, tuple[Any, ...]] = {}
         for f in schema.get("fields", []):
+            if plain:  # Cassandra: a cell struct's column is its value's type (cells.py)
+                f = cells.plain_field(f)
             name = f.get("field")
             if not isinstance(name, str):
                 raise BadInput("row schema has a field without a name")

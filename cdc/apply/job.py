@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from cdc.apply import documents
+from cdc.apply import cells, documents
 from cdc.apply import keychanges as kc
 from cdc.apply import policy as pol
 from cdc.apply.avro_input import RegistrySettings
@@ -447,6 +447,8 @@ class ApplyJob:
             counts.unchanged = max(
                 0, side.rows.get(table, 0) - counts.inserted - counts.updated - counts.deleted
             )
+            if side.deletes.get(table, 0) and cells.is_cell_table(plan):
+                cells.delete_partitions(self.spark, typed, plan, path)  # Cassandra (cells.py)
             if side.deletes.get(table, 0):
                 counts.deletes_recorded = side.deletes[table]
                 self.catalog.mark_deletes(table)

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from cdc.apply import cells
 from cdc.apply import sparktypes as st
 from cdc.apply.policy import DELETE_META_TYPES, META_TYPES, TablePlan
 from cdc.apply.tables import sql_string
@@ -160,8 +161,9 @@ def merge_table(
 
     data_cols = list(plan.columns)
     absent = _absent_by_column(plan) if policy == "ignore" else {}
+    every = cells.keeps_stored(plan)  # Cassandra: any column may be unset (cells.py)
     update_set: dict[str, Any] = {
-        q(c): _update_expr(c, plan.columns[c], absent.get(c)) for c in data_cols
+        q(c): _update_expr(c, plan.columns[c], absent.get(c), every=every) for c in data_cols
     }
     update_set.update({q(m): f"s.{q(m)}" for m in META_TYPES})
     insert_values: dict[str, Any] = {q(c): f"s.{q(c)}" for c in [*data_cols, *META_TYPES]}
@@ -236,10 +238,10 @@ def compact_deletes(spark: Any, path: str, deletes_path: str, keys: list[str]) -
     kept.write.format("delta").mode("overwrite").save(deletes_path)
 
 
-def _update_expr(col: str, t: Any, absent_in: Iterable[str] | None) -> str:
+def _update_expr(col: str, t: Any, absent_in: Iterable[str] | None, *, every: bool = False) -> str:
     c = q(col)
     expr = f"s.{c}"
-    if st.can_hold_placeholder(t):
+    if every or st.can_hold_placeholder(t):
         lit = sql_string(col)
         expr = (
             f"CASE WHEN array_contains(s.{_UNAVAILABLE}, {lit}) THEN t.{c} "

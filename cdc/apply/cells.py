@@ -1,0 +1,149 @@
+"""Cassandra topics: cell-level writes merged into the stored row.
+
+A Cassandra write is an upsert of the cells it names, nothing more: no read before write, so
+the connector's ``after`` holds each non-key column as a cell ``{value, deletion_ts, set}``
+with ``set: true`` for the columns the mutation wrote and ``null`` (or ``set: false``) for the
+others, whose value is unknown, not null. In the lake the table's columns are the plain values:
+
+* ``c``/``u``: the written cells are unwrapped to their ``value``; every unset column is listed
+  as *unavailable*, the same mark a TOAST placeholder gets, so the fold fills it from an earlier
+  change of the key in the batch and the MERGE keeps the stored value (a new row gets null).
+  ``c`` is not an insert-only: an ``INSERT`` over an existing row is an upsert in Cassandra.
+* a deleted cell (``set: true``, ``value: null``) sets the column to null;
+* ``r`` (a snapshot read) is the whole row: an unset column there is null;
+* ``d`` of a row removes the row (the ordinary delete). A partition delete on a table with
+  clustering columns has those key columns null: after the MERGE, :func:`delete_partitions`
+  removes every stored row of the partition older than the delete.
+
+Which envelopes are Cassandra's is read from ``source.connector`` (or the position fields), and
+which schema fields are cells from their shape, so the value schema gives the column types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cdc.apply.policy import TablePlan
+
+CELL_FIELDS = frozenset({"value", "deletion_ts", "set"})
+_NONE: frozenset[str] = frozenset()
+
+
+class CellError(ValueError):
+    """A Cassandra column whose value is not a cell struct (named in the message)."""
+
+
+def is_cassandra(source: Mapping[str, Any], connector: str) -> bool:
+    """The event is Cassandra's (also when ``ordering.fields`` hides the detected connector)."""
+    return connector == "cassandra" or source.get("connector") == "cassandra"
+
+
+def is_cassandra_source_schema(schema: Any) -> bool:
+    """The envelope schema's ``source`` struct is the Cassandra connector's."""
+    if not isinstance(schema, Mapping):
+        return False
+    names = {f.get("field") for f in schema.get("fields") or () if isinstance(f, Mapping)}
+    return {"keyspace", "ts_micro"} <= names or "cassandra" in str(schema.get("name") or "")
+
+
+def plain_field(field: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A cell struct's schema field as the schema of its ``value``, under the column's name
+    (optional: an unset or deleted cell is null); any other field as it is."""
+    if field.get("type") != "struct":
+        return field
+    inner = {f.get("field"): f for f in field.get("fields") or () if isinstance(f, Mapping)}
+    if set(inner) != CELL_FIELDS:
+        return field
+    return {**inner["value"], "field": field.get("field"), "optional": True}
+
+
+def unwrap(
+    image: Mapping[str, Any], key: Mapping[str, Any], op: str
+) -> tuple[dict[str, Any], frozenset[str]]:
+    """The row of a Cassandra ``after`` with plain values, and the columns the change did not
+    write (to keep their stored value). Key columns are plain already."""
+    row: dict[str, Any] = {}
+    unset: list[str] = []
+    for col, cell in image.items():
+        if col in key:
+            row[col] = cell
+            continue
+        if cell is None:
+            row[col] = None
+            unset.append(col)
+            continue
+        if not isinstance(cell, Mapping) or "set" not in cell:
+            raise CellError(
+                f"column {col!r} of a Cassandra event is not a cell "
+                "{value, deletion_ts, set} (was the topic written by the Cassandra connector?)"
+            )
+        row[col] = cell.get("value") if cell["set"] else None
+        if not cell["set"]:
+            unset.append(col)
+    if op == "r" or not unset:
+        return row, _NONE  # a snapshot read is the whole row
+    return row, frozenset(unset)
+
+
+def keeps_stored(plan: TablePlan) -> bool:
+    """Any column of the table, whatever its type, may be unset in a change (so the MERGE must
+    be able to keep its stored value): Cassandra tables, and tables ordered by
+    ``ordering.fields``, whose connector the layout does not name."""
+    return ":cassandra:" in plan.layout or ":custom(" in plan.layout
+
+
+def is_cell_table(plan: TablePlan) -> bool:
+    return ":cassandra:" in plan.layout
+
+
+# -- partition deletes ---------------------------------------------------------------------------
+def partition_deletes(rows: Any, plan: TablePlan) -> Any:
+    """The batch's deletes with a null key column: partition deletes (a row delete names every
+    key column)."""
+    from pyspark.sql import functions as F
+
+    missing = None
+    for k in plan.key:
+        cond = F.col(k).isNull()
+        missing = cond if missing is None else missing | cond
+    assert missing is not None
+    return rows.filter((F.col("__op") == "d") & missing)
+
+
+def delete_partitions(spark: Any, typed: Any, plan: TablePlan, path: str) -> int:
+    """Removes the stored rows of each partition deleted in the batch whose position is below
+    the delete's (rows written after the delete stay). Returns how many partition deletes the
+    batch had."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from cdc.apply.merge import q
+
+    deletes = partition_deletes(typed, plan).select(*plan.key, "__pos").cache()
+    try:
+        patterns = {tuple(r[k] is not None for k in plan.key) for r in deletes.collect()}
+        for pattern in patterns:
+            named = [k for k, here in zip(plan.key, pattern, strict=True) if here]
+            if not named:
+                continue
+            cond = [
+                F.col(k).isNotNull() if here else F.col(k).isNull()
+                for k, here in zip(plan.key, pattern, strict=True)
+            ]
+            mine = deletes
+            for c in cond:
+                mine = mine.filter(c)
+            source = mine.groupBy(*named).agg(F.max("__pos").alias("__pos"))
+            on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in named)
+            (
+                DeltaTable.forPath(spark, path)
+                .alias("t")
+                .merge(source.alias("s"), on)
+                .whenMatchedDelete(condition="t.__pos < s.__pos")
+                .execute()
+            )
+        return int(deletes.count())
+    finally:
+        deletes.unpersist()

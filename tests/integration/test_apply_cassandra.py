@@ -1,0 +1,123 @@
+"""End to end: tidemark's Cassandra connector reads the real node's commit log into Kafka, the
+apply job merges the cell-level writes into Delta, and the table then equals ``SELECT *``.
+
+Two apply runs. The first sees the snapshot and streamed inserts and updates of some columns
+(in-batch writes of one row combined by the fold). The second sees only partial writes of
+stored rows (the MERGE keeps the columns they did not write), a cell deletion, an ``INSERT``
+over an existing row, an ``UPDATE`` of a missing row, a row delete and a partition delete with
+writes to that partition before and after it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc.apply.job import ApplyJob
+from cdc.offsets.memory import MemoryOffsetStore
+from tests.integration.cassandra_harness import CassandraHarness, module_harness
+from tests.integration.conftest import CassandraInfo
+from tests.integration.test_apply_acceptance import apply_spark, job_config
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.cassandra]
+
+COLUMNS = ("id", "line", "item", "qty", "price", "at", "tags")
+
+
+@pytest.fixture(scope="session")
+def spark(kafka: str) -> Any:
+    return apply_spark(kafka)
+
+
+@pytest.fixture(scope="module")
+def h(
+    cassandra: CassandraInfo, kafka: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CassandraHarness]:
+    yield from module_harness(cassandra, kafka, tmp_path_factory, "csapply")
+
+
+def lake(spark: Any, job: ApplyJob, table: str) -> dict[tuple[int, int], dict[str, Any]]:
+    df = spark.read.format("delta").load(job.cfg.table_location(table))
+    return {(r["id"], r["line"]): {c: r[c] for c in COLUMNS} for r in df.collect()}
+
+
+def source(h: CassandraHarness) -> dict[tuple[int, int], dict[str, Any]]:
+    out = {}
+    for r in h.cql(f"SELECT {', '.join(COLUMNS)} FROM {h.keyspace}.orders"):
+        row = dict(zip(COLUMNS, r, strict=True))
+        row["tags"] = list(row["tags"]) if row["tags"] is not None else None
+        out[(r.id, r.line)] = row
+    return out
+
+
+def test_cell_writes_and_deletes_apply_into_delta(
+    spark: Any, h: CassandraHarness, kafka: str, tmp_path: Path
+) -> None:
+    ks = h.keyspace
+    h.cql(
+        f"CREATE TABLE {ks}.orders (id int, line int, item text, qty int, price double, "
+        "at timestamp, tags frozen<list<text>>, PRIMARY KEY (id, line)) WITH cdc = true"
+    )
+    at = dt.datetime(2026, 11, 25, 12, 30, 15, 123000)
+    insert = f"INSERT INTO {ks}.orders (id, line, item, qty, price, at, tags) VALUES "
+    h.cql(insert + "(1, 1, 'pen', 2, 1.5, %s, ['a', 'b'])", (at,))
+    h.cql(insert + "(1, 2, 'ink', 1, 4.25, %s, ['c'])", (at,))
+    h.cql(insert + "(2, 1, 'pad', 5, 2.0, null, null)")
+    cfg = h.config(**{"snapshot.mode": "initial"})
+    name = h.topic(cfg, "orders")
+    job = ApplyJob(spark, job_config(kafka, tmp_path, [name]))
+    with h.running(cfg, MemoryOffsetStore()) as run:
+        h.wait_streaming(run)
+        # batch 1: the snapshot; a new row with some columns; partial updates, one of them of
+        # the row inserted in the same batch
+        h.cql(f"INSERT INTO {ks}.orders (id, line, item, qty) VALUES (3, 1, 'cup', 1)")
+        h.cql(f"UPDATE {ks}.orders SET qty = 3 WHERE id = 1 AND line = 1")
+        h.cql(f"UPDATE {ks}.orders SET price = 9.5, tags = ['x'] WHERE id = 3 AND line = 1")
+        h.cql(insert + "(4, 1, 'gone', 1, 1.0, null, null)")
+        h.cql(insert + "(4, 2, 'gone', 2, 2.0, null, null)")
+        events = h.read(cfg, "orders", min_count=8)
+        assert [e.op for e in events].count("r") == 3
+        job.run(timeout=240)
+        table = name.replace(".", "_")
+        assert lake(spark, job, table) == source(h)
+        assert lake(spark, job, table)[(3, 1)] == {
+            "id": 3,
+            "line": 1,
+            "item": "cup",
+            "qty": 1,
+            "price": 9.5,
+            "at": None,
+            "tags": ["x"],
+        }
+
+        # batch 2: only writes to stored rows and deletes
+        h.cql(f"UPDATE {ks}.orders SET item = 'PEN' WHERE id = 1 AND line = 1")
+        h.cql(f"DELETE price FROM {ks}.orders WHERE id = 1 AND line = 1")  # a cell deletion
+        h.cql(f"INSERT INTO {ks}.orders (id, line, qty) VALUES (1, 2, 10)")  # upsert
+        h.cql(f"UPDATE {ks}.orders SET qty = 7 WHERE id = 5 AND line = 1")  # a missing row
+        h.cql(f"DELETE FROM {ks}.orders WHERE id = 2 AND line = 1")  # a row
+        h.cql(insert + "(4, 3, 'gone too', 3, 3.0, null, null)")
+        h.cql(f"DELETE FROM {ks}.orders WHERE id = 4")  # the partition
+        h.cql(f"INSERT INTO {ks}.orders (id, line, item) VALUES (4, 9, 'after')")
+        # 8 writes, 2 deletes with their tombstones
+        h.read(cfg, "orders", min_count=len(events) + 10)
+        job.run(timeout=240)
+    rows = lake(spark, job, table)
+    assert rows == source(h)
+    assert set(rows) == {(1, 1), (1, 2), (3, 1), (4, 9), (5, 1)}
+    assert rows[(1, 1)] == {
+        "id": 1,
+        "line": 1,
+        "item": "PEN",
+        "qty": 3,
+        "price": None,
+        "at": at,
+        "tags": ["a", "b"],
+    }
+    assert rows[(1, 2)]["item"] == "ink" and rows[(1, 2)]["qty"] == 10
+    assert rows[(5, 1)] == dict.fromkeys(COLUMNS) | {"id": 5, "line": 1, "qty": 7}
+    assert job.reports[-1].totals.deleted >= 1
