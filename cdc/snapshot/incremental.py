@@ -744,6 +744,7 @@ class SignalledContext:
         self.d = dispatcher
         self.s = snapshots
         self.stop_event = dispatcher.stop_event
+        self._emit_row = dispatcher.emit_row
 
     @property
     def metrics(self) -> SourceMetrics:
@@ -786,17 +787,20 @@ class SignalledContext:
         transaction_id: str | None = None,
         partial: bool = False,
     ) -> None:
+        # The streaming hot path: one dict lookup and a few attribute reads per row when no
+        # snapshot runs.
         s = self.s
-        kind = s.kind(table_id)
-        if kind == _DATA:
-            s.streamed(before_row, after_row)
+        kind = s._kinds.get(table_id, _MISSING)
+        if kind is _MISSING:
+            kind = s.kind(table_id)
         extra = s.extra
         if extra is not None:
+            if kind == _DATA:
+                s.streamed(before_row, after_row)
             offset = {**offset, **extra}
-        s.last_offset, s.last_source = offset, source
-        self.d.emit_row(
-            op, table_id, before_row, after_row, source, offset, transaction_id, partial
-        )
+        s.last_offset = offset
+        s.last_source = source
+        self._emit_row(op, table_id, before_row, after_row, source, offset, transaction_id, partial)
         if kind == _SIGNAL and op is Operation.CREATE:
             s.signal_row(after_row, source, without_context(offset))
         if s.pending or s.waiting:
