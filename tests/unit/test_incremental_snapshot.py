@@ -412,3 +412,19 @@ def test_blocking_snapshot_reads_while_the_stream_waits() -> None:
     )
     h.pump()
     assert "cannot start while an incremental snapshot runs" in h.d.metrics.notices[-1]
+
+
+def test_operators_offset_edits_keep_the_snapshot_context() -> None:
+    """``PATCH /connectors/{name}/offsets`` with an offset read back during a snapshot."""
+    from connectors.mysql.offsets import validate_offset as mysql_validate
+    from connectors.postgres.offsets import validate_offset as pg_validate
+
+    context = SnapshotContext(maximum_key=(5,), last_key=(3,), signal_id="s").to_offset()
+    part = {"server": "s"}
+    pg = {"lsn": 10, "lsn_commit": 10, "seq": 0, "complete": True, "flush_lsn": 10}
+    assert pg_validate(part, {**pg, **context})[1] == []
+    binlog = {"file": "mysql-bin.000003", "pos": 4, "event": 0, "row": 0, "ts_sec": 0}
+    assert mysql_validate(part, {**binlog, "server_id": 1, **context})[1] == []
+    assert (
+        pg_validate(part, {**pg, "bogus": 1})[1] and mysql_validate(part, {**binlog, "bogus": 1})[1]
+    )
