@@ -88,6 +88,20 @@ def wait_for(
         time.sleep(0.05)
 
 
+def wait_for_last_event(
+    kafka: str, topic: str, proc: subprocess.Popen[bytes], timeout: float = 120
+) -> None:
+    """Until the event of the last row (id ``TOTAL``, emitted last) is in ``topic``. Not a
+    record count: after a kill the re-sent duplicates reach any count early."""
+    deadline = time.monotonic() + timeout
+    while not any(e["after"]["id"] == TOTAL for e in read_all(kafka, topic, "read_uncommitted")):
+        if proc.poll() is not None:
+            _, err = proc.communicate()
+            raise AssertionError(f"child exited {proc.returncode}: {err.decode()[-3000:]}")
+        assert time.monotonic() < deadline, f"the last event never reached {topic}"
+        time.sleep(0.2)
+
+
 def read_all(kafka: str, topic: str, isolation: str) -> list[dict[str, Any]]:
     consumer = Consumer(
         {
@@ -135,7 +149,7 @@ def test_sigkill_mid_stream_loses_nothing_and_duplicates_only_after_committed(
     assert 0 < committed_pos < TRANSACTIONS * (ROWS_PER_TX + 2), "not killed mid-stream"
 
     proc = start(path)
-    wait_for(kafka, topic, TOTAL, proc)
+    wait_for_last_event(kafka, topic, proc)
     finish(proc)
 
     events = read_all(kafka, topic, "read_uncommitted")
