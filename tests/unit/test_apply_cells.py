@@ -243,3 +243,30 @@ def test_plain_field_leaves_other_structs_alone() -> None:
         "optional": True,
         "field": "qty",
     }
+
+
+def test_debezium_shape_key_cells_and_set_false() -> None:
+    """Debezium's own Cassandra events: key columns are cells too, unwritten columns are
+    ``{..., "set": false}``; the key comes from the Kafka key, the columns unwrap the same."""
+    schema = {
+        **ENVELOPE,
+        "fields": [
+            {
+                **ROW_SCHEMA,
+                "field": "after",
+                "fields": [_cell("id", "int32"), _cell("line", "int32"), *ROW_SCHEMA["fields"][2:]],
+            },
+            *ENVELOPE["fields"][2:],
+        ],
+    }
+    unset = {"value": None, "deletion_ts": None, "set": False}
+    k, v = record("u", K1, {"qty": cell(3), "item": unset, "at": unset}, 100)
+    value = orjson.loads(v)
+    value["schema"] = schema
+    value["payload"]["after"].update(id=cell(1), line=cell(1))
+    del value["payload"]["before"]
+    parsed = Parser(ParseSettings()).parse(TOPIC, 0, 0, k, orjson.dumps(value))
+    assert isinstance(parsed, Change), parsed
+    assert parsed.shape.types["id"] == "integer"
+    assert parsed.row == {"id": 1, "line": 1, "item": None, "qty": 3, "at": None}
+    assert parsed.unavailable == {"item", "at"}
