@@ -252,7 +252,9 @@ class IncrementalSnapshot:
             self.pending.append(signal)
         if wake and self.signal_table is not None:
             try:
-                tid = _table_id_of(self.signal_table, self.d, self.reader)
+                # only the reader here: the dispatcher's tables belong to the streaming thread
+                name = self.signal_table
+                tid = next(t for t in self.reader.tables() if _names(name, t))
                 self.reader.write_watermark(tid, f"wake-{uuid.uuid4().hex}", model.WAKE)
             except Exception:
                 log.warning(
@@ -263,7 +265,8 @@ class IncrementalSnapshot:
                 )
 
     def drain(self) -> None:
-        while self.pending:
+        """Run the signals submitted so far (one put back for later waits for the next)."""
+        for _ in range(len(self.pending)):
             with self._lock:
                 signal = self.pending.popleft()
             self.execute(signal)
@@ -300,6 +303,11 @@ class IncrementalSnapshot:
 
     def _execute_snapshot(self, signal: Signal) -> None:
         request = model.snapshot_request(signal)
+        if request.type == "blocking" and self.last_source is None:
+            # its reads take the source block of a row event: wait for one (the wake-up row)
+            with self._lock:
+                self.pending.append(signal)
+            return
         if request.type == "blocking" and self.active:
             raise SignalError(
                 "a blocking snapshot cannot start while an incremental snapshot runs; "

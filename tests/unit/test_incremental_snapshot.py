@@ -428,3 +428,19 @@ def test_operators_offset_edits_keep_the_snapshot_context() -> None:
     assert (
         pg_validate(part, {**pg, "bogus": 1})[1] and mysql_validate(part, {**binlog, "bogus": 1})[1]
     )
+
+
+def test_blocking_signal_from_a_channel_waits_for_a_row_event() -> None:
+    """Its reads take a row event's source block: a blocking signal drained at a position
+    event with no row event seen yet waits for the next row event."""
+    from cdc.spi import PositionReached
+
+    h = Harness(rows={1: (1, "v")})
+    signal = {"data-collections": ["db.k"], "type": "blocking"}
+    h.inc.submit(model.parse("b", "execute-snapshot", signal, "rest"), wake=False)
+    h.ctx.emit(PositionReached({"pos": 0}))
+    assert h.inc.pending and not h.inc.active
+    h.db.insert((2, "w"))
+    h.pump()
+    assert h.events() == [("c", 2), ("r", 1), ("r", 2)]
+    assert not h.inc.pending and not h.inc.active
