@@ -99,17 +99,61 @@ def is_cell_table(plan: TablePlan) -> bool:
 
 
 # -- partition deletes ---------------------------------------------------------------------------
-def partition_deletes(rows: Any, plan: TablePlan) -> Any:
-    """The batch's deletes with a null key column: partition deletes (a row delete names every
-    key column)."""
+def _null_key(plan: TablePlan) -> Any:
+    """Some key column is null: a partition delete (a row delete names every key column)."""
     from pyspark.sql import functions as F
 
-    missing = None
+    cond = F.lit(False)
     for k in plan.key:
-        cond = F.col(k).isNull()
-        missing = cond if missing is None else missing | cond
-    assert missing is not None
-    return rows.filter((F.col("__op") == "d") & missing)
+        cond = cond | F.col(k).isNull()
+    return cond
+
+
+def partition_deletes(rows: Any, plan: TablePlan) -> Any:
+    """The batch's partition deletes."""
+    from pyspark.sql import functions as F
+
+    return rows.filter((F.col("__op") == "d") & _null_key(plan))
+
+
+def _patterns(deletes: Any, plan: TablePlan) -> list[list[str]]:
+    """The key columns the partition deletes name, one list per pattern of null key columns
+    (in practice one: the partition key)."""
+    from pyspark.sql import functions as F
+
+    flags = [F.col(k).isNotNull().alias(k) for k in plan.key]
+    found = deletes.select(*flags).distinct().collect()
+    return [named for r in found if (named := [k for k in plan.key if r[k]])]
+
+
+def _named_exactly(named: list[str], plan: TablePlan) -> Any:
+    from pyspark.sql import functions as F
+
+    cond = F.lit(True)
+    for k in plan.key:
+        cond = cond & (F.col(k).isNotNull() if k in named else F.col(k).isNull())
+    return cond
+
+
+def guard_partitions(spark: Any, source: Any, plan: TablePlan, deletes_path: str) -> Any:
+    """Drops the batch's rows that a partition delete recorded in an earlier batch supersedes
+    (the row's position is not above the delete's): a replayed or late older write of a deleted
+    partition must not bring its row back. The deleted-keys side table holds partition deletes
+    with their null key columns, which the ordinary per-key guard cannot match."""
+    from pyspark.sql import functions as F
+
+    log = spark.read.format("delta").load(deletes_path).filter(_null_key(plan))
+    for named in _patterns(log, plan):
+        latest = (
+            log.filter(_named_exactly(named, plan))
+            .groupBy(*named)
+            .agg(F.max("__pos").alias("_tm_part_deleted"))
+        )
+        source = source.join(latest, on=named, how="left")
+        source = source.filter(
+            F.col("_tm_part_deleted").isNull() | (F.col("__pos") > F.col("_tm_part_deleted"))
+        ).drop("_tm_part_deleted")
+    return source
 
 
 def delete_partitions(spark: Any, typed: Any, plan: TablePlan, path: str) -> int:
@@ -123,19 +167,12 @@ def delete_partitions(spark: Any, typed: Any, plan: TablePlan, path: str) -> int
 
     deletes = partition_deletes(typed, plan).select(*plan.key, "__pos").cache()
     try:
-        patterns = {tuple(r[k] is not None for k in plan.key) for r in deletes.collect()}
-        for pattern in patterns:
-            named = [k for k, here in zip(plan.key, pattern, strict=True) if here]
-            if not named:
-                continue
-            cond = [
-                F.col(k).isNotNull() if here else F.col(k).isNull()
-                for k, here in zip(plan.key, pattern, strict=True)
-            ]
-            mine = deletes
-            for c in cond:
-                mine = mine.filter(c)
-            source = mine.groupBy(*named).agg(F.max("__pos").alias("__pos"))
+        for named in _patterns(deletes, plan):
+            source = (
+                deletes.filter(_named_exactly(named, plan))
+                .groupBy(*named)
+                .agg(F.max("__pos").alias("__pos"))
+            )
             on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in named)
             (
                 DeltaTable.forPath(spark, path)

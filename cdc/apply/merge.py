@@ -158,6 +158,8 @@ def merge_table(
         guarded = guarded.filter(
             F.col(_DELETED_AT).isNull() | (F.col("__pos") > F.col(_DELETED_AT))
         ).drop(_DELETED_AT)
+        if cells.is_cell_table(plan):  # Cassandra partition deletes (cells.py)
+            guarded = cells.guard_partitions(spark, guarded, plan, deletes_path)
 
     data_cols = list(plan.columns)
     absent = _absent_by_column(plan) if policy == "ignore" else {}

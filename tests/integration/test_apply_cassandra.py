@@ -1,16 +1,18 @@
 """End to end: tidemark's Cassandra connector reads the real node's commit log into Kafka, the
 apply job merges the cell-level writes into Delta, and the table then equals ``SELECT *``.
 
-Two apply runs. The first sees the snapshot and streamed inserts and updates of some columns
+Three apply runs. The first sees the snapshot and streamed inserts and updates of some columns
 (in-batch writes of one row combined by the fold). The second sees only partial writes of
 stored rows (the MERGE keeps the columns they did not write), a cell deletion, an ``INSERT``
 over an existing row, an ``UPDATE`` of a missing row, a row delete and a partition delete with
-writes to that partition before and after it.
+writes to that partition before and after it. A third run gets an older write of the deleted
+partition sent again (as after a hard kill of the connector), which must not bring it back.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,22 @@ def source(h: CassandraHarness) -> dict[tuple[int, int], dict[str, Any]]:
         row["tags"] = list(row["tags"]) if row["tags"] is not None else None
         out[(r.id, r.line)] = row
     return out
+
+
+def resend(kafka: str, topic: str, offset: int) -> None:
+    """Produces the record at ``offset`` of ``topic`` again, byte for byte."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka, "group.id": uuid.uuid4().hex})
+    try:
+        consumer.assign([TopicPartition(topic, 0, offset)])
+        msg = consumer.poll(30)
+        assert msg is not None and msg.error() is None and msg.offset() == offset
+    finally:
+        consumer.close()
+    producer = Producer({"bootstrap.servers": kafka})
+    producer.produce(topic, key=msg.key(), value=msg.value())
+    assert producer.flush(30) == 0
 
 
 def test_cell_writes_and_deletes_apply_into_delta(
@@ -121,3 +139,11 @@ def test_cell_writes_and_deletes_apply_into_delta(
     assert rows[(1, 2)]["item"] == "ink" and rows[(1, 2)]["qty"] == 10
     assert rows[(5, 1)] == dict.fromkeys(COLUMNS) | {"id": 5, "line": 1, "qty": 7}
     assert job.reports[-1].totals.deleted >= 1
+
+    # batch 3: the connector sends batch 1's write of (4, 1) again (as after a hard kill): the
+    # partition delete recorded in batch 2 is newer, so the row stays deleted
+    again = next(e for e in events if e.op == "c" and e.key == {"id": 4, "line": 1})
+    resend(kafka, name, again.offset)
+    job.run(timeout=240)
+    assert lake(spark, job, table) == source(h)
+    assert job.reports[-1].totals.inserted == 0
