@@ -13,7 +13,9 @@ others, whose value is unknown, not null. In the lake the table's columns are th
 * ``r`` (a snapshot read) is the whole row: an unset column there is null;
 * ``d`` of a row removes the row (the ordinary delete). A partition delete on a table with
   clustering columns has those key columns null: after the MERGE, :func:`delete_partitions`
-  removes every stored row of the partition older than the delete.
+  removes every stored row of the partition older than the delete. The deleted-keys side table
+  records it with its null key columns, and :func:`guard_partitions` drops later-arriving
+  writes of that partition that are older than it (the per-key guard cannot match nulls).
 
 Which envelopes are Cassandra's is read from ``source.connector`` (or the position fields), and
 which schema fields are cells from their shape, so the value schema gives the column types.
