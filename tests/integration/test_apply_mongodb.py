@@ -5,8 +5,10 @@ both event shapes; the apply job merges inserts, patches (top-level and dotted n
 
 Two apply runs: the first sees the snapshot and inserts with patches in the same micro-batch
 (the fold applies them), the second only patches and deletes (the driver applies them to the
-stored documents). Shapes the stand-in cannot produce (``truncatedArrays``, ``$v: 2`` diffs)
-are covered by tests/unit/test_apply_documents.py.
+stored documents). Change-stream updates carrying the whole document run live on the second
+stand-in (nx-27017). Change-stream ``updateDescription`` (with ``truncatedArrays``) is replayed
+from a recorded stream through the connector; ``$v: 2`` diffs are covered by
+tests/unit/test_apply_documents.py.
 """
 
 from __future__ import annotations
@@ -152,3 +154,39 @@ def test_replayed_update_descriptions_apply_into_delta(
     produce([{**data[6], "key": {"id": "9"}}])
     with pytest.raises(ApplyError, match=r'\[0\]@8: update of the MongoDB document \{"id":"9"\}'):
         job.run(timeout=240)
+
+
+def test_change_stream_updates_with_the_whole_document_apply_into_delta(
+    spark: Any, mongonx: str, kafka: str, tmp_path: Path
+) -> None:
+    """Change streams live on the second stand-in (nx-27017, ``change_streams_update_full``:
+    updates and replaces carry the whole document, stored as it is)."""
+    nx: Client = pymongo.MongoClient(mongonx)
+    db = new_db(nx)
+    db.carts.insert_one({"_id": "c1", "items": 1, "owner": {"name": "ann"}})
+    cfg = config(
+        mongonx,
+        f"{db.name}.carts",
+        **{"capture.mode": "change_streams_update_full", "envelope.version": "3"},
+    )
+    name = topic(cfg, f"{db.name}.carts")
+    job = ApplyJob(spark, job_config(kafka, tmp_path, [name]))
+    with run(cfg, kafka, MemoryOffsetStore()):
+        db.carts.insert_one({"_id": "c2", "items": 0})
+        db.carts.update_one({"_id": "c1"}, {"$set": {"owner.name": "bo"}, "$unset": {"items": 1}})
+        db.carts.replace_one({"_id": "c2"}, {"items": 9, "note": "x"})
+        db.carts.insert_one({"_id": "c3", "items": 3})
+        db.carts.delete_one({"_id": "c3"})
+        read_topic(kafka, name, min_count=7)
+    job.run(timeout=240)
+    stored = lake(spark, job, name.replace(".", "_"))
+    expected = {f'"{d["_id"]}"': d for d in db.carts.find()}
+    nx.close()
+    assert (
+        stored
+        == expected
+        == {
+            '"c1"': {"_id": "c1", "owner": {"name": "bo"}},
+            '"c2"': {"_id": "c2", "items": 9, "note": "x"},
+        }
+    )
