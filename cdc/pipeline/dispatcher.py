@@ -111,7 +111,9 @@ class EventDispatcher:
             # the per-event path never tests the generation.
             self._shape = source_shaper(source_schema, self._source_prefix, source_derive)
             self._records = self._records_v3  # type: ignore[method-assign]
-            self.special = SpecialRecords(namer, source_schema, self._source_prefix, self._shape)
+            self.special = SpecialRecords(
+                namer, source_schema, self._source_prefix, self._shape, V3
+            )
         else:
             self.special = SpecialRecords(namer, source_schema, self._source_prefix)
         self.stop_event = threading.Event()
@@ -575,7 +577,7 @@ class EventDispatcher:
         if not self.include_schema_changes:
             self._position(ev.offset)
             return
-        self._put(self.special.schema_change(ev, self.partition))
+        self._put(self.special.schema_change(ev, self.partition, self.tables))
 
     def _message(self, ev: LogicalMessage) -> None:
         if "m" in self.skipped:

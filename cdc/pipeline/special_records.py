@@ -5,22 +5,35 @@ so consumers written for Debezium read them unchanged."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
 
-from cdc.envelope import SourceShaper
+from cdc.envelope import V1_2, V3, SourceShaper
+from cdc.history.store import TableChange, TableChangeType
 from cdc.record import SourceRecord
 from cdc.schema.model import (
     BOOLEAN,
     BYTES,
+    INT32,
     INT64,
+    OPTIONAL_BOOLEAN,
+    OPTIONAL_INT32,
     OPTIONAL_INT64,
     OPTIONAL_STRING,
     STRING,
     Schema,
+    Type,
     array,
     struct,
 )
-from cdc.spi import LogicalMessage, SchemaChange, TransactionBegin, TransactionEnd
+from cdc.spi import (
+    LogicalMessage,
+    SchemaChange,
+    Table,
+    TableId,
+    TransactionBegin,
+    TransactionEnd,
+)
 from cdc.topics import TopicNamer
 
 TX_KEY = struct([("id", STRING)], name="io.debezium.connector.common.TransactionMetadataKey")
@@ -45,6 +58,64 @@ HEARTBEAT_VALUE = struct([("ts_ms", INT64)], name="io.debezium.connector.common.
 MESSAGE_KEY = struct([("prefix", STRING)], name="io.debezium.connector.postgresql.MessageKey")
 
 
+def table_change_schema(version: str) -> Schema:
+    """Debezium's ``io.debezium.connector.schema.Change`` (ConnectTableChangeSerializer): the
+    1.2 column and table fields; Debezium 3.x adds the comments, the default expression and
+    the enum values."""
+    column_fields: list[tuple[str, Schema]] = [
+        ("name", STRING),
+        ("jdbcType", INT32),
+        ("nativeType", OPTIONAL_INT32),
+        ("typeName", STRING),
+        ("typeExpression", OPTIONAL_STRING),
+        ("charsetName", OPTIONAL_STRING),
+        ("length", OPTIONAL_INT32),
+        ("scale", OPTIONAL_INT32),
+        ("position", INT32),
+        ("optional", OPTIONAL_BOOLEAN),
+        ("autoIncremented", OPTIONAL_BOOLEAN),
+        ("generated", OPTIONAL_BOOLEAN),
+    ]
+    table_fields: list[tuple[str, Schema]] = [
+        ("defaultCharsetName", OPTIONAL_STRING),
+        ("primaryKeyColumnNames", array(STRING, optional=True)),
+    ]
+    if version == V3:
+        column_fields += [
+            ("comment", OPTIONAL_STRING),
+            ("defaultValueExpression", OPTIONAL_STRING),
+            ("enumValues", array(STRING, optional=True)),
+        ]
+    column = struct(column_fields, name="io.debezium.connector.schema.Column")
+    table_fields.append(("columns", array(column)))
+    if version == V3:
+        table_fields.append(("comment", OPTIONAL_STRING))
+    table = struct(table_fields, name="io.debezium.connector.schema.Table")
+    return struct(
+        [("type", STRING), ("id", STRING), ("table", table)],
+        name="io.debezium.connector.schema.Change",
+    )
+
+
+_INT32_MAX = 2**31 - 1
+
+
+def _shaped(doc: Mapping[str, Any], schema: Schema) -> dict[str, Any]:
+    """The history's JSON document cut to ``schema``'s fields, nested structs and arrays of
+    structs included (the history keeps a few fields the Connect schema has not)."""
+    out: dict[str, Any] = {}
+    for f in schema.fields or ():
+        value = doc.get(f.name)
+        if value is not None and f.schema.fields:
+            value = _shaped(value, f.schema)
+        elif value is not None and f.schema.value_schema and f.schema.value_schema.fields:
+            value = [_shaped(v, f.schema.value_schema) for v in value]
+        elif isinstance(value, int) and f.schema.type is Type.INT32 and value > _INT32_MAX:
+            value = None  # LONGTEXT's 2^32-1: Debezium leaves a length it cannot hold unset
+        out[f.name] = value
+    return out
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -56,6 +127,7 @@ class SpecialRecords:
         source_schema: Schema,
         source_prefix: dict[str, Any],
         shape: SourceShaper | None = None,
+        version: str = V1_2,
     ):
         self.namer = namer
         self.source_schema = source_schema
@@ -69,10 +141,21 @@ class SpecialRecords:
         self.schema_change_key = struct(
             [("databaseName", STRING)], name=f"{namespace}.SchemaChangeKey"
         )
-        self.schema_change_value = struct(
-            [("databaseName", STRING), ("ddl", STRING), ("source", source_schema)],
-            name=f"{namespace}.SchemaChangeValue",
-        )
+        self.version = version
+        self.table_change_schema = table_change_schema(version)
+        # 1.2: the seed's MySQL order (databaseName, ddl, source) with the SQL Server
+        # section's schemaName and tableChanges; 3.x: Debezium's SchemaFactory order.
+        described: list[tuple[str, Schema]] = [
+            ("databaseName", STRING),
+            ("schemaName", OPTIONAL_STRING),
+            ("ddl", OPTIONAL_STRING),
+            ("tableChanges", array(self.table_change_schema)),
+        ]
+        if version == V3:
+            fields = [("source", source_schema), ("ts_ms", OPTIONAL_INT64), *described]
+        else:
+            fields = [*described, ("source", source_schema)]
+        self.schema_change_value = struct(fields, name=f"{namespace}.SchemaChangeValue")
         self.message_value = struct(
             [
                 ("op", STRING),
@@ -151,13 +234,31 @@ class SpecialRecords:
             offset,
         )
 
-    def schema_change(self, ev: SchemaChange, partition: dict[str, Any]) -> SourceRecord:
+    def schema_change(
+        self,
+        ev: SchemaChange,
+        partition: dict[str, Any],
+        registered: Mapping[TableId, Table] | None = None,
+    ) -> SourceRecord:
+        """``registered``: the core's tables, for an event without ``changes`` (each of its
+        tables then counts as ALTERed to its registered structure)."""
         database = ev.database or ""
-        value = {
+        changes = ev.changes
+        if changes is None:
+            known = registered or {}
+            changes = [
+                TableChange(TableChangeType.ALTER, known.get(t) or Table(t, ()))
+                for t in ev.table_ids
+            ]
+        value: dict[str, Any] = {
             "databaseName": database,
+            "schemaName": ev.schema,
             "ddl": ev.ddl,
+            "tableChanges": [_shaped(c.to_dict(), self.table_change_schema) for c in changes],
             "source": self.source_of(ev.source, ev.offset),
         }
+        if self.version == V3:
+            value["ts_ms"] = _now_ms()
         return SourceRecord(
             self.namer.schema_change_topic,
             self.schema_change_key,

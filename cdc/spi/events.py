@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 
 class _Unavailable:
@@ -93,17 +93,33 @@ class TableTruncated:
     transaction_id: str | None = None
 
 
+class TableChangeEntry(Protocol):
+    """One ``tableChanges`` entry (type CREATE/ALTER/DROP, the quoted id, the table after the
+    change), given as Debezium's JSON document. The schema history's
+    ``cdc.history.store.TableChange`` is one: connectors hand the entries they record in the
+    history, so the topic and the history describe a change alike."""
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
 @dataclass(slots=True)
 class SchemaChange:
-    """A DDL statement (or a schema observed to change); ``tables`` are the affected tables
-    after the change. Goes to the schema change topic and the schema history."""
+    """A DDL statement (or a schema observed to change); ``table_ids`` are the affected tables
+    after the change. Goes to the schema change topic and the schema history.
+
+    ``ddl`` is None when the source has no statement (SQL Server learns of a change from its
+    capture instances: Debezium writes ``ddl: null``). ``changes`` gives the record's
+    ``tableChanges`` (each table after the change, as the source knows it); when None, each
+    id of ``table_ids`` is an ALTER of the table as the core has it registered (connectors
+    written before ``changes`` existed keep working)."""
 
     database: str | None
     schema: str | None
-    ddl: str
+    ddl: str | None
     table_ids: Sequence[TableId]
     source: dict[str, Any]
     offset: dict[str, Any]
+    changes: Sequence[TableChangeEntry] | None = None
 
 
 @dataclass(slots=True)

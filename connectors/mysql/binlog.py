@@ -436,14 +436,27 @@ class BinlogProcessor:
             if len(dbs) > 1 and isinstance(a.statement, DropTables):
                 for d in dbs:
                     if keep(d):
-                        ids = [t for t in a.table_ids if (t.catalog or "") == d]
+                        mine = [c for c in a.changes if (c.table.id.catalog or "") == d]
+                        ids = [c.table.id for c in mine]
                         text = "DROP TABLE " + ", ".join(f"`{d}`.`{t.table}`" for t in ids)
-                        out.append(SchemaChange(d, None, text, ids, {**source, "db": d}, offset))
+                        out.append(
+                            SchemaChange(
+                                d, None, text, ids, {**source, "db": d}, offset, changes=mine
+                            )
+                        )
                 continue
             target = dbs[0] if a.table_ids else (a.database or db or "")
             if keep(target):
                 out.append(
-                    SchemaChange(target, None, sql, a.table_ids, {**source, "db": target}, offset)
+                    SchemaChange(
+                        target,
+                        None,
+                        sql,
+                        a.table_ids,
+                        {**source, "db": target},
+                        offset,
+                        changes=a.changes,
+                    )
                 )
         return out
 

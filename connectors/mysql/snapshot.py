@@ -434,7 +434,11 @@ class SnapshotRun:
         for db in databases:
             state.schema.apply_ddl(db_ddl[db], None)
             state.record(offset, db, db_ddl[db], [])
-            ctx.emit(SchemaChange(db, None, db_ddl[db], [], {**source_base, "db": db}, offset))
+            ctx.emit(
+                SchemaChange(
+                    db, None, db_ddl[db], [], {**source_base, "db": db}, offset, changes=[]
+                )
+            )
         for tid in tables:
             text = ddl_texts[tid]
             try:
@@ -449,7 +453,9 @@ class SnapshotRun:
             state.register(ctx, [c.table for c in changes])
             if state.database_filter(tid.catalog):
                 source = {**source_base, "db": tid.catalog, "table": tid.table}
-                ctx.emit(SchemaChange(tid.catalog, None, text, [tid], source, offset))
+                ctx.emit(
+                    SchemaChange(tid.catalog, None, text, [tid], source, offset, changes=changes)
+                )
 
     # -- rows -------------------------------------------------------------------------------------
     def _session(self, conn: Any) -> None:

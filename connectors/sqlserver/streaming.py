@@ -29,13 +29,13 @@ from typing import Any
 
 from cdc.config import Config
 from cdc.errors import ErrorKind, RetriableError
+from cdc.history.store import TableChange, TableChangeType
 from cdc.spi import (
     Operation,
     PositionReached,
     SchemaChange,
     SourceContext,
     StreamingSource,
-    Table,
     TableId,
     TransactionBegin,
     TransactionEnd,
@@ -241,13 +241,20 @@ class SqlServerStreaming(StreamingSource):
             self.registered[tid] = inst.name
             if running:
                 log.info("capture instance %s of %s found: capturing it", inst.name, tid)
-                self._schema_change(ctx, table, pos)
+                self._schema_change(ctx, TableChange(TableChangeType.CREATE, table), pos)
 
     def _schema_change(
-        self, ctx: SourceContext, table: Table, pos: SqlServerPosition, at: Lsn | None = None
+        self, ctx: SourceContext, change: TableChange, pos: SqlServerPosition, at: Lsn | None = None
     ) -> None:
-        src = self._source(table.id, at or pos.commit_lsn, None, None, int(time.time() * 1000))
-        ctx.emit(SchemaChange(self.database, table.id.schema, "", [table.id], src, pos.to_offset()))
+        """SQL Server has no DDL text for it: Debezium writes ``ddl: null`` and the table's
+        structure in ``tableChanges``."""
+        tid = change.table.id
+        src = self._source(tid, at or pos.commit_lsn, None, None, int(time.time() * 1000))
+        ctx.emit(
+            SchemaChange(
+                self.database, tid.schema, None, [tid], src, pos.to_offset(), changes=[change]
+            )
+        )
 
     def _switch(
         self,
@@ -264,7 +271,7 @@ class SqlServerStreaming(StreamingSource):
         ctx.register_table(table)
         self.registered[table.id] = inst.name
         log.info("%s: capture instance %s from %s on", table.id, inst.name, commit)
-        self._schema_change(ctx, table, last, commit)
+        self._schema_change(ctx, TableChange(TableChangeType.ALTER, table), last, commit)
 
     def _source(
         self, tid: TableId, commit: Lsn | None, change: Lsn | None, serial: int | None, ts: int

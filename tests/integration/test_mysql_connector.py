@@ -382,18 +382,37 @@ def test_schema_change_topic_and_ddl_decoding(h: MySqlHarness) -> None:
         before_ddl = dict(store.get(cfg["name"], {"server": cfg["database.server.name"]}) or {})
         h.sql("ALTER TABLE c44 ADD COLUMN extra int AFTER first_name")
         h.sql("INSERT INTO c44 VALUES (2, 'b', 7, NULL)")
+        h.sql("CREATE TABLE made (id int PRIMARY KEY, label varchar(20) NOT NULL)")
         h.sql(f"DROP TABLE dropme, `{other}`.dropme2")
         events = h.read(cfg, "c44", min_count=2, settle=0.5)
     assert events[0].after == {"id": 1, "first_name": "a", "email": None}
     assert events[1].after == {"id": 2, "first_name": "b", "extra": 7, "email": None}
-    changes = read_topic(h.kafka, cfg["database.server.name"], min_count=4, settle=0.5)
+    changes = read_topic(h.kafka, cfg["database.server.name"], min_count=5, settle=0.5)
     alter = [c for c in changes if "ALTER TABLE c44" in c.value["ddl"]]
     assert len(alter) == 1
     assert alter[0].key == {"databaseName": h.dbname}
     src = alter[0].value["source"]
     assert src["file"].startswith("mariadb-bin.") and src["pos"] > 0 and src["snapshot"] is False
+    # tableChanges: the table after the ALTER, the new column in its place
+    [altered] = alter[0].value["tableChanges"]
+    assert altered["type"] == "ALTER" and altered["id"] == f'"{h.dbname}"."c44"'
+    assert [c["name"] for c in altered["table"]["columns"]] == [
+        "id",
+        "first_name",
+        "extra",
+        "email",
+    ]
+    [create] = [c for c in changes if "CREATE TABLE made" in c.value["ddl"]]
+    [created] = create.value["tableChanges"]
+    assert created["type"] == "CREATE" and created["id"] == f'"{h.dbname}"."made"'
+    assert created["table"]["primaryKeyColumnNames"] == ["id"]
+    assert [
+        (c["name"], c["typeName"], c["length"], c["optional"]) for c in created["table"]["columns"]
+    ] == [("id", "INT", None, False), ("label", "VARCHAR", 20, False)]
     drops = [c for c in changes if c.value["ddl"].startswith("DROP TABLE `")]
     assert sorted(c.key["databaseName"] for c in drops) == sorted([h.dbname, other])
+    dropped = {(t["type"], t["id"]) for c in drops for t in c.value["tableChanges"]}
+    assert dropped == {("DROP", f'"{h.dbname}"."dropme"'), ("DROP", f'"{other}"."dropme2"')}
     assert any(c.value["source"]["snapshot"] for c in changes)  # the snapshot's CREATE TABLEs
 
     # Restart from the offset taken before the DDL: the history holds the DDL at a later

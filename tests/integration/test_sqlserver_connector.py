@@ -163,6 +163,10 @@ def test_online_schema_evolution_with_two_capture_instances(h: SqlServerHarness)
     assert events[3].after == {"id": 1, "name": "before", "email": "a@x"}
     assert events[4].before == {"id": 2, "name": "between", "email": "b@x"}
     assert [c.value["source"]["table"] for c in changes] == [t]
+    # the switch is an ALTER of the table to the new instance's columns, no DDL text
+    [change] = changes[0].value["tableChanges"]
+    assert change["type"] == "ALTER" and changes[0].value["ddl"] is None
+    assert [c["name"] for c in change["table"]["columns"]] == ["id", "name", "email"]
 
 
 @pytest.mark.parametrize("mode", ["schema_only", "never", "initial_only"])

@@ -126,7 +126,8 @@ def test_cleanup_past_the_stored_lsn(h: SqlServerHarness) -> None:
 
 def test_table_enabled_while_running_is_picked_up(h: SqlServerHarness) -> None:
     """AC-58: a table the include list selects, created and enabled for CDC while the
-    connector runs, is captured from then on."""
+    connector runs, is captured from then on, and a CREATE ``tableChanges`` record with
+    ``ddl=null`` appears on the schema change topic."""
     h.create_table("first", "id int PRIMARY KEY")
     cfg = h.config("first", "later")
     with h.running(cfg):
@@ -137,6 +138,16 @@ def test_table_enabled_while_running_is_picked_up(h: SqlServerHarness) -> None:
     assert [(e.op, e.after) for e in events] == [("c", {"id": 1, "v": 10})]
     assert [c.value["source"]["table"] for c in changes] == [later]
     assert changes[0].key == {"databaseName": h.dbname}
+    value = changes[0].value
+    assert value["ddl"] is None and value["schemaName"] == "dbo"
+    [change] = value["tableChanges"]
+    assert change["type"] == "CREATE"
+    assert change["id"] == f'"{h.dbname}"."dbo"."{later}"'
+    assert change["table"]["primaryKeyColumnNames"] == ["id"]
+    assert [(c["name"], c["optional"]) for c in change["table"]["columns"]] == [
+        ("id", False),
+        ("v", True),
+    ]
 
 
 def test_encrypted_connection(h: SqlServerHarness) -> None:

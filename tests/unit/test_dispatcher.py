@@ -295,8 +295,9 @@ def test_schema_names_are_sanitised() -> None:
 
 
 def test_schema_change_record_uses_the_connector_namespace() -> None:
-    """AC-45's shape: key {databaseName}, value {databaseName, ddl, source}, named after the
-    connector's namespace (io.debezium.connector.mysql.SchemaChangeValue for MySQL)."""
+    """AC-45's shape: key {databaseName}, value {databaseName, schemaName, ddl, tableChanges,
+    source}, named after the connector's namespace (io.debezium.connector.mysql.SchemaChangeValue
+    for MySQL)."""
     from cdc.spi import SchemaChange
 
     d, q, t = make_dispatcher()
@@ -308,8 +309,23 @@ def test_schema_change_record_uses_the_connector_namespace() -> None:
     assert rec.key_schema is not None and rec.value_schema is not None
     assert rec.key_schema.name == "io.tidemark.connector.memory.SchemaChangeKey"
     assert rec.value_schema.name == "io.tidemark.connector.memory.SchemaChangeValue"
-    assert rec.value_schema.field_names() == ["databaseName", "ddl", "source"]
+    assert rec.value_schema.field_names() == [
+        "databaseName",
+        "schemaName",
+        "ddl",
+        "tableChanges",
+        "source",
+    ]
     assert rec.value["ddl"] == "ALTER TABLE t ADD c int"
+    # an event without ``changes``: its tables count as ALTERed to their registered structure
+    [change] = rec.value["tableChanges"]
+    assert change["type"] == "ALTER" and change["id"] == '"db"."customers"'
+    assert [c["name"] for c in change["table"]["columns"]] == [
+        "id",
+        "first_name",
+        "last_name",
+        "email",
+    ]
     assert rec.value["source"]["pos"] == 9 and rec.value["source"]["connector"] == "memory"
 
 
