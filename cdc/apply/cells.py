@@ -165,7 +165,7 @@ def delete_partitions(spark: Any, typed: Any, plan: TablePlan, path: str) -> int
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    from cdc.apply.merge import q
+    from cdc.apply.sparktypes import quote as q
 
     deletes = partition_deletes(typed, plan).select(*plan.key, "__pos").cache()
     try:

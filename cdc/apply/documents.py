@@ -13,10 +13,11 @@ extended-JSON text. Inserts, reads, replacements and updates that carry the whol
 
 A patch is applied to the document that precedes it, so patches must be applied in position
 order and none may be skipped. The fold composes them: a patch following a full document in
-the same micro-batch is applied at once (:func:`compose`); patches with no document before them
-in the batch travel as one list of steps, each with its position, in the worker row's ``patch``
-column. The driver then reads the stored documents of those keys and applies the steps whose
-position is above the stored row's (:func:`complete`), so a replayed batch applies nothing twice.
+the same micro-batch is applied at once (:func:`cdc.apply.fold.compose`); patches with no
+document before them in the batch travel as one list of steps, each with its position, in the
+worker row's ``patch`` column. The driver then reads the stored documents of those keys and
+applies the steps whose position is above the stored row's
+(:func:`cdc.apply.document_patches.complete`), so a replayed batch applies nothing twice.
 An older patch arriving after a newer change of the key in one batch is a replayed duplicate
 (one key's events are in one partition, in order) and is ignored. An event the connector sent
 again after a hard kill has the same source position and a higher Kafka offset, so it counts as
@@ -29,16 +30,11 @@ compare documents parsed, not as text.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
-
-if TYPE_CHECKING:
-    from cdc.apply.events import Change
-    from cdc.apply.policy import TablePlan
 
 DOCUMENT = "document"
 Step = tuple[tuple[int, ...], dict[str, Any]]
@@ -219,66 +215,9 @@ def apply_steps(text: str | None, steps: Iterable[Step], after: tuple[int, ...] 
     return dumps(doc)
 
 
-# -- the fold's hook -----------------------------------------------------------------------------
-def compose(old: Change, change: Change) -> Change:
-    """``change`` (a patch, newer than ``old``, which is not a delete) as the new winner: the
-    patch applied to ``old``'s document, or appended to ``old``'s own patch steps."""
-    assert change.patch is not None
-    if old.patch is not None:
-        return dataclasses.replace(change, patch=[*old.patch, *change.patch])
-    base = old.row.get(DOCUMENT)
-    if DOCUMENT in old.unavailable or not isinstance(base, str):
-        return change
-    row = dict(change.row)
-    row[DOCUMENT] = apply_steps(base, change.patch, None)
-    return dataclasses.replace(change, row=row, unavailable=frozenset(), patch=None)
-
-
 def encode(steps: list[Step] | None) -> str | None:
     return None if steps is None else orjson.dumps([[list(p), o] for p, o in steps]).decode()
 
 
 def decode(text: str) -> list[Step]:
     return [(tuple(p), o) for p, o in orjson.loads(text)]
-
-
-# -- the driver's hook ---------------------------------------------------------------------------
-def complete(
-    spark: Any, table_rows: Any, plan: TablePlan, path: str, deletes_path: str, *, deletes: bool
-) -> tuple[Any, int]:
-    """Takes the batch's patch rows out of ``table_rows`` and puts them back as whole documents:
-    the stored document with the steps newer than it applied. Returns the rows and how many
-    were completed. A patch for a key the lake never held fails the batch (the update cannot
-    be applied without its document: the topic was not read from its first event)."""
-    from pyspark.sql import functions as F
-
-    from cdc.apply import keychanges as kc
-    from cdc.apply.handover import key_text, row_key
-
-    cond = F.col("patch").isNotNull()
-    incoming = [kc.record(r) for r in table_rows.filter(cond).collect()]
-    if not incoming:
-        return table_rows, 0
-    keys = [row_key(rec, plan.key) for rec in incoming]
-    found = kc.lookup(spark, plan, path, deletes_path, deletes_nonempty=deletes, keys=keys)
-    out = []
-    for rec, key in zip(incoming, keys, strict=True):
-        stored = found[key_text(key)]
-        steps = decode(rec["patch"])
-        if stored.pos is None or not isinstance(stored.values.get(DOCUMENT), str):
-            if stored.deleted is not None and stored.deleted >= tuple(rec["pos"]):
-                continue  # deleted later: the merge's guard would drop it anyway
-            raise MissingDocument(
-                f"{rec['topic']}[{rec['partition']}]@{rec['offset']}: update of the MongoDB "
-                f"document {key_text(key)} in table {plan.table} is a patch, but the table "
-                "holds no document for that key to apply it to (read the topic from its start, "
-                "or snapshot the collection again)"
-            )
-        row = orjson.loads(rec["row_json"])
-        row[DOCUMENT] = apply_steps(stored.values[DOCUMENT], steps, stored.pos)
-        rec.update(row_json=orjson.dumps(row).decode(), unavailable=[], patch=None)
-        out.append(rec)
-    rest = table_rows.filter(~cond)
-    if not out:
-        return rest, 0
-    return rest.unionByName(kc.records_frame(spark, out).select(*rest.columns)), len(out)

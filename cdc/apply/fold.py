@@ -26,11 +26,12 @@ as this batch knows them (an :class:`Image`; the driver completes it from the ta
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdc.apply.documents import compose
+from cdc.apply.documents import DOCUMENT, apply_steps
 from cdc.apply.events import Change
 
 Pos = tuple[int, ...]
@@ -224,3 +225,18 @@ def reduce_changes(changes: Iterable[Change]) -> dict[tuple[str, str], Resolved]
         k = (change.table, change.key_json)
         states[k] = fold(states.get(k), change)
     return {k: resolve(s) for k, s in states.items()}
+
+
+def compose(old: Change, change: Change) -> Change:
+    """A MongoDB patch in the fold: ``change`` (a patch, newer than ``old``, which is not a
+    delete) as the new winner: the patch applied to ``old``'s document, or appended to
+    ``old``'s own patch steps."""
+    assert change.patch is not None
+    if old.patch is not None:
+        return dataclasses.replace(change, patch=[*old.patch, *change.patch])
+    base = old.row.get(DOCUMENT)
+    if DOCUMENT in old.unavailable or not isinstance(base, str):
+        return change
+    row = dict(change.row)
+    row[DOCUMENT] = apply_steps(base, change.patch, None)
+    return dataclasses.replace(change, row=row, unavailable=frozenset(), patch=None)

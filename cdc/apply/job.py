@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from cdc.apply import cells, documents
+from cdc.apply import cells, document_patches, documents
 from cdc.apply import keychanges as kc
 from cdc.apply import policy as pol
 from cdc.apply.avro_input import RegistrySettings
@@ -423,7 +423,7 @@ class ApplyJob:
             extra = handed is not None and bool(handed.merge)
             if side.patches.get(table):
                 try:
-                    table_rows, patched = documents.complete(
+                    table_rows, patched = document_patches.complete(
                         self.spark, table_rows, plan, path, dpath, deletes=info.deletes_nonempty
                     )
                 except documents.MissingDocument as exc:
