@@ -618,3 +618,48 @@ def database_filter_fields() -> ConfigDef:
     )
     cdef.checks.append(exclusive(("database.include.list", "database.exclude.list")))
     return cdef
+
+
+def connection_fields(
+    server: str, default_port: int, user_doc: str, password_doc: str | None = None
+) -> list[ConfigField]:
+    """``database.hostname``, ``database.port``, ``database.user`` and ``database.password`` of
+    a connector that reaches its database over TCP: the same keys, kinds and checks for every
+    connector (Debezium's names); only what the server is and what the user needs differ."""
+    return [
+        ConfigField(
+            "database.hostname",
+            Kind.STRING,
+            required=True,
+            importance="HIGH",
+            group="Connection",
+            doc=f"Host name or address of the {server}.",
+        ),
+        ConfigField(
+            "database.port",
+            Kind.INT,
+            default_port,
+            validator=at_least(1),
+            importance="HIGH",
+            group="Connection",
+            doc=f"Port of the {server}.",
+        ),
+        ConfigField(
+            "database.user",
+            Kind.STRING,
+            required=True,
+            importance="HIGH",
+            group="Connection",
+            doc=user_doc,
+        ),
+        ConfigField(
+            "database.password",
+            Kind.PASSWORD,
+            None,
+            importance="HIGH",
+            group="Connection",
+            doc=password_doc
+            or "Password of database.user (a ${env:...} or ${file:...} placeholder keeps it "
+            "out of stored configs).",
+        ),
+    ]

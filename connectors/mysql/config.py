@@ -11,7 +11,7 @@ import random
 import re
 from typing import Any
 
-from cdc.common_config import common_def, database_filter_fields
+from cdc.common_config import common_def, connection_fields, database_filter_fields
 from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, exclusive, one_of, split_list
 from cdc.history import history_config_def
 
@@ -29,39 +29,11 @@ TINYINT_BOOLEAN_CONVERTER = "TinyIntOneToBooleanConverter"
 
 MYSQL_FIELDS = ConfigDef(
     [
-        ConfigField(
-            "database.hostname",
-            Kind.STRING,
-            required=True,
-            importance="HIGH",
-            group="Connection",
-            doc="Host name or address of the MySQL or MariaDB server.",
-        ),
-        ConfigField(
-            "database.port",
-            Kind.INT,
+        *connection_fields(
+            "MySQL or MariaDB server",
             3306,
-            validator=at_least(1),
-            group="Connection",
-            doc="Port of the MySQL or MariaDB server.",
-        ),
-        ConfigField(
-            "database.user",
-            Kind.STRING,
-            required=True,
-            importance="HIGH",
-            group="Connection",
-            doc="User to connect as; needs SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE "
+            "User to connect as; needs SELECT, RELOAD, SHOW DATABASES, REPLICATION SLAVE "
             "and REPLICATION CLIENT.",
-        ),
-        ConfigField(
-            "database.password",
-            Kind.PASSWORD,
-            None,
-            importance="HIGH",
-            group="Connection",
-            doc="Password of database.user (a ${env:...} or ${file:...} placeholder keeps it "
-            "out of stored configs).",
         ),
         ConfigField(
             "database.server.id",

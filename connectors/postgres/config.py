@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cdc.common_config import common_def, schema_filter_fields
+from cdc.common_config import common_def, connection_fields, schema_filter_fields
 from cdc.config import ConfigDef, ConfigField, Kind, at_least, one_of
 from connectors.postgres.identity import validate_autoset
 
@@ -107,40 +107,11 @@ PG_FIELDS = ConfigDef(
             "for the tables the include/exclude lists select, disabled expects it to exist "
             "already (made by an administrator).",
         ),
-        ConfigField(
-            "database.hostname",
-            Kind.STRING,
-            required=True,
-            importance="HIGH",
-            group="Connection",
-            doc="Host name or address of the PostgreSQL server.",
-        ),
-        ConfigField(
-            "database.port",
-            Kind.INT,
+        *connection_fields(
+            "PostgreSQL server",
             5432,
-            validator=at_least(1),
-            importance="HIGH",
-            group="Connection",
-            doc="Port of the PostgreSQL server.",
-        ),
-        ConfigField(
-            "database.user",
-            Kind.STRING,
-            required=True,
-            importance="HIGH",
-            group="Connection",
-            doc="User to connect as; needs the REPLICATION attribute and SELECT on the "
+            "User to connect as; needs the REPLICATION attribute and SELECT on the "
             "captured tables.",
-        ),
-        ConfigField(
-            "database.password",
-            Kind.PASSWORD,
-            None,
-            importance="HIGH",
-            group="Connection",
-            doc="Password of database.user (a ${env:...} or ${file:...} placeholder keeps it "
-            "out of stored configs).",
         ),
         ConfigField(
             "database.dbname",

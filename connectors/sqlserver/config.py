@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdc.common_config import common_def, schema_filter_fields
+from cdc.common_config import common_def, connection_fields, schema_filter_fields
 from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, one_of
 from cdc.errors import ConfigError
 
@@ -40,39 +40,11 @@ def _one_name(value: Any) -> str | None:
 
 SQLSERVER_FIELDS = ConfigDef(
     [
-        ConfigField(
-            "database.hostname",
-            Kind.STRING,
-            required=True,
-            importance="HIGH",
-            group="Connection",
-            doc="Host name or address of the SQL Server instance.",
-        ),
-        ConfigField(
-            "database.port",
-            Kind.INT,
+        *connection_fields(
+            "SQL Server instance",
             1433,
-            validator=at_least(1),
-            importance="HIGH",
-            group="Connection",
-            doc="TCP port of the SQL Server instance.",
-        ),
-        ConfigField(
-            "database.user",
-            Kind.STRING,
-            required=True,
-            importance="HIGH",
-            group="Connection",
-            doc="Login to connect as; needs db_owner, or the role named when CDC was enabled "
+            "Login to connect as; needs db_owner, or the role named when CDC was enabled "
             "on each captured table (sys.sp_cdc_enable_table @role_name) plus SELECT on them.",
-        ),
-        ConfigField(
-            "database.password",
-            Kind.PASSWORD,
-            None,
-            importance="HIGH",
-            group="Connection",
-            doc="Password of database.user.",
         ),
         ConfigField(
             "database.dbname",
