@@ -224,6 +224,7 @@ class SourceCoordinator:
             )
         if "kafka" in channels:
             channel = self._kafka_channel(cfg, incremental)
+            incremental.on_signal_durable = channel.durable
             channel.start()
             self._channel_stops.append(channel.stop)
         if "file" in channels:
@@ -260,6 +261,8 @@ class SourceCoordinator:
             keys={server, self.name},
             submit=incremental.submit,
             poll_timeout_s=int(cfg.get("signal.kafka.poll.timeout.ms") or 100) / 1000,
+            start_after=incremental.signal_position,
+            committed=incremental.signal_committed_at,
         )
 
     def _announce_full_snapshot(self, mode: str) -> None:
@@ -313,6 +316,8 @@ class SourceCoordinator:
 
     def _committed(self, offset: dict[str, Any]) -> None:
         """An offset was stored: the streaming source may release its log up to it."""
+        if self.incremental is not None:
+            self.incremental.stored(offset)  # a Kafka signal it holds is durable
         if self.streaming is not None:
             try:
                 self.streaming.commit_offset(offset)

@@ -4,8 +4,16 @@ A consumer thread reads ``signal.kafka.topic``; a message keyed by the connector
 ``topic.prefix`` (``database.server.name``) or its name, with a JSON value
 ``{"type": ..., "data": {...}}`` (``id`` optional: the message's offset by default), is a
 signal for this connector; messages with other keys are for other connectors and skipped.
-The consumer group (``signal.kafka.groupId``) commits what it has handed on, so a restart
-does not run a signal twice. ``signal.consumer.*`` keys configure the consumer (security).
+``signal.consumer.*`` keys configure the consumer (security).
+
+A signal accepted is never lost to a crash. The consumer group (``signal.kafka.groupId``)
+commits a message's offset only once its effect is durable: the task ran the signal, and an
+offset it stored afterwards holds the signal's position (``incremental_snapshot_signal_offset``,
+with the snapshot's state). At start, the channel reads from after the position the stored
+offset holds (or from the group's committed offset when it holds none), so a signal whose
+effect was not stored yet is read and run again; running it again is harmless (an
+``execute-snapshot`` already under way is recognised by its id). Like Debezium's, the topic
+must have a single partition: positions of different partitions cannot be compared.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from cdc.signals.model import Signal, SignalError, parse
@@ -30,12 +39,21 @@ class KafkaSignalChannel:
         keys: set[str],
         submit: Callable[[Signal], None],
         poll_timeout_s: float = 0.1,
+        start_after: int | None = None,
+        committed: Callable[[int], None] | None = None,
     ) -> None:
         self.topic = topic
         self.consumer_config = dict(consumer_config)
         self.keys = keys
         self.submit = submit
         self.poll_timeout_s = poll_timeout_s
+        #: the position of the last signal the connector's stored offsets hold (read after it)
+        self.start_after = start_after
+        #: told the position once the group committed the offset after it
+        self.committed = committed
+        #: the latest durable signal position to commit (set by the task thread)
+        self._durable: int | None = None
+        self._committed_at: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._run, name=f"tidemark-signals-{topic}", daemon=True
@@ -50,6 +68,43 @@ class KafkaSignalChannel:
         self._stop.set()
         self._thread.join(10)
 
+    def durable(self, position: int) -> None:
+        """A stored offset holds the effect of the signal at ``position`` (any thread)."""
+        if self._durable is None or position > self._durable:
+            self._durable = position
+
+    def _assigned(self, consumer: Any, partitions: list[Any]) -> None:
+        if len(partitions) > 1:
+            log.warning(
+                "signal topic %s has %d partitions: a signal topic must have one (signals of "
+                "different partitions have no order)",
+                self.topic,
+                len(partitions),
+            )
+        if self.start_after is not None:
+            for part in partitions:
+                if part.partition == 0:
+                    part.offset = self.start_after + 1
+            log.info(
+                "signal topic %s: reading after offset %d (the last signal the stored offsets "
+                "hold)",
+                self.topic,
+                self.start_after,
+            )
+            consumer.assign(partitions)
+        self.ready.set()
+
+    def _commit(self, consumer: Any) -> None:
+        from confluent_kafka import TopicPartition
+
+        position = self._durable
+        if position is None or position == self._committed_at:
+            return
+        consumer.commit(offsets=[TopicPartition(self.topic, 0, position + 1)], asynchronous=False)
+        self._committed_at = position
+        if self.committed is not None:
+            self.committed(position)
+
     def _run(self) -> None:
         from confluent_kafka import Consumer
 
@@ -57,16 +112,19 @@ class KafkaSignalChannel:
             {"auto.offset.reset": "earliest", "enable.auto.commit": False, **self.consumer_config}
         )
         try:
-            consumer.subscribe([self.topic], on_assign=lambda c, parts: self.ready.set())
+            consumer.subscribe([self.topic], on_assign=self._assigned)
             while not self._stop.is_set():
                 msg = consumer.poll(self.poll_timeout_s)
+                try:
+                    self._commit(consumer)
+                except Exception:
+                    log.warning("signal topic %s: commit failed", self.topic, exc_info=True)
                 if msg is None:
                     continue
                 if msg.error() is not None:
                     log.warning("signal topic %s: %s", self.topic, msg.error())
                     continue
                 self.handle(msg.key(), msg.value(), msg.offset() or 0)
-                consumer.commit(message=msg, asynchronous=False)
         except Exception:
             log.exception("signal topic %s: the channel stopped", self.topic)
         finally:
@@ -86,4 +144,4 @@ class KafkaSignalChannel:
         except (SignalError, ValueError) as exc:
             log.warning("signal topic %s offset %d skipped: %s", self.topic, offset, exc)
             return
-        self.submit(signal)
+        self.submit(replace(signal, position=offset))

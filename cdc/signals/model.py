@@ -38,6 +38,9 @@ class Signal:
     data: dict[str, Any] = field(default_factory=dict)
     #: source, kafka, rest, file
     channel: str = "source"
+    #: the message's offset in the Kafka signal topic (kafka channel only): kept in the
+    #: connector's offsets once the signal ran, so a restart reads the topic after it
+    position: int | None = None
 
 
 @dataclass(frozen=True)

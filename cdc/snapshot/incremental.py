@@ -45,9 +45,11 @@ from cdc.signals import model
 from cdc.signals.model import Signal, SignalError
 from cdc.signals.notifications import Notifier
 from cdc.snapshot.incremental_state import (
+    SIGNAL_OFFSET,
     Collection,
     SnapshotContext,
     encode_key,
+    signal_offset,
     without_context,
 )
 from cdc.spi import (
@@ -69,6 +71,8 @@ _DATA = 2
 #: how a watermark row's id ends (Debezium's)
 OPEN_SUFFIX = "-open"
 CLOSE_SUFFIX = "-close"
+#: not a signal: the offset keys are to be computed again on the streaming thread
+_REFRESH = Signal("", "tidemark-refresh")
 
 
 class IncrementalSnapshot:
@@ -128,6 +132,13 @@ class IncrementalSnapshot:
         self.pending: collections.deque[Signal] = collections.deque()
         self._kinds: dict[TableId, int | None] = {}
         self._lock = threading.Lock()
+        #: the Kafka signal topic position of the last signal run (its effect is in the
+        #: offsets from then on), and the one the channel's consumer group committed
+        self.signal_position: int | None = None
+        self.signal_committed: int | None = None
+        #: told the position of a signal whose effect a stored offset holds (the channel
+        #: commits its consumer offset after it)
+        self.on_signal_durable: Callable[[int], None] | None = None
 
     def check_signal_table(self) -> None:
         """The signal table must exist and be captured: its rows reach the core only
@@ -151,25 +162,33 @@ class IncrementalSnapshot:
     def restore(self, offset: Mapping[str, Any] | None) -> None:
         """Take over the context of a stored offset (a snapshot interrupted by a stop or a
         crash): it resumes after the last key sent."""
+        self.signal_position = signal_offset(offset)
         ctx = SnapshotContext.from_offset(offset)
         if ctx is None or not ctx.collections:
+            self._update_extra()
             return
         self.context = ctx
         self.active = True
         self.waiting = True
+        self.paused = ctx.paused
+        self.blocking = ctx.blocking
         self._update_extra()
         log.info(
-            "%s: resuming incremental snapshot of %s after key %s (up to %s)",
+            "%s: resuming %s snapshot of %s after key %s (up to %s)%s",
             self.name,
+            "blocking" if ctx.blocking else "incremental",
             [c.id for c in ctx.collections],
             encode_key(ctx.last_key),
             encode_key(ctx.maximum_key),
+            "; paused until resume-snapshot" if ctx.paused else "",
         )
 
     def start(self) -> None:
         """Before streaming starts: read the next chunk of a restored snapshot, if the table
         is known already (else when the connector declares it)."""
         if self.active and self.waiting:
+            if self.blocking and self.last_offset is None:
+                self._wake()  # its reads take a row event's position: make one
             self._advance(patient=True)
 
     def poke(self) -> None:
@@ -250,33 +269,67 @@ class IncrementalSnapshot:
         signal table so that there is such an event even when the database is idle."""
         with self._lock:
             self.pending.append(signal)
-        if wake and self.signal_table is not None:
-            try:
-                # only the reader here: the dispatcher's tables belong to the streaming thread
-                name = self.signal_table
-                tid = next(t for t in self.reader.tables() if _names(name, t))
-                self.reader.write_watermark(tid, f"wake-{uuid.uuid4().hex}", model.WAKE)
-            except Exception:
-                log.warning(
-                    "%s: could not write the wake-up row for signal %r",
-                    self.name,
-                    signal.id,
-                    exc_info=True,
-                )
+        if wake:
+            self._wake(signal.id)
+
+    def _wake(self, why: str = "") -> None:
+        """Write a row into the signal table, so that the stream reports an event (and an
+        offset holding the current state is stored) even when the database is idle."""
+        if self.signal_table is None:
+            return
+        try:
+            # only the reader here: the dispatcher's tables belong to the streaming thread
+            name = self.signal_table
+            tid = next(t for t in self.reader.tables() if _names(name, t))
+            self.reader.write_watermark(tid, f"wake-{uuid.uuid4().hex}", model.WAKE)
+        except Exception:
+            log.warning(
+                "%s: could not write a wake-up row (%s)", self.name, why or "state", exc_info=True
+            )
 
     def drain(self) -> None:
         """Run the signals submitted so far (one put back for later waits for the next)."""
         for _ in range(len(self.pending)):
             with self._lock:
                 signal = self.pending.popleft()
-            self.execute(signal)
+            if signal is _REFRESH:
+                self._update_extra()
+            else:
+                self.execute(signal)
 
     def execute(self, signal: Signal) -> None:
-        """Run one signal; a malformed one is logged with the reason and skipped."""
+        """Run one signal; a malformed one is logged with the reason and skipped. A signal
+        from the Kafka topic leaves its position in the offsets (also when skipped: reading
+        it again would skip it again)."""
+        state = self.extra
         try:
             self._execute(signal)
         except SignalError as exc:
             self._notice(f"signal {signal.id!r} ({signal.type}) skipped: {exc}")
+        if signal.position is not None and not any(s is signal for s in self.pending):
+            self.signal_position = signal.position
+            self._update_extra()
+        if self.extra != state and (not self.active or self.paused):
+            # nothing else may be emitted for a while (idle database, paused snapshot): an
+            # event so that an offset with the new state is stored
+            self._wake(signal.id)
+
+    def stored(self, offset: Mapping[str, Any]) -> None:
+        """An offset was stored (task thread): a Kafka signal whose position it holds is
+        durable, its consumer offset can be committed."""
+        try:
+            position = signal_offset(offset)
+        except ValueError:
+            return
+        if position is not None and self.on_signal_durable is not None:
+            self.on_signal_durable(position)
+
+    def signal_committed_at(self, position: int) -> None:
+        """The signal channel committed its consumer offset after ``position`` (its thread):
+        the offsets need not carry it any more; the streaming thread drops the key."""
+        self.signal_committed = position
+        with self._lock:
+            self.pending.append(_REFRESH)
 
     def _execute(self, signal: Signal) -> None:
         kind = signal.type
@@ -290,10 +343,12 @@ class IncrementalSnapshot:
         elif kind == model.PAUSE_SNAPSHOT:
             if self.active and not self.paused:
                 self.paused = True
+                self._update_extra()
                 self._note("PAUSED")
         elif kind == model.RESUME_SNAPSHOT:
             if self.paused:
                 self.paused = False
+                self._update_extra()
                 self._note("RESUMED")
                 self._advance()
         elif kind == model.LOG:
@@ -303,6 +358,11 @@ class IncrementalSnapshot:
 
     def _execute_snapshot(self, signal: Signal) -> None:
         request = model.snapshot_request(signal)
+        if self.active and signal.id and signal.id == self.context.signal_id:
+            # the same signal read again (a restart re-reads the Kafka topic after the last
+            # signal an offset stored): the snapshot it started is under way
+            log.info("%s: signal %r: its snapshot is under way already", self.name, signal.id)
+            return
         if request.type == "blocking" and self.last_source is None:
             # its reads take the source block of a row event: wait for one (the wake-up row)
             with self._lock:
@@ -405,7 +465,10 @@ class IncrementalSnapshot:
         snapshot is paused or there is nothing left."""
         while self.active and not self.paused and self.chunk_id is None:
             if self.blocking and self.d.stop_event.is_set():
-                return  # the offsets say where it was: a restart goes on, incrementally
+                return  # the offsets say where it was: a restart goes on from there
+            if self.blocking and self.last_offset is None:
+                self.waiting = True  # a restored blocking snapshot reads at a row event's
+                return
             if self.table is None:
                 if not self.context.collections:
                     self._finish()
@@ -567,7 +630,7 @@ class IncrementalSnapshot:
         src["snapshot"] = "incremental" if self.d.envelope_version == V3 else True
         base = without_context(offset)
         ctx = self.context
-        extra = ctx.to_offset()
+        extra = self._offset_keys() or {}
         index = self._key_index
         emit_row = self.d.emit_row
         read = Operation.READ
@@ -643,10 +706,25 @@ class IncrementalSnapshot:
         self.active = self.paused = self.waiting = self.blocking = False
         self._leave_table()
         self.context = SnapshotContext()
-        self.extra = None
+        self._update_extra()
 
     def _update_extra(self) -> None:
-        self.extra = self.context.to_offset() if self.active else None
+        self.extra = self._offset_keys()
+
+    def _offset_keys(self) -> dict[str, Any] | None:
+        """The keys every offset gets now: the snapshot's context while one runs, and the
+        position of the last Kafka signal run until its consumer offset is committed."""
+        keys: dict[str, Any] | None = None
+        if self.active:
+            ctx = self.context
+            ctx.paused, ctx.blocking = self.paused, self.blocking
+            keys = ctx.to_offset()
+        position = self.signal_position
+        if position is not None and (
+            self.signal_committed is None or self.signal_committed < position
+        ):
+            keys = {**(keys or {}), SIGNAL_OFFSET: position}
+        return keys
 
     def _note(self, kind: str, **data: Any) -> None:
         if self.notifier is not None:

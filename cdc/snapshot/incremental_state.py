@@ -6,7 +6,16 @@ While an incremental snapshot runs, every stored offset carries (the seed's thre
   one in progress (with its additional condition);
 - ``incremental_snapshot_maximum_key``: that table's largest key when its snapshot started
   (rows above it arrive by streaming only);
-- ``incremental_snapshot_primary_key``: the key of the last snapshot row sent downstream.
+- ``incremental_snapshot_primary_key``: the key of the last snapshot row sent downstream;
+- ``incremental_snapshot_paused``: ``true`` while paused (``pause-snapshot``), so a restart
+  stays paused until ``resume-snapshot``;
+- ``incremental_snapshot_type``: ``INCREMENTAL`` or ``BLOCKING``, so a restarted blocking
+  snapshot stays blocking.
+
+Besides, ``incremental_snapshot_signal_offset`` (Debezium's name) is the position in the Kafka
+signal topic of the last signal whose effect the offset holds: a restart reads that topic from
+the next message, so a signal accepted before a crash is never lost (see
+``cdc.signals.kafka_channel``).
 
 Debezium's key names; the values are JSON text (Debezium serializes Java objects there), so
 an operator can read them in ``GET /connectors/{name}/offsets``. Key values are whatever the
@@ -29,7 +38,10 @@ COLLECTIONS = "incremental_snapshot_collections"
 MAXIMUM_KEY = "incremental_snapshot_maximum_key"
 PRIMARY_KEY = "incremental_snapshot_primary_key"
 SIGNAL_ID = "incremental_snapshot_signal_id"
-OFFSET_KEYS = (COLLECTIONS, MAXIMUM_KEY, PRIMARY_KEY, SIGNAL_ID)
+PAUSED = "incremental_snapshot_paused"
+TYPE = "incremental_snapshot_type"
+SIGNAL_OFFSET = "incremental_snapshot_signal_offset"
+OFFSET_KEYS = (COLLECTIONS, MAXIMUM_KEY, PRIMARY_KEY, SIGNAL_ID, PAUSED, TYPE, SIGNAL_OFFSET)
 
 _ID = "incremental_snapshot_collections_id"
 _CONDITION = "incremental_snapshot_collections_additional_condition"
@@ -54,6 +66,8 @@ class SnapshotContext:
     maximum_key: tuple[Any, ...] | None = None
     last_key: tuple[Any, ...] | None = None
     signal_id: str = ""
+    paused: bool = False
+    blocking: bool = False
 
     def to_offset(self) -> dict[str, Any]:
         return {
@@ -66,6 +80,8 @@ class SnapshotContext:
             MAXIMUM_KEY: encode_key(self.maximum_key),
             PRIMARY_KEY: encode_key(self.last_key),
             SIGNAL_ID: self.signal_id,
+            PAUSED: self.paused,
+            TYPE: "BLOCKING" if self.blocking else "INCREMENTAL",
         }
 
     @classmethod
@@ -86,7 +102,37 @@ class SnapshotContext:
             maximum_key=decode_key(offset.get(MAXIMUM_KEY), MAXIMUM_KEY),
             last_key=decode_key(offset.get(PRIMARY_KEY), PRIMARY_KEY),
             signal_id=str(offset.get(SIGNAL_ID) or ""),
+            paused=_flag(offset.get(PAUSED), PAUSED),
+            blocking=_snapshot_type(offset.get(TYPE)) == "BLOCKING",
         )
+
+
+def signal_offset(offset: Mapping[str, Any] | None) -> int | None:
+    """The Kafka signal topic position an offset holds (None when it holds none)."""
+    value = (offset or {}).get(SIGNAL_OFFSET)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"offset key {SIGNAL_OFFSET} must be an integer, got {value!r}")
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise ValueError(f"offset key {SIGNAL_OFFSET} must be an integer, got {value!r}") from exc
+
+
+def _flag(value: Any, name: str) -> bool:
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError(f"offset key {name} must be true or false, got {value!r}")
+
+
+def _snapshot_type(value: Any) -> str:
+    kind = str(value or "INCREMENTAL").upper()
+    if kind not in ("INCREMENTAL", "BLOCKING"):
+        raise ValueError(f"offset key {TYPE} must be INCREMENTAL or BLOCKING, got {value!r}")
+    return kind
 
 
 def without_context(offset: Mapping[str, Any]) -> dict[str, Any]:

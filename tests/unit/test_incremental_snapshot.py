@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -444,3 +445,88 @@ def test_blocking_signal_from_a_channel_waits_for_a_row_event() -> None:
     h.pump()
     assert h.events() == [("c", 2), ("r", 1), ("r", 2)]
     assert not h.inc.pending and not h.inc.active
+
+
+def test_pause_and_type_survive_in_the_offset() -> None:
+    """A paused snapshot stays paused after a restart (its offset says so) until
+    resume-snapshot; a blocking one restarts blocking (no watermarks) once a row event came."""
+    from cdc.snapshot.incremental_state import PAUSED, TYPE
+
+    h = Harness(chunk_size=1, rows={i: (i, "v") for i in range(1, 4)})
+    h.db.signal("execute-snapshot", {"data-collections": ["db.k"]})
+    h.db.after_read.append(lambda: h.db.signal("pause-snapshot", None, "p"))
+    h.pump()
+    stored = h.records[-1].source_offset  # the wake-up row written after the pause
+    assert stored[PAUSED] is True and stored[TYPE] == "INCREMENTAL"
+    again = Harness(chunk_size=1, rows={i: (i, "v") for i in range(1, 4)}, offset=stored)
+    again.db.insert((9, "x"))
+    again.pump()
+    assert again.inc.active and again.inc.paused and again.db.queries == []
+    again.db.signal("resume-snapshot", None, "r")
+    again.pump()
+    assert [k for op, k in again.events() if op == "r"] == [2, 3]
+    assert not again.inc.active
+
+    ctx = SnapshotContext(maximum_key=(3,), last_key=(1,), signal_id="b", blocking=True)
+    from cdc.snapshot.incremental_state import Collection
+
+    ctx.collections = [Collection("db.k")]
+    blocking = Harness(
+        chunk_size=1, rows={i: (i, "v") for i in range(1, 4)}, offset={"pos": 0, **ctx.to_offset()}
+    )
+    assert blocking.inc.blocking and blocking.inc.waiting and blocking.db.queries == []
+    blocking.pump()  # the wake-up row written at start: the reads follow it, no window rows
+    assert [k for op, k in blocking.events() if op == "r"] == [2, 3]
+    kinds = [r.value["after"]["type"] for r in blocking.records if r.topic.endswith("dbz_signal")]
+    assert kinds == [model.WAKE]
+    assert not blocking.inc.active
+
+
+def test_offset_keys_read_back_and_bad_values_named() -> None:
+    from cdc.snapshot.incremental_state import PAUSED, SIGNAL_OFFSET, TYPE, signal_offset
+
+    ctx = SnapshotContext(maximum_key=(5,), paused=True, blocking=True)
+    back = SnapshotContext.from_offset(
+        {**ctx.to_offset(), "incremental_snapshot_collections": "[]"}
+    )
+    assert back is not None and back.paused and back.blocking
+    assert signal_offset({SIGNAL_OFFSET: 41}) == 41 and signal_offset({}) is None
+    for key, value in ((PAUSED, "maybe"), (TYPE, "sideways")):
+        with pytest.raises(ValueError, match=key):
+            SnapshotContext.from_offset({**ctx.to_offset(), key: value})
+    with pytest.raises(ValueError, match=SIGNAL_OFFSET):
+        signal_offset({SIGNAL_OFFSET: "x"})
+
+
+def test_kafka_signal_position_kept_until_its_consumer_offset_is_committed() -> None:
+    """A Kafka signal's position enters the offsets once it ran; a stored offset holding it
+    tells the channel to commit; after the commit the key leaves the offsets. Read again
+    after a restart, an execute-snapshot under way is not started twice."""
+    from cdc.snapshot.incremental_state import SIGNAL_OFFSET
+
+    h = Harness(chunk_size=2, rows={i: (i, "v") for i in range(1, 6)})
+    durable: list[int] = []
+    h.inc.on_signal_durable = durable.append
+    signal = model.parse("go", "execute-snapshot", {"data-collections": ["db.k"]}, "kafka")
+    h.inc.submit(replace(signal, position=7))
+    h.db.after_read.append(lambda: None)
+    h.pump()
+    assert h.inc.signal_position == 7
+    offsets = [r.source_offset for r in h.records if r.source_offset.get(SIGNAL_OFFSET) is not None]
+    assert offsets and all(o[SIGNAL_OFFSET] == 7 for o in offsets)
+    mid = next(o for o in offsets if o.get("incremental_snapshot_primary_key"))
+    h.inc.stored(mid)
+    assert durable == [7]
+    # a restart from the stored offset mid-snapshot; the channel reads signal 7 again
+    again = Harness(chunk_size=2, rows={i: (i, "v") for i in range(1, 6)}, offset=mid)
+    assert again.inc.signal_position == 7
+    again.inc.submit(replace(signal, position=7))
+    again.pump()
+    reads = [k for op, k in again.events() if op == "r"]
+    assert reads == sorted(set(reads)) and 1 not in reads  # resumed, not started again
+    assert not again.inc.active
+    again.inc.signal_committed_at(7)
+    again.db.insert((8, "x"))  # the streaming thread drops the key at this event
+    again.db.insert((9, "x"))
+    again.pump()
+    assert SIGNAL_OFFSET not in again.records[-1].source_offset

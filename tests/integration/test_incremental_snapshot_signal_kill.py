@@ -1,0 +1,193 @@
+"""Signals and snapshot state survive a SIGKILL of the task (PostgreSQL through Kafka).
+
+- An ``execute-snapshot`` read from the Kafka signal topic, the task killed after the
+  snapshot began but before any offset holding it was stored: the restart reads the signal
+  again and the snapshot completes (the consumer offset was not committed at hand-off). Killed
+  again once offsets holding it were stored: the restart resumes after the stored key, it does
+  not start the snapshot over, and the group's committed offset is past the signal.
+- A paused snapshot killed stays paused after the restart until ``resume-snapshot``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from cdc.offsets.file import FileOffsetStore
+from tests.integration import test_incremental_snapshot_kill
+from tests.integration.incremental_scenarios import Db
+from tests.integration.test_engine_crash import end_offset, finish, read_all, start, wait_for
+
+pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
+
+#: a PostgreSQL database with the signal table (the fixture of the kill test)
+pg = test_incremental_snapshot_kill.pg
+
+ROWS, CHUNK = 6000, 25
+
+
+class Child:
+    """The task in a child process, with its offsets in a file."""
+
+    def __init__(self, db: Db, cfg: dict[str, Any], tmp_path: Path) -> None:
+        self.db, self.cfg = db, cfg
+        self.offsets = tmp_path / "offsets.json"
+        self.spec = tmp_path / "spec.json"
+
+    def start(self, flush_ms: int) -> subprocess.Popen[bytes]:
+        doc = {
+            "kind": "postgres",
+            "bootstrap": self.db.kafka,
+            "offsets": {"file": str(self.offsets)},
+            "config": self.cfg,
+            "flush_ms": flush_ms,
+        }
+        self.spec.write_text(json.dumps(doc))
+        proc = start(self.spec)
+        # streaming for sure once a harmless log signal reaches the signal table's topic
+        topic = self.db.topic(self.cfg, "dbz_signal")
+        seen = end_offset(self.db.kafka, topic)
+        deadline = time.monotonic() + 60
+        while end_offset(self.db.kafka, topic) == seen:
+            assert proc.poll() is None and time.monotonic() < deadline, "child not streaming"
+            self.db.signal([], kind="log")
+            time.sleep(0.5)
+        return proc
+
+    def stored(self) -> dict[str, Any]:
+        store = FileOffsetStore(str(self.offsets))
+        store.start()
+        try:
+            return store.get(self.cfg["name"], {"server": self.cfg["database.server.name"]}) or {}
+        finally:
+            store.close()
+
+
+def kill(proc: subprocess.Popen[bytes]) -> None:
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()  # reaps it and closes its pipes
+
+
+def ids(db: Db, topic: str) -> list[int]:
+    return [int(e["after"]["id"]) for e in read_all(db.kafka, topic, "read_uncommitted")]
+
+
+def test_kafka_signal_survives_kills(pg: Db, tmp_path: Path) -> None:
+    pg.sql("CREATE TABLE kbig (id int PRIMARY KEY, v varchar(20))")
+    pg.fill("kbig", range(1, ROWS + 1), lambda i: f"'v{i}'")
+    cfg = pg.config(
+        "kbig",
+        snapshot_mode=pg.no_data,
+        incremental_snapshot_chunk_size=CHUNK,
+        signal_enabled_channels="source,kafka",
+        signal_kafka_bootstrap_servers=pg.kafka,
+    )
+    group = f"sig-{uuid.uuid4().hex[:8]}"
+    cfg["signal.kafka.groupId"] = group
+    server, topic = cfg["database.server.name"], pg.topic(cfg, "kbig")
+    child = Child(pg, cfg, tmp_path)
+
+    # 1: no offset is stored while the snapshot runs (a long flush interval), killed mid-way
+    proc = child.start(flush_ms=600_000)
+    try:
+        message = {"id": "snap-1", "type": "execute-snapshot"}
+        message["data"] = {"data-collections": [pg.q("kbig")]}  # type: ignore[assignment]
+        producer = Producer({"bootstrap.servers": pg.kafka})
+        producer.produce(f"{server}-signal", json.dumps(message).encode(), server.encode())
+        producer.flush(10)
+        wait_for(pg.kafka, topic, CHUNK * 4, proc)
+    finally:
+        kill(proc)
+    first = ids(pg, topic)
+    assert 0 < len(first) < ROWS
+    assert "incremental_snapshot_collections" not in child.stored()  # the window: not durable
+
+    # 2: the signal is read again and the snapshot runs; killed once offsets hold it
+    proc = child.start(flush_ms=50)
+    try:
+        deadline = time.monotonic() + 120
+        while (
+            end_offset(pg.kafka, topic) < len(first) + ROWS // 4
+            or "incremental_snapshot_primary_key" not in child.stored()
+        ):
+            assert proc.poll() is None and time.monotonic() < deadline, "snapshot not re-run"
+            time.sleep(0.2)
+    finally:
+        kill(proc)
+    stored = child.stored()
+    acked = int(json.loads(stored["incremental_snapshot_primary_key"])[0])
+    assert stored["incremental_snapshot_signal_id"] == "snap-1"
+    second = ids(pg, topic)
+    assert 0 < acked < ROWS and len(second) > len(first)
+
+    # 3: resumes after the stored key, completes, and the signal is not run again
+    proc = child.start(flush_ms=50)
+    try:
+        deadline = time.monotonic() + 120
+        while set(ids(pg, topic)) != set(range(1, ROWS + 1)):
+            assert proc.poll() is None and time.monotonic() < deadline, "snapshot incomplete"
+            time.sleep(0.5)
+        time.sleep(2)  # a snapshot started over would send key 1 again meanwhile
+    finally:
+        finish(proc)
+    final = ids(pg, topic)
+    third = final[len(second) :]
+    assert third and min(third) > acked  # resumed after the stored key
+    counts = Counter(final)
+    assert counts[1] == 2  # read by runs 1 and 2 only: never started over once durable
+    assert Counter(third)[ROWS] == 1
+    consumer = Consumer({"bootstrap.servers": pg.kafka, "group.id": group})
+    try:
+        committed = consumer.committed([TopicPartition(f"{server}-signal", 0)], timeout=10)
+    finally:
+        consumer.close()
+    assert committed[0].offset == 1  # past the signal, committed once its effect was stored
+
+
+def test_paused_snapshot_stays_paused_after_a_kill(pg: Db, tmp_path: Path) -> None:
+    rows, chunk = 300, 10
+    pg.sql("CREATE TABLE pz (id int PRIMARY KEY, v varchar(20))")
+    pg.fill("pz", range(1, rows + 1), lambda i: f"'v{i}'")
+    cfg = pg.config("pz", snapshot_mode=pg.no_data, incremental_snapshot_chunk_size=chunk)
+    topic = pg.topic(cfg, "pz")
+    child = Child(pg, cfg, tmp_path)
+    proc = child.start(flush_ms=50)
+    try:
+        # one statement, one transaction: the pause is seen inside the first chunk's window
+        data = json.dumps({"data-collections": [pg.q("pz")]})
+        pg.sql(
+            "INSERT INTO dbz_signal VALUES "
+            "(%s, 'execute-snapshot', %s), (%s, 'pause-snapshot', '')",
+            params=(uuid.uuid4().hex, data, uuid.uuid4().hex),
+        )
+        deadline = time.monotonic() + 60
+        while child.stored().get("incremental_snapshot_paused") is not True:
+            assert proc.poll() is None and time.monotonic() < deadline, "not paused"
+            time.sleep(0.2)
+        time.sleep(1)
+    finally:
+        kill(proc)
+    paused = ids(pg, topic)
+    assert paused == list(range(1, chunk + 1))
+    proc = child.start(flush_ms=50)
+    try:
+        time.sleep(3)
+        assert ids(pg, topic) == paused  # still paused after the restart
+        pg.signal([], kind="resume-snapshot")
+        deadline = time.monotonic() + 60
+        while len(ids(pg, topic)) < rows:
+            assert proc.poll() is None and time.monotonic() < deadline, "not resumed"
+            time.sleep(0.3)
+    finally:
+        finish(proc)
+    assert sorted(ids(pg, topic)) == list(range(1, rows + 1))  # each row once
