@@ -375,6 +375,7 @@ class IncrementalSnapshot:
             )
         queued = {c.id for c in self.context.collections}
         added: list[Collection] = []
+        already = False
         known = self._known_tables()
         for wanted in request.collections:
             for tid in self._match(wanted.id, known):
@@ -387,6 +388,14 @@ class IncrementalSnapshot:
                 if short_name(tid) not in queued:
                     queued.add(short_name(tid))
                     added.append(replace(wanted, id=short_name(tid)))
+                else:
+                    already = True
+        if not added and already:
+            # e.g. a Kafka signal read again after a restart: its tables are under way
+            log.info(
+                "%s: signal %r: its tables are being snapshotted already", self.name, signal.id
+            )
+            return
         if not added:
             raise SignalError(
                 f"data-collections {[c.id for c in request.collections]} match no captured table"

@@ -524,9 +524,23 @@ def test_kafka_signal_position_kept_until_its_consumer_offset_is_committed() -> 
     again.pump()
     reads = [k for op, k in again.events() if op == "r"]
     assert reads == sorted(set(reads)) and 1 not in reads  # resumed, not started again
+    assert again.d.metrics.notices == []
     assert not again.inc.active
     again.inc.signal_committed_at(7)
     again.db.insert((8, "x"))  # the streaming thread drops the key at this event
     again.db.insert((9, "x"))
     again.pump()
     assert SIGNAL_OFFSET not in again.records[-1].source_offset
+
+
+def test_execute_snapshot_of_tables_under_way_is_no_error() -> None:
+    """A second execute-snapshot (another id) for a table already being snapshotted, e.g. a
+    signal read again after a restart, is logged, not reported as a bad signal."""
+    h = Harness(chunk_size=2, rows={i: (i, "v") for i in range(1, 4)})
+    data = {"data-collections": ["db.k"]}
+    h.inc.submit(model.parse("a", "execute-snapshot", data, "kafka"), wake=False)
+    h.inc.submit(model.parse("b", "execute-snapshot", data, "kafka"), wake=False)
+    h.db.insert((9, "x"))
+    h.pump()
+    assert [k for op, k in h.events() if op == "r"] == [1, 2, 3, 9]  # once each
+    assert h.d.metrics.notices == [] and not h.inc.active
