@@ -216,6 +216,8 @@ class SourceCoordinator:
         self.incremental = incremental
         incremental.check_signal_table()
         incremental.restore(offset)
+        if "kafka" not in channels:
+            incremental.forget_signal_position()
         incremental.start()
         if "rest" in channels:
             signal_registry.register(self.name, incremental.submit)

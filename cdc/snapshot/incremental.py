@@ -183,6 +183,12 @@ class IncrementalSnapshot:
             "; paused until resume-snapshot" if ctx.paused else "",
         )
 
+    def forget_signal_position(self) -> None:
+        """The Kafka channel is off: no consumer offset will be committed, so the position
+        an offset holds is dropped instead of being carried on in every offset."""
+        self.signal_position = None
+        self._update_extra()
+
     def start(self) -> None:
         """Before streaming starts: read the next chunk of a restored snapshot, if the table
         is known already (else when the connector declares it)."""

@@ -526,6 +526,9 @@ def test_kafka_signal_position_kept_until_its_consumer_offset_is_committed() -> 
     assert reads == sorted(set(reads)) and 1 not in reads  # resumed, not started again
     assert again.d.metrics.notices == []
     assert not again.inc.active
+    off = Harness(chunk_size=2, rows={i: (i, "v") for i in range(1, 6)}, offset=mid)
+    off.inc.forget_signal_position()  # no Kafka channel any more
+    assert SIGNAL_OFFSET not in (off.inc.extra or {}) and off.inc.active
     again.inc.signal_committed_at(7)
     again.db.insert((8, "x"))  # the streaming thread drops the key at this event
     again.db.insert((9, "x"))
