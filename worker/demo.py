@@ -420,31 +420,44 @@ def create_mariadb_inventory(demo: Demo) -> None:
         conn.close()
 
 
-def add_mariadb_connector(demo: Demo) -> None:
-    """POST /connectors, as one would with Kafka Connect's REST API."""
+def mariadb_connector(demo: Demo, state_dir: Path) -> tuple[str, dict[str, str]]:
+    """The MariaDB connector the demo sends over REST: examples/mysql.yaml's, pointed at this
+    stack. A config sent over REST may not read the worker's environment (docs/security.md),
+    so the password goes into ``<state.dir>/secrets/``, the one place such configs may read
+    when the worker declares no config providers."""
     doc = yaml.safe_load(MARIADB_EXAMPLE.read_text())
     spec = doc["connectors"][0]
     config = dict(spec["config"])
     config["database.hostname"] = demo.env["TIDEMARK_MYSQL_HOST"]
     config["database.port"] = demo.env["TIDEMARK_MYSQL_PORT"]
     config["database.user"] = demo.env["TIDEMARK_MYSQL_USER"]
-    config = {k: str(v) for k, v in config.items()}
+    secrets = state_dir / "secrets"
+    secrets.mkdir(mode=0o700, parents=True, exist_ok=True)
+    secret = secrets / "mariadb-password"
+    secret.write_text(demo.env["TIDEMARK_MYSQL_PASSWORD"])
+    secret.chmod(0o600)
+    config["database.password"] = f"${{dir:{secrets}:mariadb-password}}"
+    return str(spec["name"]), {k: str(v) for k, v in config.items()}
+
+
+def add_mariadb_connector(demo: Demo) -> None:
+    """POST /connectors, as one would with Kafka Connect's REST API."""
+    name, config = mariadb_connector(demo, demo.work / "worker-state")
     demo.mariadb_topic = f"{config['topic.prefix']}.inventory.customers"
     demo.mariadb_start = topic_end(demo.env["TIDEMARK_KAFKA_BOOTSTRAP"], demo.mariadb_topic)
     client = demo.client()
-    status, body = client.request("POST", "/connectors", {"name": spec["name"], "config": config})
+    status, body = client.request("POST", "/connectors", {"name": name, "config": config})
     if status == 409:
-        say(f"connector `{spec['name']}` already exists")
+        say(f"connector `{name}` already exists")
     elif status != 201:
         raise DemoError(f"POST /connectors answered {status}: {body}")
     else:
         say(
-            f'$ curl -X POST {demo.url}/connectors -d \'{{"name": "{spec["name"]}", ...}}\''
-            f"  -> 201 Created"
+            f'$ curl -X POST {demo.url}/connectors -d \'{{"name": "{name}", ...}}\'  -> 201 Created'
         )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        doc = client.get("/tidemark/status")["connectors"].get(spec["name"])
+        doc = client.get("/tidemark/status")["connectors"].get(name)
         task = ((doc or {}).get("status", {}).get("tasks") or [{}])[0]
         if task.get("state") == "FAILED":
             raise DemoError(f"the MariaDB connector failed:\n{task.get('trace')}")
@@ -453,7 +466,7 @@ def add_mariadb_connector(demo: Demo) -> None:
             "connected"
         ):
             rows = sum(t["rows"] for t in detail["snapshot"].get("tables", []))
-            say(f"`{spec['name']}` RUNNING: snapshot of {rows} rows done, streaming the binlog")
+            say(f"`{name}` RUNNING: snapshot of {rows} rows done, streaming the binlog")
             return
         time.sleep(0.3)
     raise DemoError("the MariaDB connector did not finish its snapshot within 90 s")
