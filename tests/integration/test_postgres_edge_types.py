@@ -164,3 +164,32 @@ def test_tsvector_per_envelope_version(h: PgHarness, envelope: str) -> None:
         assert created["doc"] == "'a':1 'b':2,3 'c'"
     else:  # Debezium 1.2 does not know the type and leaves the column out
         assert "doc" not in read and "doc" not in created
+
+
+@pytest.mark.parametrize("include", ["false", "true"])
+def test_a_type_with_no_mapping_never_stops_capture(h: PgHarness, include: str) -> None:
+    """A column whose type the connector has no mapping for (a composite type) with
+    ``include.unknown.datatypes``: false (Debezium's default) leaves the column out of the
+    value and its schema, true carries its text form as bytes; the row's other columns arrive
+    either way (a range, which Debezium maps to its text, beside it), from the snapshot and
+    from streaming."""
+    table = f"unmapped_{include}"
+    h.sql(
+        "DO $$ BEGIN CREATE TYPE pair AS (a int, b text); "
+        "EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+        f"CREATE TABLE {table} (id int PRIMARY KEY, p pair, r int4range, v text)",
+        f"INSERT INTO {table} VALUES (1, ROW(1, 'one'), '[1,5)', 'snap')",
+    )
+    cfg = h.config(table_include_list=f"public.{table}", include_unknown_datatypes=include)
+    events = capture(
+        h, cfg, table, [f"INSERT INTO {table} VALUES (2, ROW(2, 'two'), '[2,9)', 'live')"], 2
+    )
+    assert [(e.op, e.after["id"], e.after["r"], e.after["v"]) for e in events] == [
+        ("r", 1, "[1,5)", "snap"),
+        ("c", 2, "[2,9)", "live"),
+    ]
+    for e, text in zip(events, ("(1,one)", "(2,two)"), strict=True):
+        if include == "false":
+            assert "p" not in e.after, e.after
+        else:
+            assert base64.b64decode(e.after["p"]).decode() == text, e.after
