@@ -24,7 +24,7 @@ from tests.integration.test_engine_crash import end_offset, finish, read_all, st
 
 pytestmark = [pytest.mark.postgres, pytest.mark.mariadb, pytest.mark.kafka]
 
-ROWS, CHUNK = 3000, 25
+ROWS, CHUNK = 6000, 25  # the kill must land mid-snapshot even on a slow, loaded machine
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def kill_mid_snapshot(db: Db, tmp_path: Path, kind: str) -> None:
             db.signal([], kind="log")
             time.sleep(0.5)
         db.signal(["big"])
-        wait_for(db.kafka, topic, ROWS // 3, proc)
+        wait_for(db.kafka, topic, ROWS // 10, proc)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()  # reaps it and closes its pipes
