@@ -22,7 +22,16 @@ from tests.integration.mysql_harness import MySqlHarness
 from tests.integration.pg_harness import PgHarness
 from tests.integration.test_engine_crash import end_offset, finish, read_all, start, wait_for
 
-pytestmark = [pytest.mark.postgres, pytest.mark.mariadb, pytest.mark.kafka]
+# known_failing (issue 16): on the CI machine the 6,000-row incremental snapshot can finish
+# before the kill lands (it did twice), so the test cannot show a mid-snapshot kill there; it
+# needs a snapshot the test can hold mid-way. Resume after a kill is also shown by
+# test_incremental_snapshot_signal_kill.py, which passes in CI.
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.mariadb,
+    pytest.mark.kafka,
+    pytest.mark.known_failing,
+]
 
 ROWS, CHUNK = 6000, 25  # the kill must land mid-snapshot even on a slow, loaded machine
 
