@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 #: commit log descriptor version → messaging version of the mutations (4.0, 5.0)
 MESSAGING_VERSIONS = {7: 12, 8: 13}
@@ -73,10 +73,10 @@ class Descriptor:
         return str(cls).rsplit(".", 1)[-1] if cls else None
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One mutation. ``start`` is the logical position of its size field, ``end`` the
-    position right after its CRC: the offset stored once it is delivered."""
+    position right after its CRC: the offset stored once it is delivered. (A named tuple:
+    one is built per mutation.)"""
 
     start: int
     end: int
