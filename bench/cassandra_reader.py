@@ -104,21 +104,27 @@ def python_reader(segments: list[Path], lookup: Any, runs: int) -> list[dict[str
     return out[1:]
 
 
-def schema_lookup(home: Path) -> Any:
-    """The table definitions, read from the node over CQL (started again briefly)."""
-    from cassandra.cluster import Cluster
+def schema_lookup(home: Path, saved: Path) -> Any:
+    """The table definitions, read from the node over CQL (started again briefly) and saved
+    next to the segments; ``--reuse`` reads the saved ones instead of starting the node."""
+    from connectors.cassandra.tabledef import table_from_json
 
-    from connectors.cassandra.schema import SchemaCache
+    if not saved.exists():
+        from cassandra.cluster import Cluster
 
-    node = _node(home)
-    node.start()
-    try:
-        session = Cluster([node.host], port=node.port, protocol_version=5).connect()
-        cache = SchemaCache(session)
-        session.cluster.shutdown()
-        return cache.by_id.get
-    finally:
-        node.stop(timeout=120)
+        from connectors.cassandra.schema import SchemaCache
+
+        node = _node(home)
+        node.start()
+        try:
+            session = Cluster([node.host], port=node.port, protocol_version=5).connect()
+            cache = SchemaCache(session)
+            session.cluster.shutdown()
+        finally:
+            node.stop(timeout=120)
+        saved.write_text(json.dumps([t.to_json() for t in cache.by_id.values()]))
+    tables = {t.id: t for t in map(table_from_json, json.loads(saved.read_text()))}
+    return tables.get
 
 
 def jvm_reader(segments: list[Path], home: Path, runs: int, work: Path) -> list[dict[str, float]]:
@@ -185,7 +191,7 @@ def main() -> None:
     else:
         shutil.rmtree(home, ignore_errors=True)
         segments = write_segments(args.rows, home, segdir)
-    lookup = schema_lookup(home)
+    lookup = schema_lookup(home, segdir / "schema.json")
     py = summary(python_reader(segments, lookup, args.runs))
     jvm = summary(jvm_reader(segments, home, args.runs, work))
     result = {
