@@ -185,7 +185,12 @@ def build_dispatcher(
 ) -> EventDispatcher:
     """The dispatcher with the connector's table schemas, filters and topic names."""
     raw = cfg.raw
-    namer = TopicNamer(server, cfg["heartbeat.topics.prefix"])
+    namer = TopicNamer(
+        server,
+        cfg["heartbeat.topics.prefix"],
+        # a connector may qualify topics by database (SQL Server with several databases)
+        include_catalog=bool(getattr(conn, "topics_include_database", False)),
+    )
     mappers = ColumnMappers(raw)
     problems = list(mappers.problems)
     try:

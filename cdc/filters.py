@@ -1,7 +1,8 @@
 """Table and column selection from the include/exclude lists.
 
 Patterns are anchored regular expressions matched against fully-qualified names, as in
-Debezium: ``schema.table`` (PostgreSQL), ``db.table`` (MySQL), ``...table.column`` for columns.
+Debezium: ``schema.table`` (PostgreSQL), ``db.table`` (MySQL), ``...table.column`` for columns;
+where a table id has both (SQL Server), ``db.schema.table`` matches too.
 Results are cached per table because the same tables are asked about on every event.
 """
 
@@ -64,8 +65,13 @@ class TableFilter:
             self.schema_inc, self.schema_exc, table_id.schema
         ):
             return False
-        name = _short_identifier(table_id)
-        return self._level(self.table_inc, self.table_exc, name)
+        names = [_short_identifier(table_id)]
+        if table_id.catalog is not None and table_id.schema is not None:
+            # db.schema.table too (SQL Server capturing several databases)
+            names.append(f"{table_id.catalog}.{table_id.schema}.{table_id.table}")
+        if self.table_inc:
+            return any(_any_full(self.table_inc, n) for n in names)
+        return not any(_any_full(self.table_exc, n) for n in names)
 
 
 def _short_identifier(table_id: TableId) -> str:

@@ -36,26 +36,38 @@ def sanitize_topic(name: str) -> str:
 
 
 class TopicNamer:
-    """``<server>.<schema-or-db>.<table>`` data topics and the special topics."""
+    """``<server>.<schema-or-db>.<table>`` data topics and the special topics;
+    ``<server>.<db>.<schema>.<table>`` with ``include_catalog`` (a SQL Server connector
+    capturing several databases, as Debezium 2.x names them)."""
 
-    def __init__(self, server_name: str, heartbeat_prefix: str = "__debezium-heartbeat") -> None:
+    def __init__(
+        self,
+        server_name: str,
+        heartbeat_prefix: str = "__debezium-heartbeat",
+        *,
+        include_catalog: bool = False,
+    ) -> None:
         self.server = server_name
         self.heartbeat_prefix = heartbeat_prefix
+        self.include_catalog = include_catalog
         self._cache: dict[TableId, str] = {}
+
+    def _containers(self, table_id: TableId) -> list[str]:
+        if self.include_catalog and table_id.catalog is not None and table_id.schema is not None:
+            return [table_id.catalog, table_id.schema]
+        container = table_id.schema if table_id.schema is not None else table_id.catalog
+        return [container] if container is not None else []
 
     def data_topic(self, table_id: TableId) -> str:
         topic = self._cache.get(table_id)
         if topic is None:
-            container = table_id.schema if table_id.schema is not None else table_id.catalog
-            parts = [self.server, *([container] if container is not None else []), table_id.table]
+            parts = [self.server, *self._containers(table_id), table_id.table]
             topic = self._cache[table_id] = sanitize_topic(".".join(parts))
         return topic
 
     def schema_name(self, table_id: TableId, suffix: str) -> str:
-        container = table_id.schema if table_id.schema is not None else table_id.catalog
         parts = [sanitize_schema_part(self.server, first=True)]
-        if container is not None:
-            parts.append(sanitize_schema_part(container))
+        parts.extend(sanitize_schema_part(c) for c in self._containers(table_id))
         parts.append(sanitize_schema_part(table_id.table))
         return ".".join([*parts, suffix])
 

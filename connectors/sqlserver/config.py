@@ -1,8 +1,8 @@
 """The SQL Server connector's properties: Debezium's names (1.2 and current), validated.
 
 Debezium 1.2 captures one database (``database.dbname``); current Debezium lists them in
-``database.names``. This release captures one database per connector: ``database.names``
-with one name is accepted as a synonym, several are refused naming the key.
+``database.names``, and so does tidemark: one task captures every listed database (Debezium
+2.x with ``tasks.max=1``), see :mod:`connectors.sqlserver.databases`.
 """
 
 from __future__ import annotations
@@ -26,15 +26,18 @@ ISOLATION_MODES = ("snapshot", "repeatable_read", "read_committed", "read_uncomm
 DIALECTS = ("tsql", "postgres-standin")
 
 
-def _one_name(value: Any) -> str | None:
+def _distinct_names(value: Any) -> str | None:
+    """SQL Server database names compare case-insensitively (the default collation): the same
+    database listed twice would be captured twice into the same topics."""
     if value is None:
         return None
-    names = [n for n in value if n.strip()]
-    if len(names) > 1:
-        return (
-            "lists several databases; this release captures one database per connector, so "
-            "configure one connector per database"
-        )
+    seen: dict[str, str] = {}
+    for name in (n.strip() for n in value):
+        if not name:
+            continue
+        if name.lower() in seen:
+            return f"lists database {name!r} twice (as {seen[name.lower()]!r} and {name!r})"
+        seen[name.lower()] = name
     return None
 
 
@@ -58,10 +61,12 @@ SQLSERVER_FIELDS = ConfigDef(
             "database.names",
             Kind.LIST,
             None,
-            validator=_one_name,
+            validator=_distinct_names,
             importance="HIGH",
             group="Connection",
-            doc="The database to capture, as current Debezium names the key (one name).",
+            doc="The databases to capture, comma-separated (current Debezium's key). One task "
+            "captures them all; with several, topics are <topic.prefix>.<database>.<schema>."
+            "<table> (with one: <topic.prefix>.<schema>.<table>, as before).",
         ),
         ConfigField(
             "database.encrypt",
@@ -193,6 +198,15 @@ def parse_config(raw: dict[str, Any]) -> Config:
     return cfg
 
 
-def database_name(cfg: Config) -> str:
+def database_names(cfg: Config) -> list[str]:
+    """The captured databases, in the order listed (``database.dbname`` alone if no list)."""
     names = [n.strip() for n in (cfg["database.names"] or []) if n.strip()]
-    return names[0] if names else (cfg["database.dbname"] or "")
+    if names:
+        return names
+    return [cfg["database.dbname"]] if cfg["database.dbname"] else []
+
+
+def database_name(cfg: Config) -> str:
+    """The first captured database (the only one, for most configurations)."""
+    names = database_names(cfg)
+    return names[0] if names else ""

@@ -85,12 +85,12 @@ def _value(text: Any) -> str:
     return s
 
 
-def connection_string(cfg: Config, driver: str) -> str:
+def connection_string(cfg: Config, driver: str, database: str | None = None) -> str:
     parts: dict[str, Any] = {
         "DRIVER": "{" + driver + "}",
         "SERVER": cfg["database.hostname"],
         "PORT": cfg["database.port"],
-        "DATABASE": database_name(cfg),
+        "DATABASE": database or database_name(cfg),
         "UID": cfg["database.user"],
         "PWD": cfg["database.password"] or "",
     }
@@ -123,18 +123,40 @@ def datetimeoffset(raw: bytes) -> dt.datetime:
     return dt.datetime(year, month, day, hour, minute, second, nanos // 1000, tzinfo=zone)
 
 
-def connect(cfg: Config, *, autocommit: bool = True) -> Any:
-    """A pyodbc connection to the captured database."""
+#: what the server says when the database does not exist: SQL Server's error 4060 (or 911),
+#: PostgreSQL's (the stand-in's) "database ... does not exist"
+_NO_DATABASE = ("(4060)", "(911)")
+
+
+def _no_database(text: str) -> bool:
+    return any(m in text for m in _NO_DATABASE) or (
+        'database "' in text and "does not exist" in text
+    )
+
+
+def connect(cfg: Config, *, autocommit: bool = True, database: str | None = None) -> Any:
+    """A pyodbc connection to ``database`` (default: the first captured one)."""
     pyodbc = _pyodbc()
     driver = check_driver(cfg)
     timeout = max(1, int(cfg["database.connect.timeout.ms"]) // 1000)
+    name = database or database_name(cfg)
     try:
         conn = pyodbc.connect(
-            connection_string(cfg, driver), autocommit=autocommit, timeout=timeout
+            connection_string(cfg, driver, name), autocommit=autocommit, timeout=timeout
         )
     except pyodbc.Error as exc:
         from connectors.sqlserver.errors import ERRORS
 
+        if _no_database(str(exc)):
+            raise ConfigError(
+                [
+                    (
+                        "database.names",
+                        f"database {name!r} cannot be opened (it does not exist, or this "
+                        f"login has no access to it): {exc}",
+                    )
+                ]
+            ) from exc
         raise ERRORS.translate(exc) from exc
     if cfg["sqlserver.dialect"] == "tsql":
         conn.add_output_converter(SQL_SS_TIMESTAMPOFFSET, datetimeoffset)

@@ -10,8 +10,9 @@ from cdc.envelope import V3, source_block_schema
 from cdc.schema.model import OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
 from cdc.snapshot_modes import MODES, WhenNeeded
 from cdc.spi import Connector, SnapshotSource, Snapshotter, StreamingSource, TableId
-from connectors.sqlserver.config import CONFIG_DEF, database_name, parse_config
-from connectors.sqlserver.offsets import SqlServerPosition, validate_offset
+from connectors.sqlserver.config import CONFIG_DEF, database_names, parse_config
+from connectors.sqlserver.databases import split_offset
+from connectors.sqlserver.offsets import validate_offset
 from connectors.sqlserver.positions import position_lost
 from connectors.sqlserver.snapshot import SqlServerSnapshot
 from connectors.sqlserver.streaming import SqlServerStreaming
@@ -53,7 +54,10 @@ class SqlServerConnector(Connector):
             decimal=c["decimal.handling.mode"],
             binary=c["binary.handling.mode"],
         )
-        self.database = database_name(c)
+        self.databases = database_names(c)
+        #: topics are <prefix>.<database>.<schema>.<table> when several databases are
+        #: captured (Debezium 2.x's names); with one, <prefix>.<schema>.<table> as before
+        self.topics_include_database = len(self.databases) > 1
         #: tables whose structure the core has, and the capture instance it came from
         self.registered: dict[TableId, str] = {}
 
@@ -70,12 +74,14 @@ class SqlServerConnector(Connector):
         from connectors.sqlserver.connection import connect, dialect_of
         from connectors.sqlserver.schema import Catalog
 
-        conn = connect(self.config)
-        try:
-            catalog = Catalog(conn, dialect_of(self.config), self.database)
-            return position_lost(catalog, SqlServerPosition.from_offset(offset)) is None
-        finally:
-            conn.close()
+        for db, pos in split_offset(self.config, offset).items():
+            conn = connect(self.config, database=db)
+            try:
+                if position_lost(Catalog(conn, dialect_of(self.config), db), pos) is not None:
+                    return False
+            finally:
+                conn.close()
+        return True
 
     def snapshot_source(self) -> SnapshotSource:
         return SqlServerSnapshot(self.config, self.registered)

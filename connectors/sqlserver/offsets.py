@@ -124,6 +124,7 @@ class SqlServerPosition:
         return cls(commit, change, serial if change is not None else None)
 
 
+FLAT_KEYS = frozenset({"commit_lsn", "change_lsn", "event_serial_no"})
 OFFSET_KEYS = frozenset(
     {
         "commit_lsn",
@@ -136,18 +137,42 @@ OFFSET_KEYS = frozenset(
 )
 
 
-def validate_offset(
-    partition: dict[str, Any], offset: dict[str, Any] | None
-) -> tuple[dict[str, Any] | None, list[str]]:
-    """REST ``PATCH /offsets``: ``{"server": ...}`` and a SQL Server offset."""
-    problems = [] if "server" in partition else ['partition must be {"server": ...}']
-    if offset is None:
-        return None, problems
+#: the key of a connector capturing several databases' offset (cdc.offsets.composite.POSITIONS)
+POSITIONS = "positions"
+
+
+def _position_problems(offset: Mapping[str, Any], allowed: frozenset[str], at: str) -> list[str]:
+    problems = []
     try:
         SqlServerPosition.from_offset(offset)
     except ValueError as exc:
-        problems.append(str(exc))
-    unknown = sorted(set(offset) - OFFSET_KEYS)
+        problems.append(f"{at}{exc}")
+    unknown = sorted(set(offset) - allowed)
+    if unknown:
+        problems.append(f"unknown offset key(s) {at}{', '.join(unknown)}")
+    return problems
+
+
+def validate_offset(
+    partition: dict[str, Any], offset: dict[str, Any] | None
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """REST ``PATCH /offsets``: ``{"server": ...}`` and a SQL Server offset: Debezium's flat
+    one (one database), or ``{"positions": {"<database>": <flat offset>}}`` (several)."""
+    problems = [] if "server" in partition else ['partition must be {"server": ...}']
+    if offset is None:
+        return None, problems
+    if POSITIONS not in offset:
+        return offset, problems + _position_problems(offset, OFFSET_KEYS, "")
+    positions = offset[POSITIONS]
+    if not isinstance(positions, Mapping) or not positions:
+        problems.append(f"offset.{POSITIONS} must map each database to its position")
+        return offset, problems
+    for db, position in positions.items():
+        if not isinstance(position, Mapping):
+            problems.append(f"offset.{POSITIONS}.{db} must be an object, got {position!r}")
+            continue
+        problems += _position_problems(position, FLAT_KEYS, f"{POSITIONS}.{db}: ")
+    unknown = sorted(set(offset) - (OFFSET_KEYS - FLAT_KEYS) - {POSITIONS})
     if unknown:
         problems.append(f"unknown offset key(s) {', '.join(unknown)}")
     return offset, problems

@@ -11,6 +11,11 @@ on top (the topic converges; nothing is missed).
 
 Captured tables are those with a capture instance that the include/exclude lists select; an
 explicitly included table without one fails, naming the ``sys.sp_cdc_enable_table`` call.
+
+Several databases (``database.names``): one transaction per database, all opened before the
+first row is read, each with its own maximum LSN read first; every row carries the offset
+holding all of them (:mod:`connectors.sqlserver.databases`). A database added to the list
+later is snapshotted on its own by :func:`snapshot_added` while streaming starts.
 """
 
 from __future__ import annotations
@@ -18,14 +23,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from cdc.config import Config
 from cdc.snapshot.driver import Row, TableScan, one_by_one, run_snapshot, select_override
 from cdc.spi import SnapshotSource, SourceContext, Table, TableId
-from connectors.sqlserver.config import database_name
+from connectors.sqlserver.config import database_names
 from connectors.sqlserver.connection import connect, dialect_of
+from connectors.sqlserver.databases import DatabasePositions, offset_of, split_offset
 from connectors.sqlserver.offsets import Lsn, SqlServerPosition
 from connectors.sqlserver.positions import position_lost
 from connectors.sqlserver.schema import (
@@ -39,136 +46,207 @@ from connectors.sqlserver.schema import (
 log = logging.getLogger("tidemark.sqlserver.snapshot")
 
 
+@dataclass
+class _Database:
+    """One captured database's part of the snapshot: its own connections, transaction and
+    maximum LSN (each database's tables are consistent with its own LSN)."""
+
+    name: str
+    catalog_conn: Any = None
+    conn: Any = None
+    catalog: Catalog | None = None
+    captured: dict[TableId, CaptureInstance] = field(default_factory=dict)
+    pos: SqlServerPosition = field(default_factory=lambda: SqlServerPosition(None))
+
+
 class SqlServerSnapshotSteps:
-    def __init__(self, cfg: Config, ctx: SourceContext, include_data: bool) -> None:
+    """The snapshot steps over the databases ``databases`` (default: every listed one).
+    ``others``: the offset of records while a database added to ``database.names`` is
+    snapshotted during streaming (the other databases' positions; the added one gets its
+    position only once its snapshot is done, so a kill makes the next start redo it)."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        ctx: SourceContext,
+        include_data: bool,
+        databases: Sequence[str] | None = None,
+        others: DatabasePositions | None = None,
+        between: Callable[[], None] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.ctx = ctx
         self.include_data = include_data
         self.dialect = dialect_of(cfg)
-        self.database = database_name(cfg)
+        self.dbs = [_Database(n) for n in (databases or database_names(cfg))]
+        self.others = others
+        #: called between batches of rows (polling the other databases meanwhile)
+        self.between = between
         self.mode = cfg["snapshot.isolation.mode"]
-        self.catalog_conn: Any = None
-        self.conn: Any = None
-        self.catalog: Catalog | None = None
-        self.captured: dict[TableId, CaptureInstance] = {}
         self.structures: dict[TableId, Table] = {}
-        self.pos = SqlServerPosition(None)
         self.registered: dict[TableId, str] = {}
 
+    @property
+    def positions(self) -> dict[str, SqlServerPosition]:
+        return {db.name: db.pos for db in self.dbs}
+
     def prepare(self) -> None:
-        self.catalog_conn = connect(self.cfg)
-        self.catalog = Catalog(self.catalog_conn, self.dialect, self.database)
-        self.catalog.check_cdc_enabled()
-        self.conn = connect(self.cfg, autocommit=False)
+        for db in self.dbs:
+            db.catalog_conn = connect(self.cfg, database=db.name)
+            db.catalog = Catalog(db.catalog_conn, self.dialect, db.name)
+            db.catalog.check_cdc_enabled()
+            db.conn = connect(self.cfg, autocommit=False, database=db.name)
 
     def tables(self) -> Sequence[TableId]:
-        assert self.catalog is not None
-        by_table = current_instances(self.catalog.instances(), self.ctx.is_included, self.database)
-        # the newest instance describes the table as it is now
-        self.captured = {tid: insts[-1] for tid, insts in by_table.items()}
-        check_captured(self.catalog, self.ctx.is_included, explicit_tables(self.cfg), self.captured)
-        return sorted(self.captured)
+        for db in self.dbs:
+            assert db.catalog is not None
+            by_table = current_instances(db.catalog.instances(), self.ctx.is_included, db.name)
+            # the newest instance describes the table as it is now
+            db.captured = {tid: insts[-1] for tid, insts in by_table.items()}
+            check_captured(db.catalog, self.ctx.is_included, explicit_tables(self.cfg), db.captured)
+        return sorted(t for db in self.dbs for t in db.captured)
 
     def lock(self) -> None:
-        cur = self.conn.cursor()
-        cur.execute(self.dialect.set_isolation(self.mode))
-        if self.mode == "exclusive":
-            for tid in sorted(self.captured):
-                cur.execute(self.dialect.lock_exclusive(tid.schema or "dbo", tid.table))
-                if cur.description:
-                    cur.fetchall()
-        cur.close()
+        for db in self.dbs:
+            cur = db.conn.cursor()
+            cur.execute(self.dialect.set_isolation(self.mode))
+            if self.mode == "exclusive":
+                for tid in sorted(db.captured):
+                    cur.execute(self.dialect.lock_exclusive(tid.schema or "dbo", tid.table))
+                    if cur.description:
+                        cur.fetchall()
+            cur.close()
 
     def position(self) -> dict[str, Any]:
-        cur = self.conn.cursor()
-        cur.execute(self.dialect.max_lsn())
-        row = cur.fetchone()
-        cur.close()
-        self.pos = SqlServerPosition(Lsn.of(row[0]) if row else None)
-        log.info("snapshot consistent with commit LSN %s", self.pos.commit_lsn)
-        return self.pos.to_offset()
+        for db in self.dbs:
+            cur = db.conn.cursor()
+            cur.execute(self.dialect.max_lsn())
+            row = cur.fetchone()
+            cur.close()
+            db.pos = SqlServerPosition(Lsn.of(row[0]) if row else None)
+            log.info("snapshot of %s consistent with commit LSN %s", db.name, db.pos.commit_lsn)
+        return offset_of(self.cfg, self.positions)
 
     def structure(self) -> None:
-        assert self.catalog is not None
-        for tid, inst in sorted(self.captured.items()):
-            table = self.catalog.table(inst)
-            self.structures[tid] = table
-            self.ctx.register_table(table)
-            self.registered[tid] = inst.name
+        for db in self.dbs:
+            assert db.catalog is not None
+            for tid, inst in sorted(db.captured.items()):
+                table = db.catalog.table(inst)
+                self.structures[tid] = table
+                self.ctx.register_table(table)
+                self.registered[tid] = inst.name
 
     def handover(self, resume: dict[str, Any]) -> dict[str, Any]:
-        """Stream from ``resume`` (an earlier attempt's position) while the change tables
-        still hold it; else from this snapshot's own position, with a warning: deletes made
-        between the two may be missing downstream."""
-        assert self.catalog is not None
-        if resume == self.pos.to_offset():
+        """Stream each database from ``resume`` (an earlier attempt's positions) while its
+        change tables still hold it; else from this snapshot's own position, with a warning:
+        deletes made between the two may be missing downstream."""
+        own = offset_of(self.cfg, self.positions)
+        if resume == own:
             return resume
-        lost = position_lost(
-            self.catalog, SqlServerPosition.from_offset(resume), self.ctx.is_included
-        )
-        if lost is None:
-            return resume
-        log.warning(
-            "streaming starts at this snapshot's position %s, not at the earlier %s: %s "
-            "Rows deleted in between may still be present downstream.",
-            self.pos.commit_lsn,
-            resume.get("commit_lsn"),
-            lost,
-        )
-        return self.pos.to_offset()
+        earlier = split_offset(self.cfg, resume)
+        chosen: dict[str, SqlServerPosition] = {}
+        for db in self.dbs:
+            assert db.catalog is not None
+            pos = earlier.get(db.name)
+            lost = (
+                "the earlier attempt has no position for it"
+                if pos is None
+                else position_lost(db.catalog, pos, self.ctx.is_included)
+            )
+            if lost is None and pos is not None:
+                chosen[db.name] = pos
+                continue
+            log.warning(
+                "%s: streaming starts at this snapshot's position %s, not at the earlier %s: "
+                "%s Rows deleted in between may still be present downstream.",
+                db.name,
+                db.pos.commit_lsn,
+                pos.commit_lsn if pos else None,
+                lost,
+            )
+            chosen[db.name] = db.pos
+        return offset_of(self.cfg, chosen)
 
     def scans(self) -> list[TableScan]:
         ts = int(time.time() * 1000)
-        commit = str(self.pos.commit_lsn) if self.pos.commit_lsn else None
+        positions = self.positions
+        if self.others is None:
+            offset = {**offset_of(self.cfg, positions), "snapshot": True}
+        else:
+            # an added database: the others' positions, not a snapshot of the connector
+            offset = self.others.offset()
         out = []
         for tid, table in sorted(self.structures.items()):
+            db = str(tid.catalog)
+            lsn = positions[db].commit_lsn
             source = {
                 "ts_ms": ts,
                 "snapshot": True,
-                "db": self.database,
+                "db": db,
                 "schema": tid.schema,
                 "table": tid.table,
                 "change_lsn": None,
-                "commit_lsn": commit,
+                "commit_lsn": str(lsn) if lsn else None,
                 "event_serial_no": None,
             }
-            offset = {**self.pos.to_offset(), "snapshot": True}
-            # snapshot.select.statement.overrides.<schema.table>: the user's SELECT, giving
-            # the captured columns in the table's order
-            sql = select_override(self.cfg, f"{tid.schema}.{tid.table}")
+            # snapshot.select.statement.overrides.<[database.]schema.table>: the user's
+            # SELECT, giving the captured columns in the table's order
+            sql = select_override(self.cfg, f"{db}.{tid.schema}.{tid.table}")
+            sql = sql or select_override(self.cfg, f"{tid.schema}.{tid.table}")
             sql = sql or self.dialect.snapshot_select(
                 tid.schema or "dbo", tid.table, table.column_names()
             )
-            out.append(TableScan(table, source, offset, None, plan=sql))
+            out.append(TableScan(table, source, offset, None, plan=(db, sql)))
         return out
 
     def read(self, scans: list[TableScan]) -> Iterator[tuple[TableScan, Sequence[Row] | None]]:
-        return one_by_one(scans, self.ctx.stop_event.is_set, self._rows)
+        batches = one_by_one(scans, self.ctx.stop_event.is_set, self._rows)
+        if self.others is None:
+            return batches
+        return self._interleaved(batches, self.others)
+
+    def _interleaved(
+        self,
+        batches: Iterator[tuple[TableScan, Sequence[Row] | None]],
+        others: DatabasePositions,
+    ) -> Iterator[tuple[TableScan, Sequence[Row] | None]]:
+        """An added database's rows, the other databases polled between batches: each batch
+        carries the others' positions as of then (the offset only moves forward)."""
+        try:
+            for scan, rows in batches:
+                if self.between is not None:
+                    self.between()
+                scan.offset = others.offset()
+                yield scan, rows
+        finally:
+            batches.close()  # type: ignore[attr-defined]
 
     def _rows(self, scan: TableScan) -> Iterator[Sequence[Row]]:
         size = int(self.cfg["snapshot.fetch.size"])
-        cur = self.conn.cursor()
+        db, sql = scan.plan
+        cur = next(d for d in self.dbs if d.name == db).conn.cursor()
         try:
-            cur.execute(scan.plan)
+            cur.execute(sql)
             while batch := cur.fetchmany(size):
                 yield [tuple(r) for r in batch]
         finally:
             cur.close()
 
     def release(self, completed: bool) -> None:
-        for conn, finish in ((self.conn, completed), (self.catalog_conn, False)):
-            if conn is None:
-                continue
-            try:
-                if finish:
-                    conn.commit()
-                else:
-                    conn.rollback()
-            except Exception:
-                pass
-            with contextlib.suppress(Exception):
-                conn.close()
-        self.conn = self.catalog_conn = None
+        for db in self.dbs:
+            for conn, finish in ((db.conn, completed), (db.catalog_conn, False)):
+                if conn is None:
+                    continue
+                try:
+                    if finish:
+                        conn.commit()
+                    else:
+                        conn.rollback()
+                except Exception:
+                    pass
+                with contextlib.suppress(Exception):
+                    conn.close()
+            db.conn = db.catalog_conn = None
 
 
 class SqlServerSnapshot(SnapshotSource):
@@ -184,3 +262,22 @@ class SqlServerSnapshot(SnapshotSource):
         offset = run_snapshot(ctx, steps, include_data=include_data)
         self.registered.update(steps.registered)
         return offset
+
+
+def snapshot_added(
+    cfg: Config,
+    ctx: SourceContext,
+    database: str,
+    include_data: bool,
+    others: DatabasePositions,
+    registered: dict[TableId, str],
+    between: Callable[[], None] | None = None,
+) -> SqlServerPosition:
+    """Snapshot a database added to ``database.names`` while the others have positions: its
+    rows carry the others' positions (none for it), so storing them never marks the added
+    database as done; returns the position it streams from."""
+    log.info("database %s has no stored position: snapshotting it", database)
+    steps = SqlServerSnapshotSteps(cfg, ctx, include_data, [database], others, between)
+    run_snapshot(ctx, steps, include_data=include_data, handover=others.offset())
+    registered.update(steps.registered)
+    return steps.dbs[0].pos

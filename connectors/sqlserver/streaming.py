@@ -15,6 +15,12 @@ and loses nothing. After a kill the events since the last stored offset come aga
 Two capture instances of one table (the online schema-evolution procedure): the older one is
 read up to the newer one's start LSN, the newer one from there; the switch re-registers the
 table (new columns) and reports it on the schema change topic.
+
+Several databases (``database.names``): one connection each, polled in turn on this one
+thread, each from its own position; every record's offset carries all the databases'
+positions (:mod:`connectors.sqlserver.databases`). A listed database without a stored
+position (added to the list since) is snapshotted first as ``snapshot.mode`` allows, the
+others being polled between its batches of rows.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import heapq
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from cdc.config import Config
@@ -40,8 +47,8 @@ from cdc.spi import (
     TransactionBegin,
     TransactionEnd,
 )
-from connectors.sqlserver.config import database_name
 from connectors.sqlserver.connection import connect, dialect_of
+from connectors.sqlserver.databases import DatabasePositions
 from connectors.sqlserver.errors import ERRORS, LsnNoLongerAvailable
 from connectors.sqlserver.offsets import Lsn, SqlServerPosition
 from connectors.sqlserver.positions import position_lost
@@ -52,6 +59,7 @@ from connectors.sqlserver.schema import (
     current_instances,
     explicit_tables,
 )
+from connectors.sqlserver.snapshot import snapshot_added
 
 log = logging.getLogger("tidemark.sqlserver.streaming")
 
@@ -85,39 +93,60 @@ def merge_changes(per_instance: list[list[Any]]) -> Iterator[ChangeRow]:
     return heapq.merge(*streams, key=lambda c: (c[0], c[1], c[2]))
 
 
+@dataclass
+class _Database:
+    """One captured database while streaming: its connection, catalog and position."""
+
+    name: str
+    conn: Any
+    catalog: Catalog
+    pos: SqlServerPosition | None
+    #: when it was last polled (time.monotonic)
+    polled: float = 0.0
+
+
 class SqlServerStreaming(StreamingSource):
     def __init__(self, cfg: Config, registered: dict[TableId, str] | None = None) -> None:
         self.cfg = cfg
         self.dialect = dialect_of(cfg)
-        self.database = database_name(cfg)
         self.poll_s = int(cfg["streaming.poll.interval.ms"]) / 1000
         self.max_tx = int(cfg["max.iteration.transactions"])
         #: table → the capture instance whose structure the core has registered
         self.registered: dict[TableId, str] = dict(registered or {})
-        self.conn: Any = None
+        self.dbs: list[_Database] = []
+        self.positions: DatabasePositions | None = None
 
     # -- the loop ---------------------------------------------------------------------------
     def execute(self, ctx: SourceContext, offset: Mapping[str, Any] | None) -> None:
         gauges = ctx.metrics.streaming
         try:
-            self.conn = connect(self.cfg)
-            catalog = Catalog(self.conn, self.dialect, self.database)
-            catalog.check_cdc_enabled()
-            captured = current_instances(catalog.instances(), ctx.is_included, self.database)
-            check_captured(catalog, ctx.is_included, explicit_tables(self.cfg), captured)
-            pos = SqlServerPosition.from_offset(offset) if offset else SqlServerPosition(None)
-            if pos.commit_lsn is None and offset is None:
-                # no snapshot was taken (snapshot.mode=never): from the current maximum LSN
-                pos = SqlServerPosition(catalog.max_lsn())
-            self._check_available(catalog, pos, ctx.is_included)
+            positions = self.positions = DatabasePositions(self.cfg, offset)
+            for name in positions.names:
+                conn = connect(self.cfg, database=name)
+                catalog = Catalog(conn, self.dialect, name)
+                self.dbs.append(_Database(name, conn, catalog, positions.get(name)))
+                catalog.check_cdc_enabled()
+                captured = current_instances(catalog.instances(), ctx.is_included, name)
+                check_captured(catalog, ctx.is_included, explicit_tables(self.cfg), captured)
+            for db in self.dbs:
+                if db.pos is None and not offset:
+                    # no snapshot was taken (snapshot.mode=never): from the current maximum LSN
+                    db.pos = SqlServerPosition(db.catalog.max_lsn())
+                if db.pos is not None:
+                    self._check_available(db.catalog, db.pos, ctx.is_included)
             # Debezium's CapturedTables streaming attribute: db.schema.table, comma-separated
             ctx.metrics.extra_text["CapturedTables"] = lambda: ",".join(
                 sorted(str(t) for t in self.registered)
             )
             gauges.connected = True
             with ctx.batched(256) as flush:
+                for db in self.dbs:
+                    if db.pos is None:
+                        self._added(ctx, db)
                 while not ctx.stop_event.is_set():
-                    pos, read = self._poll(ctx, catalog, pos)
+                    read = False
+                    for db in self.dbs:
+                        read = self._poll(ctx, db) or read
                     if not read:
                         flush()
                         ctx.stop_event.wait(self.poll_s)
@@ -142,10 +171,37 @@ class SqlServerStreaming(StreamingSource):
         return exc
 
     def close(self) -> None:
-        if self.conn is not None:
+        for db in self.dbs:
             with contextlib.suppress(Exception):
-                self.conn.close()
-            self.conn = None
+                db.conn.close()
+        self.dbs = []
+
+    def _added(self, ctx: SourceContext, db: _Database) -> None:
+        """A database added to ``database.names``: snapshot it as ``snapshot.mode`` says (the
+        others are polled between its batches), then stream it from its snapshot's LSN."""
+        assert self.positions is not None
+        mode = self.cfg["snapshot.mode"]
+        if mode == "never":
+            log.info("database %s added: streaming it from its current maximum LSN", db.name)
+            db.pos = SqlServerPosition(db.catalog.max_lsn())
+        else:
+            others = [d for d in self.dbs if d.pos is not None]
+
+            def poll_others() -> None:
+                for other in others:
+                    if time.monotonic() - other.polled >= self.poll_s:
+                        self._poll(ctx, other)
+
+            db.pos = snapshot_added(
+                self.cfg,
+                ctx,
+                db.name,
+                mode not in ("schema_only", "no_data"),
+                self.positions,
+                self.registered,
+                poll_others,
+            )
+        ctx.emit(PositionReached(self.positions.set(db.name, db.pos)))
 
     def _check_available(
         self, catalog: Catalog, pos: SqlServerPosition, included: Callable[[TableId], bool]
@@ -155,17 +211,19 @@ class SqlServerStreaming(StreamingSource):
             raise LsnNoLongerAvailable(lost)
 
     # -- one poll ---------------------------------------------------------------------------
-    def _poll(
-        self, ctx: SourceContext, catalog: Catalog, pos: SqlServerPosition
-    ) -> tuple[SqlServerPosition, bool]:
+    def _poll(self, ctx: SourceContext, db: _Database) -> bool:
+        """Read ``db``'s next window; False when it had nothing new."""
+        assert db.pos is not None and self.positions is not None
+        db.polled = time.monotonic()
+        catalog, pos = db.catalog, db.pos
         max_lsn = catalog.max_lsn()
         from_lsn = pos.from_lsn()
         if max_lsn is None or (from_lsn is not None and from_lsn > max_lsn):
-            ctx.emit(PositionReached(pos.to_offset()))
-            return pos, False
-        tables = current_instances(catalog.instances(), ctx.is_included, self.database)
+            ctx.emit(PositionReached(self.positions.advance(db.name, pos.to_offset())))
+            return False
+        tables = current_instances(catalog.instances(), ctx.is_included, db.name)
         self._register(ctx, catalog, tables, pos)
-        to_lsn, times = self._window(catalog, from_lsn, max_lsn)
+        to_lsn, times = self._window(db.conn, from_lsn, max_lsn)
         plan: list[tuple[CaptureInstance, Lsn, Lsn, Lsn | None]] = []
         for instances in tables.values():
             for i, inst in enumerate(instances):
@@ -176,20 +234,22 @@ class SqlServerStreaming(StreamingSource):
                 hi = to_lsn if nxt is None else min(to_lsn, nxt)
                 if lo <= hi:
                     plan.append((inst, lo, hi, nxt))
-        per_instance = [self._changes(inst, lo, hi, nxt) for inst, lo, hi, nxt in plan]
-        self._emit(ctx, catalog, tables, plan, per_instance, times, pos)
-        done = SqlServerPosition(to_lsn)
-        ctx.emit(PositionReached(done.to_offset()))
+        per_instance = [self._changes(db.conn, inst, lo, hi, nxt) for inst, lo, hi, nxt in plan]
+        self._emit(ctx, catalog, plan, per_instance, times, pos)
+        done = db.pos = SqlServerPosition(to_lsn)
+        ctx.emit(PositionReached(self.positions.advance(db.name, done.to_offset())))
         gauges = ctx.metrics.streaming
         gauges.source_event_position = {"commit_lsn": str(to_lsn)}
-        return done, True
+        if self.positions.multi:
+            gauges.source_event_position["db"] = db.name
+        return True
 
     def _window(
-        self, catalog: Catalog, from_lsn: Lsn | None, max_lsn: Lsn
+        self, conn: Any, from_lsn: Lsn | None, max_lsn: Lsn
     ) -> tuple[Lsn, dict[bytes, Any]]:
         """The window's end (at most max.iteration.transactions commits) and commit times."""
         lo = from_lsn or Lsn(b"\0" * 10)
-        cur = self.conn.cursor()
+        cur = conn.cursor()
         try:
             cur.execute(self.dialect.transactions(), lo.raw, max_lsn.raw)
             rows = cur.fetchmany(self.max_tx) if self.max_tx else cur.fetchall()
@@ -200,9 +260,11 @@ class SqlServerStreaming(StreamingSource):
             return Lsn(bytes(rows[-1][0])), times
         return max_lsn, times
 
-    def _changes(self, inst: CaptureInstance, lo: Lsn, hi: Lsn, until: Lsn | None) -> list[Any]:
+    def _changes(
+        self, conn: Any, inst: CaptureInstance, lo: Lsn, hi: Lsn, until: Lsn | None
+    ) -> list[Any]:
         """The instance's change rows with commit LSN in [lo, hi], and below ``until``."""
-        cur = self.conn.cursor()
+        cur = conn.cursor()
         try:
             cur.execute(self.dialect.changes(inst.name), lo.raw, hi.raw)
             rows: list[Any] = cur.fetchall()
@@ -221,9 +283,11 @@ class SqlServerStreaming(StreamingSource):
     ) -> None:
         """Declare tables seen for the first time (and report CREATE on the schema change
         topic when a table was enabled for CDC while running)."""
-        # on the first poll of a run every table is new; later, a new one was enabled
-        running = bool(self.registered)
-        for tid in [t for t in self.registered if t not in tables]:
+        # on the first poll of a run (or of an added database) every table is new; later, a
+        # new one was enabled
+        db = catalog.database
+        running = any(t.catalog == db for t in self.registered)
+        for tid in [t for t in self.registered if t.catalog == db and t not in tables]:
             # CDC was disabled on it (sys.sp_cdc_disable_table): nothing more to read; if it
             # is enabled again, it is captured from its new instance's start
             log.warning(
@@ -248,13 +312,12 @@ class SqlServerStreaming(StreamingSource):
     ) -> None:
         """SQL Server has no DDL text for it: Debezium writes ``ddl: null`` and the table's
         structure in ``tableChanges``."""
+        assert self.positions is not None
         tid = change.table.id
+        db = str(tid.catalog)
         src = self._source(tid, at or pos.commit_lsn, None, None, int(time.time() * 1000))
-        ctx.emit(
-            SchemaChange(
-                self.database, tid.schema, None, [tid], src, pos.to_offset(), changes=[change]
-            )
-        )
+        offset = self.positions.advance(db, pos.to_offset())
+        ctx.emit(SchemaChange(db, tid.schema, None, [tid], src, offset, changes=[change]))
 
     def _switch(
         self,
@@ -279,7 +342,7 @@ class SqlServerStreaming(StreamingSource):
         return {
             "ts_ms": ts,
             "snapshot": False,
-            "db": self.database,
+            "db": tid.catalog,
             "schema": tid.schema,
             "table": tid.table,
             "change_lsn": str(change) if change else None,
@@ -291,7 +354,6 @@ class SqlServerStreaming(StreamingSource):
         self,
         ctx: SourceContext,
         catalog: Catalog,
-        tables: dict[TableId, list[CaptureInstance]],
         plan: list[tuple[CaptureInstance, Lsn, Lsn, Lsn | None]],
         per_instance: list[list[Any]],
         times: dict[bytes, Any],
@@ -300,10 +362,13 @@ class SqlServerStreaming(StreamingSource):
         """The merged change rows as events. Per transaction (commit LSN) once: its text,
         time, BEGIN and the resume check (only the stored commit can hold emitted rows); per
         row only what differs: the change LSN, serial number and values."""
+        assert self.positions is not None
         gauges = ctx.metrics.streaming
         tx_meta = ctx.tx_metadata
         resume_raw = resume.commit_lsn.raw if resume.commit_lsn is not None else None
-        table_ids = [inst.table_id(self.database) for inst, *_ in plan]
+        db = catalog.database
+        advance = self.positions.advance
+        table_ids = [inst.table_id(db) for inst, *_ in plan]
         open_tx: bytes | None = None
         open_src: dict[str, Any] = {}
         last = resume  # the position of the last event emitted
@@ -328,13 +393,13 @@ class SqlServerStreaming(StreamingSource):
                 continue
             if commit_raw != open_tx:
                 if open_tx is not None:
-                    self._end(ctx, open_tx, open_src)
+                    self._end(ctx, db, open_tx, open_src)
                 open_tx = commit_raw
                 commit = Lsn(commit_raw)
                 txid = str(commit)
                 ts = _millis(times.get(commit_raw))
                 if tx_meta:
-                    begin = SqlServerPosition(commit, Lsn(change_raw), 0).to_offset()
+                    begin = advance(db, SqlServerPosition(commit, Lsn(change_raw), 0).to_offset())
                     ctx.emit(
                         TransactionBegin(txid, self._source(tid, commit, None, None, ts), begin)
                     )
@@ -345,7 +410,7 @@ class SqlServerStreaming(StreamingSource):
             source = {
                 "ts_ms": ts,
                 "snapshot": False,
-                "db": self.database,
+                "db": db,
                 "schema": tid.schema,
                 "table": tid.table,
                 "change_lsn": change,
@@ -353,7 +418,9 @@ class SqlServerStreaming(StreamingSource):
                 "event_serial_no": serial,
             }
             open_src = source
-            offset = {"commit_lsn": txid, "change_lsn": change, "event_serial_no": serial}
+            offset = advance(
+                db, {"commit_lsn": txid, "change_lsn": change, "event_serial_no": serial}
+            )
             values = row[META:]
             if op == INSERT:
                 emit_row(create, tid, None, values, source, offset, txid)
@@ -364,8 +431,10 @@ class SqlServerStreaming(StreamingSource):
             before = None
             last = SqlServerPosition(commit, Lsn(change_raw), serial)
         if open_tx is not None:
-            self._end(ctx, open_tx, open_src)
+            self._end(ctx, db, open_tx, open_src)
 
-    def _end(self, ctx: SourceContext, commit_raw: bytes, src: dict[str, Any]) -> None:
+    def _end(self, ctx: SourceContext, db: str, commit_raw: bytes, src: dict[str, Any]) -> None:
+        assert self.positions is not None
         commit = Lsn(commit_raw)
-        ctx.emit(TransactionEnd(str(commit), src, SqlServerPosition(commit).to_offset()))
+        offset = self.positions.advance(db, SqlServerPosition(commit).to_offset())
+        ctx.emit(TransactionEnd(str(commit), src, offset))

@@ -135,6 +135,35 @@ class SqlServerHarness:
         return read_topic(self.kafka, self.topic(cfg, table), **kw)
 
 
+@contextmanager
+def standin_database(info: SqlServerInfo, prefix: str, *, enable_db: bool) -> Iterator[str]:
+    """A stand-in database of its own (``<prefix><random>``), with CDC enabled on it or not,
+    dropped when the block ends: the only database a test may drop is one it created."""
+
+    def admin(dbname: str) -> psycopg.Connection[Any]:
+        return psycopg.connect(
+            host=info.host,
+            port=info.port,
+            user=info.user,
+            password=info.password,
+            dbname=dbname,
+            autocommit=True,
+        )
+
+    from worker.dev.sqlserver_standin import install
+
+    name = prefix + uuid.uuid4().hex[:8]
+    with admin("postgres") as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with admin(name) as c:
+            install(c, enable_db=enable_db)
+        yield name
+    finally:
+        with admin("postgres") as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 # -- concurrent writers and the topic's final state ------------------------------------------
 
 

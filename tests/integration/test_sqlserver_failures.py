@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Iterator
-from typing import Any
 
-import psycopg
 import pytest
 
 from cdc.errors import ConfigError
@@ -19,8 +16,7 @@ from cdc.offsets.memory import MemoryOffsetStore
 from cdc.testing.kafka_reader import read_topic
 from connectors.sqlserver.errors import CdcNotEnabled, LsnNoLongerAvailable
 from tests.integration.conftest import SqlServerInfo
-from tests.integration.sqlserver_harness import SqlServerHarness
-from worker.dev.sqlserver_standin import install
+from tests.integration.sqlserver_harness import SqlServerHarness, standin_database
 
 pytestmark = [pytest.mark.sqlserver, pytest.mark.kafka]
 
@@ -32,30 +28,11 @@ def h(sqlserver: SqlServerInfo, kafka: str) -> Iterator[SqlServerHarness]:
     harness.drop()
 
 
-def _admin(info: SqlServerInfo, dbname: str) -> psycopg.Connection[Any]:
-    return psycopg.connect(
-        host=info.host,
-        port=info.port,
-        user=info.user,
-        password=info.password,
-        dbname=dbname,
-        autocommit=True,
-    )
-
-
 @pytest.fixture
 def cdc_off_db(sqlserver: SqlServerInfo) -> Iterator[str]:
     """A database of its own with the stand-in installed but CDC not enabled."""
-    name = "ss_off_" + uuid.uuid4().hex[:8]
-    with _admin(sqlserver, "postgres") as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    try:
-        with _admin(sqlserver, name) as c:
-            install(c, enable_db=False)
+    with standin_database(sqlserver, "ss_off_", enable_db=False) as name:
         yield name
-    finally:
-        with _admin(sqlserver, "postgres") as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_database_without_cdc_names_sp_cdc_enable_db(

@@ -1,5 +1,5 @@
 """The SQL Server connector's registration, configuration and setup errors that need no
-server: the plugin names, the one-database rule, a missing ODBC driver naming its Debian
+server: the plugin names, several databases, a missing ODBC driver naming its Debian
 package, the ODBC connection string, the type mapping."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from cdc.schema.model import BOOLEAN, INT16, STRING
 from cdc.spi import Column, Table, TableId
 from connectors.sqlserver import SqlServerConnector
 from connectors.sqlserver import connection as ssconn
-from connectors.sqlserver.config import CONFIG_DEF, parse_config
+from connectors.sqlserver.config import CONFIG_DEF, database_names, parse_config
 from connectors.sqlserver.types import Modes, SqlServerValueConverters
 from worker.registry import Registry
 
@@ -37,9 +37,13 @@ def test_registered_under_both_names() -> None:
         assert plugin.cls is SqlServerConnector
 
 
-def test_several_databases_are_refused_naming_the_key() -> None:
-    with pytest.raises(ConfigError, match=r"database\.names: lists several databases"):
-        parse_config({**BASE, "database.names": "a,b"})
+def test_several_databases_are_accepted_duplicates_refused_naming_the_key() -> None:
+    cfg = parse_config({**BASE, "database.names": "a, b"})
+    assert database_names(cfg) == ["a", "b"]
+    assert SqlServerConnector({**BASE, "database.names": "a,b"}).topics_include_database
+    assert not SqlServerConnector(BASE).topics_include_database
+    with pytest.raises(ConfigError, match=r"database\.names: lists database 'A' twice"):
+        parse_config({**BASE, "database.names": "a,b,A"})
     with pytest.raises(ConfigError, match=r"database\.names: is required"):
         parse_config({k: v for k, v in BASE.items() if k != "database.names"})
     assert parse_config({**BASE, "database.names": None, "database.dbname": "old"})

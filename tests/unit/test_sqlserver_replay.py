@@ -23,10 +23,11 @@ from cdc.spi import (
 )
 from connectors.sqlserver.config import CONFIG_DEF
 from connectors.sqlserver.connection import datetimeoffset
+from connectors.sqlserver.databases import DatabasePositions
 from connectors.sqlserver.dialect import TSQL
 from connectors.sqlserver.offsets import Lsn, SqlServerPosition
 from connectors.sqlserver.schema import Catalog
-from connectors.sqlserver.streaming import SqlServerStreaming
+from connectors.sqlserver.streaming import SqlServerStreaming, _Database
 
 
 def L(n: int) -> bytes:
@@ -159,8 +160,19 @@ def streaming(conn: Recorded) -> tuple[SqlServerStreaming, Catalog]:
         }
     )
     s = SqlServerStreaming(cfg)
-    s.conn = conn
+    s.positions = DatabasePositions(cfg, None)
     return s, Catalog(conn, TSQL, "testDB")
+
+
+def poll(
+    s: SqlServerStreaming, ctx: Ctx, catalog: Catalog, pos: SqlServerPosition
+) -> tuple[SqlServerPosition, bool]:
+    """One poll of the catalog's database from ``pos``: the position after it, and whether
+    it read a window."""
+    db = _Database(catalog.database, catalog.conn, catalog, pos)
+    read = s._poll(ctx, db)  # type: ignore[arg-type]
+    assert db.pos is not None
+    return db.pos, read
 
 
 TWO_TABLES = [
@@ -187,7 +199,7 @@ def test_resume_mid_commit_then_updates_and_a_key_change() -> None:
     ctx = Ctx()
     # stopped after b's insert in commit 0x10: it must not come again, a's insert must
     resume = SqlServerPosition(Lsn(L(0x10)), Lsn(L(0x0C)), 1)
-    pos, read = s._poll(ctx, catalog, resume)  # type: ignore[arg-type]
+    pos, read = poll(s, ctx, catalog, resume)
     assert read and pos == SqlServerPosition(Lsn(L(0x20)))
     ops = [
         (op, t, b and b[0], a and a[0], src["event_serial_no"]) for op, t, b, a, src, _ in ctx.rows
@@ -245,7 +257,7 @@ def test_online_schema_evolution_switches_at_the_new_instance_start() -> None:
     conn = Recorded(instances, changes, columns, L(0x20))
     s, catalog = streaming(conn)
     ctx = Ctx()
-    s._poll(ctx, catalog, SqlServerPosition(Lsn(L(0x01))))  # type: ignore[arg-type]
+    poll(s, ctx, catalog, SqlServerPosition(Lsn(L(0x01))))
     assert [(r[1], r[3]) for r in ctx.rows] == [("a", (1, "a1")), ("a", (2, "a2", "a2@x"))]
     switches = [e for e in ctx.events if isinstance(e, SchemaChange)]
     assert len(switches) == 1 and switches[0].source["commit_lsn"] == "00000027:00000758:0020"
@@ -284,7 +296,7 @@ def test_max_iteration_transactions_bounds_each_window() -> None:
     pos = SqlServerPosition(Lsn(L(0x05)))
     seen = []
     for _ in range(3):
-        pos, _read = s._poll(ctx, catalog, pos)  # type: ignore[arg-type]
+        pos, _read = poll(s, ctx, catalog, pos)
         seen.append((str(pos.commit_lsn), [r[3][0] for r in ctx.rows]))
         ctx.rows.clear()
     assert seen == [
