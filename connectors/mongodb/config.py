@@ -98,6 +98,18 @@ MONGODB_FIELDS = ConfigDef(
             "connect to the first host as given (behind a proxy).",
         ),
         ConfigField(
+            "mongodb.connection.mode",
+            Kind.STRING,
+            "sharded",
+            validator=one_of("sharded", "replica_set"),
+            recommended=("sharded", "replica_set"),
+            group=GROUP,
+            doc="For a sharded cluster reached through a mongos: sharded reads one "
+            "cluster-wide change stream through it; replica_set reads each shard's replica "
+            "set directly, one thread per shard (the seed's mechanism; oplog mode and a "
+            "connection to the configuration server always read shard by shard).",
+        ),
+        ConfigField(
             "capture.mode",
             Kind.STRING,
             "change_streams",
@@ -224,7 +236,8 @@ MONGODB_FIELDS = ConfigDef(
             30000,
             validator=at_least(1),
             group=GROUP,
-            doc="How often replica set membership is re-read.",
+            doc="How often the shard list (config.shards) of a sharded cluster read shard by "
+            "shard is re-read: an added shard starts being read, a removed one stops.",
         ),
         ConfigField(
             "mongodb.connect.timeout.ms",

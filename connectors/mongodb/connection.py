@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qs, urlparse
+from urllib.parse import parse_qs, unquote, urlparse
 
 import pymongo
 from bson import Timestamp
@@ -44,8 +44,10 @@ def configured_replica_set(config: Config) -> str | None:
     return None
 
 
-def connect(config: Config) -> Client:
-    """A client for the configuration (``mongodb.hosts`` or ``mongodb.connection.string``)."""
+def connect(config: Config, hosts: list[str] | None = None) -> Client:
+    """A client for the configuration (``mongodb.hosts`` or ``mongodb.connection.string``),
+    or with the configuration's credentials and options for other ``hosts`` (the members of
+    one shard's replica set, read from ``config.shards``)."""
     options: dict[str, Any] = {
         "connectTimeoutMS": config["mongodb.connect.timeout.ms"],
         "serverSelectionTimeoutMS": config["mongodb.server.selection.timeout.ms"],
@@ -62,16 +64,26 @@ def connect(config: Config) -> Client:
         options["tls"] = True
         options["tlsAllowInvalidHostnames"] = config["mongodb.ssl.invalid.hostname.allowed"]
     uri = config.get("mongodb.connection.string")
-    if uri:
+    if uri and hosts is None:
         return pymongo.MongoClient(str(uri), **options)
-    _, hosts = _hosts(config)
+    if hosts is None:
+        _, hosts = _hosts(config)
+    elif uri:
+        # a shard reached directly: the connection string's TLS and auth options still apply
+        parsed = urlparse(str(uri))
+        for key, values in parse_qs(parsed.query).items():
+            if key.lower().startswith(("tls", "ssl", "auth")) and values:
+                options.setdefault(key, values[0])
+        if parsed.username and "username" not in options:
+            options["username"] = unquote(parsed.username)
+            options["password"] = unquote(parsed.password or "")
     if not config["mongodb.members.auto.discover"]:
         options["directConnection"] = True
         hosts = hosts[:1]
     return pymongo.MongoClient(",".join(hosts), **options)
 
 
-def _hello(client: Client) -> dict[str, Any]:
+def hello(client: Client) -> dict[str, Any]:
     """``hello`` (MongoDB 4.4.2+), else the older ``isMaster`` (the stand-in knows only it)."""
     try:
         return dict(client.admin.command("hello"))
@@ -83,22 +95,13 @@ def _hello(client: Client) -> dict[str, Any]:
 
 def replica_set_name(client: Client, config: Config) -> str:
     try:
-        hello = _hello(client)
+        reply = hello(client)
     except OperationFailure as exc:
         raise ConfigError([("mongodb.user", f"cannot run hello: {exc}")]) from exc
-    name = hello.get("setName") or configured_replica_set(config)
-    if not name and hello.get("msg") == "isdbgrid":
-        # a mongos: one cluster-wide change stream covers every shard (oplog mode cannot)
-        if config.get("capture.mode") == "oplog":
-            raise ConfigError(
-                [
-                    (
-                        "capture.mode",
-                        "oplog mode reads one replica set's oplog and cannot go through a "
-                        "mongos; use change_streams, or connect to a shard's replica set",
-                    )
-                ]
-            )
+    name = reply.get("setName") or configured_replica_set(config)
+    if not name and reply.get("msg") == "isdbgrid":
+        # a mongos: one cluster-wide change stream covers every shard, or the shards are
+        # read one by one (connectors.mongodb.shards)
         return "mongos"
     if not name:
         raise ConfigError(

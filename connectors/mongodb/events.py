@@ -240,7 +240,10 @@ def from_oplog(entry: Mapping[str, Any], tord: int | None = None) -> list[Change
         return out
     if tord is not None:
         offset["tord"] = tord
-    if op not in _OPS:
+    if op not in _OPS or entry.get("fromMigrate"):
+        # fromMigrate: a chunk moving between shards (the recipient's inserts, the donor's
+        # deletes), not a change of the collection: emitted, the donor's delete would remove
+        # downstream a document that still exists on the recipient
         return [Moved(offset)]
     db, _, coll = str(entry.get("ns", "")).partition(".")
     if op == "i":

@@ -38,7 +38,11 @@ class MongoSnapshotSteps:
         fetch_size: int,
         only: Sequence[str] = (),
         filters: Mapping[str, Mapping[str, Any]] | None = None,
+        holders: Sequence[Client] | None = None,
     ) -> None:
+        #: the servers holding the documents: the one server, or each shard of a cluster
+        #: read shard by shard whose configuration server holds none
+        self.holders = list(holders) if holders else [client]
         self.only = [re.compile(p) for p in only]
         #: snapshot.collection.filter.overrides: the query of a collection's copy
         self.filters = dict(filters or {})
@@ -58,16 +62,20 @@ class MongoSnapshotSteps:
 
     def tables(self) -> Sequence[TableId]:
         ids = []
-        for db in sorted(self.client.list_database_names()):
-            if db in SYSTEM_DATABASES:
+        names = {
+            (db, coll)
+            for holder in self.holders
+            for db in holder.list_database_names()
+            if db not in SYSTEM_DATABASES
+            for coll in holder[db].list_collection_names()
+        }
+        for db, coll in sorted(names):
+            tid = TableId(db, None, coll)
+            if coll.startswith("system.") or not self.ctx.is_included(tid):
                 continue
-            for coll in sorted(self.client[db].list_collection_names()):
-                tid = TableId(db, None, coll)
-                if coll.startswith("system.") or not self.ctx.is_included(tid):
-                    continue
-                if self.only and not any(p.fullmatch(f"{db}.{coll}") for p in self.only):
-                    continue  # snapshot.include.collection.list: streamed, not copied
-                ids.append(tid)
+            if self.only and not any(p.fullmatch(f"{db}.{coll}") for p in self.only):
+                continue  # snapshot.include.collection.list: streamed, not copied
+            ids.append(tid)
         self.ids = ids
         return ids
 
@@ -103,7 +111,9 @@ class MongoSnapshotSteps:
             probe.sec, probe.ord = int(self.at.get("sec", 0)), int(self.at.get("ord", 0))
             source = source_of(probe, self.rs, self.shapes.shape, True)
             table = self.shapes.table(tid.catalog, tid.table, self.rs)
-            estimate = self.client[tid.catalog][tid.table].estimated_document_count()
+            estimate = sum(
+                h[tid.catalog][tid.table].estimated_document_count() for h in self.holders
+            )
             out.append(TableScan(table, source, {**self.at, "snapshot": True}, estimate))
         return out
 
@@ -111,17 +121,18 @@ class MongoSnapshotSteps:
         db, coll = scan.id.catalog, scan.id.table
         assert db is not None
         query = self.filters.get(f"{db}.{coll}", {})
-        cursor = self.client[db][coll].find(query, batch_size=self.fetch_size)
-        try:
-            yield from in_batches(
-                (
-                    self.shapes.row(Change(Operation.READ, db, coll, doc.get("_id"), full=doc))
-                    for doc in cursor
-                ),
-                1024,
-            )
-        finally:
-            cursor.close()
+        for holder in self.holders:
+            cursor = holder[db][coll].find(query, batch_size=self.fetch_size)
+            try:
+                yield from in_batches(
+                    (
+                        self.shapes.row(Change(Operation.READ, db, coll, doc.get("_id"), full=doc))
+                        for doc in cursor
+                    ),
+                    1024,
+                )
+            finally:
+                cursor.close()
 
     def read(self, scans: list[TableScan]) -> Iterator[tuple[TableScan, Sequence[Row] | None]]:
         stop = self.ctx.stop_event.is_set

@@ -198,14 +198,14 @@ class CommandCursor:
 Opener = Callable[[Mapping[str, Any] | None], Cursor]
 
 
-def _retry_schedule(backoff: Backoff) -> Callable[[BaseException], Backoff | None]:
+def retry_schedule(backoff: Backoff) -> Callable[[BaseException], Backoff | None]:
     def schedule(exc: BaseException) -> Backoff | None:
         return backoff if ERRORS.classify(exc) == ErrorKind.RETRIABLE else None
 
     return schedule
 
 
-def _give_up(failure: Failure) -> BaseException:
+def give_up(failure: Failure) -> BaseException:
     return PrimaryUnreachable(
         f"MongoDB could not be reached: {failure.attempt - 1} reconnection attempts failed "
         f"(connect.max.attempts={failure.backoff.max_retries}, delays doubling from "
@@ -243,10 +243,10 @@ class RetryingStream(StreamingSource):
         try:
             run_with_retries(
                 attempt,
-                schedule=_retry_schedule(self.backoff),
+                schedule=retry_schedule(self.backoff),
                 stop=ctx.stop_event,
                 progressed=progressed,
-                give_up=_give_up,
+                give_up=give_up,
                 translate=lambda exc: with_user(exc, self.user),
                 on_failure=self._disconnected,
             )

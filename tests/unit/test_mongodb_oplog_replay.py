@@ -87,6 +87,7 @@ def replay(
     ctx, queue = dispatcher_for(conn, True)
     if entries is None:
         entries = json_util.loads(FIXTURE.read_text())["entries"]
+    conn.__dict__["per_shard"] = False  # a replica set's recorded oplog: no shard list to read
     source = conn.streaming_source()
     assert isinstance(source, OplogStreaming)
     conn.close()  # the live client the source was built with is never used here
@@ -169,3 +170,31 @@ def test_connection_lost_for_good_fails_after_connect_max_attempts() -> None:
             failures=lost,
             **{"connect.backoff.initial.delay.ms": "1", "connect.max.attempts": "3"},
         )
+
+
+def test_chunk_migration_entries_are_skipped_and_the_position_moves_past_them() -> None:
+    """A shard read directly sees a chunk moving as inserts on the recipient and deletes on
+    the donor, flagged ``fromMigrate`` (MongoDB's oplog format): not changes of the
+    collection. Emitted, the donor's delete would remove a document that still exists."""
+    migrated = [
+        {"ts": Timestamp(1700000000, 1), "op": "i", "ns": "shop.orders", "o": {"_id": 5}},
+        {
+            "ts": Timestamp(1700000000, 2),
+            "op": "d",
+            "ns": "shop.orders",
+            "o": {"_id": 5},
+            "fromMigrate": True,
+        },
+        {
+            "ts": Timestamp(1700000000, 3),
+            "op": "i",
+            "ns": "shop.orders",
+            "o": {"_id": 6},
+            "fromMigrate": True,
+        },
+    ]
+    entries = json_util.loads(FIXTURE.read_text())["entries"][:1] + migrated
+    records = replay(START, entries)
+    rows = [r for r in records if r["topic"] == "srv.shop.orders"]
+    assert [(r["value"]["op"], json.loads(r["value"]["after"])["_id"]) for r in rows] == [("c", 5)]
+    assert records[-1]["offset"]["ord"] == 3  # moved past the skipped entries

@@ -97,6 +97,7 @@ def replay(
     conn = connector(**cfg)
     ctx, queue = dispatcher_for(conn, tx)
     cursor = (cursor_type or Recorded)(name, ctx.stop_event)
+    conn.__dict__["per_shard"] = False  # a replica set's recorded stream: no shard list to read
     source = conn.streaming_source()
     assert isinstance(source, ChangeStreamStreaming)
     source.opener = cursor.open  # the only difference from a live run

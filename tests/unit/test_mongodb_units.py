@@ -128,6 +128,12 @@ def test_offsets_are_checked_before_they_are_stored() -> None:
     assert ok == []
     _, bad = MongoDbConnector.validate_offset({"server": "x"}, {"sec": -1, "ord": 2})
     assert len(bad) == 2 and "offset.sec" in bad[1]
+    # a cluster read shard by shard: each shard's position is checked by its name
+    shards = {"positions": {"shA": {"sec": 1, "ord": 0}, "shB": {"sec": 2, "ord": "x"}}}
+    _, bad = MongoDbConnector.validate_offset(part, shards)
+    assert bad == ["offset.positions.shB.ord must be a non-negative integer, got 'x'"]
+    _, bad = MongoDbConnector.validate_offset(part, {"positions": {"shA": 3}})
+    assert bad == ["offset position of 'shA' is not an object: 3"]
 
 
 def test_driver_errors_are_classified_and_name_the_user() -> None:
@@ -190,9 +196,9 @@ def test_replica_set_name_from_the_server_the_hosts_or_a_mongos() -> None:
     assert replica_set_name(_Client({"msg": "isdbgrid"}), plain) == "mongos"  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="no replica set name"):
         replica_set_name(_Client({}), plain)  # type: ignore[arg-type]
+    # oplog mode through a mongos reads the shards one by one (connectors.mongodb.shards)
     oplog = cfg(**{"mongodb.hosts": "db1:27017", "capture.mode": "oplog"})
-    with pytest.raises(ConfigError, match="mongos"):
-        replica_set_name(_Client({"msg": "isdbgrid"}), oplog)  # type: ignore[arg-type]
+    assert replica_set_name(_Client({"msg": "isdbgrid"}), oplog) == "mongos"  # type: ignore[arg-type]
 
 
 def test_snapshot_filter_overrides_need_a_query_per_collection() -> None:
