@@ -172,9 +172,13 @@ class SqlServerSnapshotSteps:
         positions = self.positions
         if self.others is None:
             offset = {**offset_of(self.cfg, positions), "snapshot": True}
-        else:
+        elif self.others.multi:
             # an added database: the others' positions, not a snapshot of the connector
             offset = self.others.offset()
+        else:
+            # the only database now, and none of its position stored: if this is cut short,
+            # the next start snapshots it again
+            offset = {"snapshot": True}
         out = []
         for tid, table in sorted(self.structures.items()):
             db = str(tid.catalog)
@@ -216,7 +220,8 @@ class SqlServerSnapshotSteps:
             for scan, rows in batches:
                 if self.between is not None:
                     self.between()
-                scan.offset = others.offset()
+                if others.multi:
+                    scan.offset = others.offset()
                 yield scan, rows
         finally:
             batches.close()  # type: ignore[attr-defined]
