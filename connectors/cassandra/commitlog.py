@@ -215,6 +215,8 @@ def iter_entries(
     and is appended there (the descriptor and sync markers must still be intact)."""
     desc = read_descriptor(data, file)
     decompress = _decompressor(desc, file)
+    crc32 = zlib.crc32
+    new_tuple = tuple.__new__  # Entry(...) without its Python-level __new__
     phys = desc.header_end
     logical = desc.header_end
     if cursor is not None and cursor.phys > phys:
@@ -263,42 +265,39 @@ def iter_entries(
         section_end = body_start + len(body)
         if limit is not None and section_end > limit:
             return  # written but not yet synced: the next index update covers it
-        if damaged is None:
-            yield from _section_entries(body, body_start, file, after)
-        else:
-            try:
-                yield from _section_entries(body, body_start, file, after)
-            except CommitLogError as exc:
-                # the sync marker chain is intact: go on with the next section
-                damaged.append(Damage(exc, section_end))
+        # the section's entries, inline (one generator per segment, not per section)
+        pos = 0
+        n = len(body)
+        try:
+            while n - pos >= 4:
+                (size,) = _INT.unpack_from(body, pos)
+                if size == 0:
+                    break  # end-of-segment marker / zero padding
+                if size < 10:
+                    raise CommitLogError(file, body_start + pos, f"invalid mutation size {size}")
+                end = pos + 8 + size
+                if end + 4 > n:
+                    raise TruncatedSegment(
+                        file, body_start + pos, f"a {size}-byte mutation runs past its section"
+                    )
+                (size_crc,) = _UINT.unpack_from(body, pos + 4)
+                crc = crc32(body[pos : pos + 4])
+                if crc != size_crc:
+                    raise ChecksumMismatch(file, body_start + pos, "mutation size CRC mismatch")
+                payload = body[pos + 8 : end]
+                (claimed,) = _UINT.unpack_from(body, end)
+                if crc32(payload, crc) != claimed:
+                    raise ChecksumMismatch(file, body_start + pos, "mutation CRC mismatch")
+                start = body_start + pos
+                pos = end + 4
+                if body_start + pos > after:
+                    yield new_tuple(Entry, (start, body_start + pos, payload))
+        except CommitLogError as exc:
+            if damaged is None:
+                raise
+            # the sync marker chain is intact: go on with the next section
+            damaged.append(Damage(exc, section_end))
         phys = nxt
         logical = section_end
         if cursor is not None:
             cursor.phys, cursor.logical = phys, logical
-
-
-def _section_entries(body: bytes, base: int, file: str, after: int) -> Iterator[Entry]:
-    pos = 0
-    n = len(body)
-    while n - pos >= 4:
-        (size,) = _INT.unpack_from(body, pos)
-        if size == 0:
-            return  # end-of-segment marker / zero padding
-        start = base + pos
-        if size < 10:
-            raise CommitLogError(file, start, f"invalid mutation size {size}")
-        if pos + 8 + size + 4 > n:
-            raise TruncatedSegment(file, start, f"a {size}-byte mutation runs past its section")
-        (size_crc,) = _UINT.unpack_from(body, pos + 4)
-        size_bytes = body[pos : pos + 4]
-        crc = zlib.crc32(size_bytes)
-        if crc != size_crc:
-            raise ChecksumMismatch(file, start, "mutation size CRC mismatch")
-        payload = body[pos + 8 : pos + 8 + size]
-        (claimed,) = _UINT.unpack_from(body, pos + 8 + size)
-        if zlib.crc32(payload, crc) != claimed:
-            raise ChecksumMismatch(file, start, "mutation CRC mismatch")
-        pos += 8 + size + 4
-        end = base + pos
-        if end > after:
-            yield Entry(start, end, payload)

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from connectors.cassandra.cqltypes import CqlType, CqlTypeError, decode_value
-from connectors.cassandra.rowcodec import FAST_ROW_FLAGS, compile_row
+from connectors.cassandra.rowcodec import (
+    DELETION_TIME_EPOCH,
+    TIMESTAMP_EPOCH,
+    compile_partition,
+)
 from connectors.cassandra.tabledef import ColumnDef, TableDef
 from connectors.cassandra.vint import read_unsigned_vint
-
-# EncodingStats epochs: 2015-09-22T00:00:00Z in microseconds and seconds.
-TIMESTAMP_EPOCH = 1442880000 * 1_000_000
-DELETION_TIME_EPOCH = 1442880000
 
 _SIGN = 1 << 63
 _MASK64 = (1 << 64) - 1
@@ -209,6 +209,8 @@ def _table(raw_id: bytes, lookup: SchemaLookup, at: int) -> TableDef:
     table = lookup(table_id)
     if table is None:
         raise UnknownTable(table_id, at)
+    if table.id is not table_id and table.id == table_id:
+        _UUIDS[raw_id] = table.id  # the lookup's own key: its dict finds it by identity
     return table
 
 
@@ -256,13 +258,12 @@ def _partition(r: _Reader, lookup: SchemaLookup) -> PartitionUpdate:
 
 # -- the fast path ------------------------------------------------------------------------
 
-#: compiled row readers kept per table (distinct column sets met); past it, generic rows
-MAX_SHAPES = 32
-_FAST_ROW_FLAGS = FAST_ROW_FLAGS
 _HELPERS: dict[str, Any] = {}
 
 
 def _decode_fast(data: bytes, lookup: SchemaLookup) -> list[PartitionUpdate]:
+    """Each partition read by its table's compiled reader (compiled on first sight of the
+    table definition, kept on it), or the generic way where that reader declines."""
     count = data[0]
     if count < 0x80:
         pos = 1
@@ -270,82 +271,24 @@ def _decode_fast(data: bytes, lookup: SchemaLookup) -> list[PartitionUpdate]:
         count, pos = read_unsigned_vint(data, 0)
     out = []
     for _ in range(count):
-        update, pos = _partition_fast(data, pos, lookup)
-        out.append(update)
+        table = _table(data[pos : pos + 16], lookup, pos)
+        compiled = table.compiled
+        fn = compiled.get("partition")
+        if fn is None:
+            fn = compiled["partition"] = compile_partition(table, _helpers())
+        got = fn(data, pos + 16)
+        if got is None:
+            r = _Reader(data)
+            r.pos = pos
+            out.append(_partition(r, lookup))
+            pos = r.pos
+        else:
+            update, pos = got
+            out.append(update)
     return out
 
 
-def _partition_fast(data: bytes, pos: int, lookup: SchemaLookup) -> tuple[PartitionUpdate, int]:
-    """:func:`_partition` with the reader's state in locals and rows read by the table's
-    compiled row readers; a partition with a static row goes the generic way."""
-    at = pos
-    end = pos + 16
-    table = _table(data[pos:end], lookup, at)
-    n = data[end]
-    if n < 0x80:
-        pos = end + 1
-    else:
-        n, pos = read_unsigned_vint(data, end)
-    end = pos + n
-    if end > len(data):
-        raise IndexError("read past the end of the mutation")
-    key = _partition_key(table, data[pos:end])
-    flags = data[end]
-    if flags & (_IS_EMPTY | _HAS_STATIC_ROW):
-        r = _Reader(data)
-        r.pos = at
-        return _partition(r, lookup), r.pos
-    min_ts, pos = read_unsigned_vint(data, end + 1)
-    min_ts += TIMESTAMP_EPOCH
-    min_ldt, pos = read_unsigned_vint(data, pos)
-    min_ldt += DELETION_TIME_EPOCH
-    min_ttl, pos = read_unsigned_vint(data, pos)
-    cols, row_fn, pos = _shape(data, pos, table)
-    rows: list[RowChange] = []
-    update = PartitionUpdate(table, rows)
-    if flags & _HAS_PARTITION_DELETION:
-        v, pos = read_unsigned_vint(data, pos)
-        ts = ((v + min_ts + _SIGN) & _MASK64) - _SIGN
-        _, pos = read_unsigned_vint(data, pos)  # the local deletion time
-        rows.append(RowChange(table, "partition_delete", key, None, {}, ts))
-    if flags & _HAS_ROW_ESTIMATE:
-        _, pos = read_unsigned_vint(data, pos)
-    while True:
-        row_flags = data[pos]
-        pos += 1
-        if row_flags & _END_OF_PARTITION:
-            return update, pos
-        if row_fn is not None and row_flags in _FAST_ROW_FLAGS:
-            row, pos = row_fn(data, pos, row_flags, key, min_ts, min_ldt, min_ttl)
-            rows.append(row)
-            continue
-        r = _Reader(data)
-        r.pos = pos
-        h = _Header(min_ts, min_ldt, min_ttl, [], cols)
-        if row_flags & _IS_MARKER:
-            _skip_marker(r, h, table)
-            update.range_tombstones += 1
-        else:
-            ext = r.byte() if row_flags & _EXTENSION_FLAG else 0
-            generic = _row(r, h, table, key, row_flags, ext)
-            if generic is not None:
-                rows.append(generic)
-        pos = r.pos
-
-
-def _shape(data: bytes, pos: int, table: TableDef) -> tuple[list[ColumnDef], Any, int]:
-    """The header's column set at ``pos`` and the compiled row reader for it (None past
-    :data:`MAX_SHAPES`), and the position after it. A column set is matched by its bytes:
-    the encoding is prefix-free, so equal leading bytes are the same set."""
-    shapes = table.shapes
-    for block, cols, row_fn in shapes:
-        if data.startswith(block, pos):
-            return cols, row_fn, pos + len(block)
-    r = _Reader(data)
-    r.pos = pos
-    cols = _columns(r, table)
-    if len(shapes) >= MAX_SHAPES:
-        return cols, None, r.pos
+def _helpers() -> dict[str, Any]:
     if not _HELPERS:
         _HELPERS.update(
             _Reader=_Reader,
@@ -353,13 +296,75 @@ def _shape(data: bytes, pos: int, table: TableDef) -> tuple[list[ColumnDef], Any
             _clustering_values=_clustering_values,
             _cell=_cell,
             _complex=_complex,
+            _partition_key=_partition_key,
+            _generic_row=_generic_row,
+            _generic_body=_generic_body,
+            _columns_at=_columns_at,
             _vint=read_unsigned_vint,
             _CV=CellValue,
             _RowChange=RowChange,
+            _PU=PartitionUpdate,
         )
-    row_fn = compile_row(table, cols, _HELPERS)
-    shapes.append((data[pos : r.pos], cols, row_fn))
-    return cols, row_fn, r.pos
+    return _HELPERS
+
+
+def _columns_at(data: bytes, pos: int, table: TableDef) -> tuple[list[ColumnDef], int]:
+    r = _Reader(data)
+    r.pos = pos
+    cols = _columns(r, table)
+    return cols, r.pos
+
+
+def _generic_row(
+    data: bytes,
+    pos: int,
+    flags: int,
+    update: PartitionUpdate,
+    key: list[Any],
+    min_ts: int,
+    min_ldt: int,
+    min_ttl: int,
+    cols: list[ColumnDef],
+) -> int:
+    """One row or range tombstone marker of a partition without a static row, read the
+    generic way; the position after it."""
+    r = _Reader(data)
+    r.pos = pos
+    h = _Header(min_ts, min_ldt, min_ttl, [], cols)
+    if flags & _IS_MARKER:
+        _skip_marker(r, h, update.table)
+        update.range_tombstones += 1
+    else:
+        ext = r.byte() if flags & _EXTENSION_FLAG else 0
+        row = _row(r, h, update.table, key, flags, ext)
+        if row is not None:
+            update.rows.append(row)
+    return r.pos
+
+
+def _generic_body(table: TableDef, cols: list[ColumnDef]) -> Callable[..., Any]:
+    """The rest of a partition, every row read the generic way (a table with more column
+    sets than :data:`MAX_SHAPES` or too long a clustering prefix for the compiled rows)."""
+
+    def body(
+        data: bytes, pos: int, flags: int, key: list[Any], min_ts: int, min_ldt: int, min_ttl: int
+    ) -> tuple[PartitionUpdate, int]:
+        update = PartitionUpdate(table)
+        if flags & _HAS_PARTITION_DELETION:
+            v, pos = read_unsigned_vint(data, pos)
+            ts = ((v + min_ts + _SIGN) & _MASK64) - _SIGN
+            _, pos = read_unsigned_vint(data, pos)  # the local deletion time
+            update.rows.append(RowChange(table, "partition_delete", key, None, {}, ts))
+        if flags & _HAS_ROW_ESTIMATE:
+            _, pos = read_unsigned_vint(data, pos)
+        while True:
+            row_flags = data[pos]
+            pos += 1
+            if row_flags & _END_OF_PARTITION:
+                return update, pos
+            pos = _generic_row(data, pos, row_flags, update, key, min_ts, min_ldt, min_ttl, cols)
+
+    return body
 
 
 def _partition_key(table: TableDef, raw: bytes) -> list[Any]:

@@ -1,20 +1,24 @@
-"""Row decoders compiled once per table and column set: the commit log reader's fast path.
+"""Partition readers compiled once per table and column set: the commit log reader's fast
+path.
 
 The generic decoder (:mod:`connectors.cassandra.mutation`) dispatches on every flag and every
 column type per cell, through a reader object; most of its time is that interpretation, not
-the bytes. A partition update names the columns it carries once (the header's column set),
-and the column types come from the table schema, so the per-row work is known in advance: this
-module writes a Python function for one (table, column set) that reads a row with the
-reader's state in locals, each value read by its type's own code (``struct`` unpacking for
-fixed-width numbers, a slice and ``decode`` for text) and one-byte vints inline.
+the bytes. The column types come from the table schema, and a partition update names the
+columns it carries once (the header's column set), so the work per row is known in advance.
+This module writes Python source for one table (the partition key and header) and for each
+column set met (the rows loop), with the reader's state in locals, each value read by its
+type's own code (``struct`` unpacking straight from the mutation for fixed-width numbers, a
+slice and ``decode`` for text) and one-byte vints inline. A column set is recognised by its
+bytes (``startswith`` at the position: the encoding is prefix-free).
 
-Only the common shapes are compiled: a row with all the header's columns (``HAS_ALL_COLUMNS``),
-with or without a row timestamp, no TTL, row deletion, complex deletion or extension flags;
-cells that are plain writes (row timestamp or their own). Everything else in a row (a
-deleted or expiring cell, a collection, a clustering prefix with nulls) is handed to the
-generic functions given in ``helpers``, which stay the reference. The caller also checks
-``pos`` against the end of the mutation and re-decodes with the generic decoder on any
-error, so errors (and their byte offsets) are the generic decoder's.
+Only the common shapes are compiled: a partition without a static row; rows with all the
+header's columns (``HAS_ALL_COLUMNS``), with or without a row timestamp, and no TTL, row
+deletion, complex deletion or extension flags; cells that are plain writes (the row's
+timestamp or their own). Anything else (a deleted or expiring cell, a collection, a
+clustering prefix with nulls, a range tombstone marker) is handed to the generic functions
+given in ``helpers``, which stay the reference. The caller re-decodes the whole mutation
+with the generic decoder on any error, so errors (and their byte offsets) are the generic
+decoder's.
 """
 
 from __future__ import annotations
@@ -25,9 +29,14 @@ from typing import Any
 
 from connectors.cassandra.tabledef import ColumnDef, TableDef
 
-#: a compiled row reader: (data, pos after the row flags, row flags, partition key, min_ts,
-#: min_ldt, min_ttl) -> (RowChange, position after the row)
-RowFn = Callable[[bytes, int, int, list[Any], int, int, int], tuple[Any, int]]
+#: a compiled partition reader: (data, position after the table id) -> (PartitionUpdate,
+#: position after the partition), or None for a partition to read the generic way
+PartitionFn = Callable[[bytes, int], tuple[Any, int] | None]
+#: column sets (header shapes) compiled per table; past it, rows are read the generic way
+MAX_SHAPES = 32
+# EncodingStats epochs: 2015-09-22T00:00:00Z in microseconds and seconds.
+TIMESTAMP_EPOCH = 1442880000 * 1_000_000
+DELETION_TIME_EPOCH = 1442880000
 
 #: row flags the compiled readers take: HAS_ALL_COLUMNS, with or without HAS_TIMESTAMP
 FAST_ROW_FLAGS = (0x20, 0x24)
@@ -81,90 +90,194 @@ def _vint_ts(lines: list[str], ind: str, at: str, var: str) -> None:
     lines.append(f"{ind}{var} = ((v + min_ts + {1 << 63}) & {(1 << 64) - 1}) - {1 << 63}")
 
 
-def source(table: TableDef, cols: Sequence[ColumnDef]) -> str:
-    """The Python source of the row reader for ``table`` rows carrying ``cols``."""
+def _row_lines(L: list[str], table: TableDef, cols: Sequence[ColumnDef]) -> None:
+    """The body of the rows loop for one row with flags ``rf`` in :data:`FAST_ROW_FLAGS`,
+    ``pos`` after the flags; ends with the row appended to ``rows``."""
+    ind = "            "
     ccols = table.clustering
-    L: list[str] = ["def row(data, pos, rf, key, min_ts, min_ldt, min_ttl):"]
     if not ccols:
-        L.append("    clustering = []")
+        L.append(f"{ind}clustering = []")
     else:
-        L.append("    if data[pos] == 0:")  # one header vint: every value present, non-empty
-        L.append("        pos += 1")
+        L.append(f"{ind}if data[pos] == 0:")  # one header vint: every value present, non-empty
+        L.append(f"{ind}    pos += 1")
         for i, c in enumerate(ccols):
-            _value(L, "        ", c, f"k{i}", f"_KDEC{i}")
-        L.append(f"        clustering = [{', '.join(f'k{i}' for i in range(len(ccols)))}]")
-        L.append("    else:")
-        L.append("        r = _Reader(data)")
-        L.append("        r.pos = pos")
-        L.append(f"        clustering = _clustering_values(r, _CCOLS, {len(ccols)})")
-        L.append("        pos = r.pos")
-    L.append("    if rf & 4:")
-    _vint_ts(L, "        ", "pos", "row_ts")
-    L.append("        newest = row_ts")
-    L.append("        kind = 'insert'")
-    L.append("    else:")
-    L.append("        row_ts = None")
-    L.append("        newest = 0")
-    L.append("        kind = 'update'")
+            _value(L, ind + "    ", c, f"k{i}", f"_KDEC{i}")
+        L.append(f"{ind}    clustering = [{', '.join(f'k{i}' for i in range(len(ccols)))}]")
+        L.append(f"{ind}else:")
+        L.append(f"{ind}    r = _Reader(data)")
+        L.append(f"{ind}    r.pos = pos")
+        L.append(f"{ind}    clustering = _clustering_values(r, _CCOLS, {len(ccols)})")
+        L.append(f"{ind}    pos = r.pos")
+    L.append(f"{ind}if rf & 4:")
+    _vint_ts(L, ind + "    ", "pos", "row_ts")
+    L.append(f"{ind}    newest = row_ts")
+    L.append(f"{ind}    kind = 'insert'")
+    L.append(f"{ind}else:")
+    L.append(f"{ind}    row_ts = None")
+    L.append(f"{ind}    newest = 0")
+    L.append(f"{ind}    kind = 'update'")
+    header = "_Header(min_ts, min_ldt, min_ttl, [], [])"
     for i, c in enumerate(cols):
-        generic_args = "_Header(min_ts, min_ldt, min_ttl, [], [])"
         if c.type.multi_cell:
-            L.append("    r = _Reader(data)")
-            L.append("    r.pos = pos")
-            L.append(f"    c{i}, t = _complex(r, {generic_args}, _COL{i}, 0, row_ts, 0, 0)")
-            L.append("    pos = r.pos")
-            L.append("    if t > newest:")
-            L.append("        newest = t")
+            L.append(f"{ind}r = _Reader(data)")
+            L.append(f"{ind}r.pos = pos")
+            L.append(f"{ind}c{i}, t = _complex(r, {header}, _COL{i}, 0, row_ts, 0, 0)")
+            L.append(f"{ind}pos = r.pos")
+            L.append(f"{ind}if t > newest:")
+            L.append(f"{ind}    newest = t")
             continue
-        L.append("    f = data[pos]")
-        L.append("    if f == 8 and row_ts is not None:")  # the row's timestamp, a plain value
-        L.append("        pos += 1")
-        _value(L, "        ", c, "x", f"_DEC{i}")
-        L.append(f"        c{i} = _CV(x, None)")
-        L.append("    elif f == 0:")  # its own timestamp, a plain value
-        _vint_ts(L, "        ", "pos + 1", "t")
-        L.append("        if t > newest:")
-        L.append("            newest = t")
-        _value(L, "        ", c, "x", f"_DEC{i}")
-        L.append(f"        c{i} = _CV(x, None)")
-        L.append("    else:")  # deleted, expiring, empty: the generic cell reader
-        L.append("        r = _Reader(data)")
-        L.append("        r.pos = pos")
+        L.append(f"{ind}f = data[pos]")
+        L.append(f"{ind}if f == 8 and row_ts is not None:")  # the row's timestamp, a value
+        L.append(f"{ind}    pos += 1")
+        _value(L, ind + "    ", c, "x", f"_DEC{i}")
+        L.append(f"{ind}    c{i} = _tnew(_CV, (x, None, True))")
+        L.append(f"{ind}elif f == 0:")  # its own timestamp, a value
+        _vint_ts(L, ind + "    ", "pos + 1", "t")
+        L.append(f"{ind}    if t > newest:")
+        L.append(f"{ind}        newest = t")
+        _value(L, ind + "    ", c, "x", f"_DEC{i}")
+        L.append(f"{ind}    c{i} = _tnew(_CV, (x, None, True))")
+        L.append(f"{ind}else:")  # deleted, expiring, empty: the generic cell reader
+        L.append(f"{ind}    r = _Reader(data)")
+        L.append(f"{ind}    r.pos = pos")
         L.append(
-            f"        c{i}, t = _cell(r, {generic_args}, _COL{i}, _COL{i}.type, row_ts, 0, 0, "
+            f"{ind}    c{i}, t = _cell(r, {header}, _COL{i}, _COL{i}.type, row_ts, 0, 0, "
             "complex_=False)"
         )
-        L.append("        pos = r.pos")
-        L.append("        if t > newest:")
-        L.append("            newest = t")
-    L.append("    if pos > len(data):")
-    L.append("        raise IndexError('read past the end of the mutation')")
+        L.append(f"{ind}    pos = r.pos")
+        L.append(f"{ind}    if t > newest:")
+        L.append(f"{ind}        newest = t")
+    L.append(f"{ind}if pos > len(data):")
+    L.append(f"{ind}    raise IndexError('read past the end of the mutation')")
     cells = ", ".join(f"{c.name!r}: c{i}" for i, c in enumerate(cols))
-    L.append(
-        f"    return _RowChange(_TABLE, kind, key, clustering, {{{cells}}}, newest, False), pos"
-    )
+    L.append(f"{ind}rows.append(_RowChange(_TABLE, kind, key, clustering, {{{cells}}}, newest))")
+
+
+def body_source(table: TableDef, cols: Sequence[ColumnDef]) -> str:
+    """The rest of a partition after its header, for ``table`` partitions whose header
+    names ``cols``: the partition deletion, then the rows up to the end of the partition."""
+    L = [
+        "def body(data, pos, flags, key, min_ts, min_ldt, min_ttl):",
+        "    rows = []",
+        "    update = _PU(_TABLE, rows)",
+        "    if flags & 4:",  # HAS_PARTITION_DELETION
+        "        v, pos = _vint(data, pos)",
+        f"        ts = ((v + min_ts + {1 << 63}) & {(1 << 64) - 1}) - {1 << 63}",
+        "        _, pos = _vint(data, pos)",  # the local deletion time
+        "        rows.append(_RowChange(_TABLE, 'partition_delete', key, None, {}, ts))",
+        "    if flags & 16:",  # HAS_ROW_ESTIMATE
+        "        if data[pos] < 128:",
+        "            pos += 1",
+        "        else:",
+        "            _, pos = _vint(data, pos)",
+        "    while True:",
+        "        rf = data[pos]",
+        "        pos += 1",
+        f"        if rf == {FAST_ROW_FLAGS[1]} or rf == {FAST_ROW_FLAGS[0]}:",
+    ]
+    _row_lines(L, table, cols)
+    L.append("        elif rf & 1:")  # END_OF_PARTITION
+    L.append("            return update, pos")
+    L.append("        else:")
+    L.append("            args = (update, key, min_ts, min_ldt, min_ttl, _COLS)")
+    L.append("            pos = _generic_row(data, pos, rf, *args)")
     return "\n".join(L) + "\n"
 
 
-def compile_row(
-    table: TableDef, cols: Sequence[ColumnDef], helpers: Mapping[str, Any]
-) -> RowFn | None:
-    """The compiled row reader, or None when the table's rows always take the generic path.
-    ``helpers``: ``_Reader``, ``_Header``, ``_clustering_values``, ``_cell``, ``_complex``,
-    ``_vint``, ``_CV`` (CellValue) and ``_RowChange`` from the generic decoder."""
-    if len(table.clustering) > _MAX_FAST_CLUSTERING:
-        return None
+def partition_source(table: TableDef) -> str:
+    """A ``table`` partition after its table id: the key, the header, then the body of its
+    column set (compiled on first sight, :data:`MAX_SHAPES` kept). None: the generic way
+    (a static row, an empty update)."""
+    pk = table.partition_key
+    L = [
+        "def partition(data, pos):",
+        "    n = data[pos]",
+        "    if n < 128:",
+        "        pos += 1",
+        "    else:",
+        "        n, pos = _vint(data, pos)",
+        "    end = pos + n",
+        "    if end > len(data):",
+        "        raise IndexError('read past the end of the mutation')",
+    ]
+    name = pk[0].type.name if len(pk) == 1 else ""
+    if name in _UNPACK:
+        L.append(f"    if n == {pk[0].fixed}:")
+        L.append(f"        key = [_U_{name}(data, pos)[0]]")
+        L.append("    else:")
+        L.append("        key = [_PK0(data[pos:end])]")
+    elif name in _TEXT:
+        L.append("    key = [data[pos:end].decode()]")
+    else:
+        L.append("    key = _partition_key(_TABLE, data[pos:end])")
+    L += [
+        "    flags = data[end]",
+        "    if flags & 9:",  # IS_EMPTY, HAS_STATIC_ROW
+        "        return None",
+        "    min_ts = data[end + 1]",
+        "    if min_ts < 128:",
+        "        pos = end + 2",
+        "    else:",
+        "        min_ts, pos = _vint(data, end + 1)",
+        f"    min_ts += {TIMESTAMP_EPOCH}",
+        "    min_ldt = data[pos]",
+        "    if min_ldt < 128:",
+        "        pos += 1",
+        "    else:",
+        "        min_ldt, pos = _vint(data, pos)",
+        f"    min_ldt += {DELETION_TIME_EPOCH}",
+        "    min_ttl = data[pos]",
+        "    if min_ttl < 128:",
+        "        pos += 1",
+        "    else:",
+        "        min_ttl, pos = _vint(data, pos)",
+        "    for block, body in _SHAPES:",
+        "        if data.startswith(block, pos):",
+        "            return body(data, pos + len(block), flags, key, min_ts, min_ldt, min_ttl)",
+        "    body, pos = _new_shape(data, pos)",
+        "    return body(data, pos, flags, key, min_ts, min_ldt, min_ttl)",
+    ]
+    return "\n".join(L) + "\n"
+
+
+def _exec(source: str, name: str, ns: dict[str, Any]) -> Any:
+    exec(compile(source, f"<{name}>", "exec"), ns)
+    return ns[name.split()[0]]
+
+
+def compile_partition(table: TableDef, helpers: Mapping[str, Any]) -> PartitionFn:
+    """The compiled partition reader of ``table``. ``helpers``: the generic decoder's
+    ``_Reader``, ``_Header``, ``_clustering_values``, ``_cell``, ``_complex``,
+    ``_partition_key``, ``_generic_row`` (one row or marker the generic way, returns the
+    position after it), ``_generic_body`` (a body reading every row the generic way, for
+    ``cols``), ``_columns_at`` (a header column set: columns and the position after it),
+    ``_vint``, ``_CV`` (CellValue), ``_RowChange`` and ``_PU`` (PartitionUpdate)."""
     ns: dict[str, Any] = dict(helpers)
+    ns["_tnew"] = tuple.__new__
     ns["_TABLE"] = table
     ns["_CCOLS"] = table.clustering
     for name, st in _UNPACK.items():
         ns[f"_U_{name}"] = st.unpack_from
     for i, c in enumerate(table.clustering):
         ns[f"_KDEC{i}"] = c.decode
-    for i, c in enumerate(cols):
-        ns[f"_COL{i}"] = c
-        ns[f"_DEC{i}"] = c.decode
-    code = compile(source(table, cols), f"<row reader of {table.qualified}>", "exec")
-    exec(code, ns)
-    fn: RowFn = ns["row"]
+    if table.partition_key:
+        ns["_PK0"] = table.partition_key[0].decode
+    shapes: list[tuple[bytes, Any]] = []
+    ns["_SHAPES"] = shapes
+
+    def new_shape(data: bytes, pos: int) -> tuple[Any, int]:
+        cols, end = helpers["_columns_at"](data, pos, table)
+        if len(shapes) >= MAX_SHAPES or len(table.clustering) > _MAX_FAST_CLUSTERING:
+            return helpers["_generic_body"](table, cols), end
+        body_ns = dict(ns)
+        body_ns["_COLS"] = cols
+        for i, c in enumerate(cols):
+            body_ns[f"_COL{i}"] = c
+            body_ns[f"_DEC{i}"] = c.decode
+        body = _exec(body_source(table, cols), f"body of {table.qualified}", body_ns)
+        shapes.append((data[pos:end], body))
+        return body, end
+
+    ns["_new_shape"] = new_shape
+    fn: PartitionFn = _exec(partition_source(table), f"partition of {table.qualified}", ns)
     return fn

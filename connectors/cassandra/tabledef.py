@@ -52,11 +52,9 @@ class TableDef:
     regular: list[ColumnDef] = field(default_factory=list, compare=False, repr=False)
     #: column names as the commit log spells them (UTF-8 bytes)
     by_raw_name: dict[bytes, ColumnDef] = field(default_factory=dict, compare=False, repr=False)
-    #: the decoder's compiled row readers, by the bytes of a partition header's column set
-    #: (filled by :mod:`connectors.cassandra.mutation` as column sets are met)
-    shapes: list[tuple[bytes, list[ColumnDef], Any]] = field(
-        default_factory=list, compare=False, repr=False
-    )
+    #: the commit log decoder's readers compiled for this definition (filled on first use by
+    #: :mod:`connectors.cassandra.mutation`; a new definition starts empty)
+    compiled: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         self.by_name.update({c.name: c for c in self.columns})

@@ -4,24 +4,23 @@ the value, big-endian. Signed vints are zig-zag encoded."""
 
 from __future__ import annotations
 
+#: extra bytes after a first byte (its leading 1 bits), by first byte
+_EXTRA = bytes(8 - (b ^ 0xFF).bit_length() for b in range(256))
+#: the value bits of a vint with n extra bytes, read whole as one big-endian integer: the
+#: first byte's bits after the length prefix (none when n is 8) and the n bytes
+_MASK = tuple((1 << (8 * n + max(0, 7 - n))) - 1 for n in range(9))
+
 
 def read_unsigned_vint(data: bytes, pos: int) -> tuple[int, int]:
     """(value, position after it). Raises IndexError past the end of ``data``."""
     first = data[pos]
     if first < 0x80:
         return first, pos + 1
-    extra = 0
-    mask = 0x80
-    while first & mask:
-        extra += 1
-        mask >>= 1
+    extra = _EXTRA[first]
     end = pos + 1 + extra
     if end > len(data):
         raise IndexError("vint runs past the end of the buffer")
-    value = first & (0xFF >> extra)
-    for b in data[pos + 1 : end]:
-        value = (value << 8) | b
-    return value, end
+    return int.from_bytes(data[pos:end], "big") & _MASK[extra], end
 
 
 def read_signed_vint(data: bytes, pos: int) -> tuple[int, int]:

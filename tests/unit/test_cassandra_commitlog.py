@@ -263,4 +263,4 @@ def test_compiled_row_readers_decode_exactly_as_the_generic_decoder(name: str) -
                 damaged += isinstance(got, tuple)
     assert damaged > 100  # the damaged copies did fail
     golden = next(t for t in fx.tables.values() if t.qualified == "golden.t")
-    assert golden.shapes and all(fn is not None for _, _, fn in golden.shapes)  # compiled
+    assert "partition" in golden.compiled  # the fast path did read it
