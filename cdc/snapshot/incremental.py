@@ -579,6 +579,9 @@ class IncrementalSnapshot:
         assert self.signal_table is not None
         signal_tid = _table_id_of(self.signal_table, self.d, self.reader)
         chunk_id = uuid.uuid4().hex
+        # the last chunk's reads (held in the source's batch) go downstream now, not after
+        # this chunk's query: a slow query must not hold back their delivery and offsets
+        self.d.flush()
         self.reader.write_watermark(signal_tid, chunk_id + OPEN_SUFFIX, model.WINDOW_OPEN)
         rows = self._query(upto)
         if not rows:

@@ -4,9 +4,15 @@
 
 SPEC: {"kind": "memory" | "postgres" | "mysql", "config": {...}, "bootstrap": "...",
        "offsets": {"file": path} | {"kafka_topic": name}, "exactly_once": bool,
-       "memory": {"transactions": N, "rows_per_tx": k}}
+       "memory": {"transactions": N, "rows_per_tx": k}, "hold_after_chunks": N}
 The memory database is rebuilt identically on every start (same rows, same positions), so
 a restarted child sees the same log, as a database would.
+
+``hold_after_chunks``: the incremental snapshot's chunk reads after the first N block for
+good (the open watermark of chunk N+1 is written, its read never returns), so a test kills
+the child inside a snapshot however fast or slow the machine is, instead of racing it.
+Streaming stops with it (chunks are read on the streaming thread); offsets of what was
+sent before are still stored. Only SIGKILL ends a held child.
 """
 
 from __future__ import annotations
@@ -15,13 +21,44 @@ import json
 import logging
 import signal
 import sys
+import threading
+from collections.abc import Sequence
 from typing import Any
 
 from cdc.engine import Engine, EngineSettings
 from cdc.offsets.file import FileOffsetStore
 from cdc.offsets.kafka import KafkaOffsetStore
 from cdc.offsets.store import OffsetStore
-from cdc.spi import Connector
+from cdc.spi import ChunkReader, Connector
+
+
+class HeldReader:
+    """A connector's chunk reader whose chunk reads after the first ``chunks`` never return
+    (see ``hold_after_chunks``); every other call goes to the connector's reader."""
+
+    def __init__(self, inner: ChunkReader, chunks: int) -> None:
+        self.inner, self.chunks = inner, chunks
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def read_chunk(self, *args: Any, **kwargs: Any) -> list[Sequence[Any]]:
+        if self.chunks <= 0:
+            print("HELD", flush=True)
+            threading.Event().wait()
+        self.chunks -= 1
+        return self.inner.read_chunk(*args, **kwargs)
+
+
+def hold_chunks(connector: Connector, chunks: int) -> None:
+    """Make ``connector`` hand out :class:`HeldReader` s holding after ``chunks`` reads."""
+    make = connector.chunk_reader
+
+    def held() -> Any:
+        inner = make()
+        return None if inner is None else HeldReader(inner, chunks)
+
+    setattr(connector, "chunk_reader", held)  # noqa: B010 (mypy: no assignment to a method)
 
 
 def build_memory_db(name: str, transactions: int, rows_per_tx: int) -> None:
@@ -68,6 +105,8 @@ def main(spec_path: str) -> None:
         from connectors.postgres import PostgresConnector
 
         connector = PostgresConnector(cfg)
+    if "hold_after_chunks" in spec:
+        hold_chunks(connector, int(spec["hold_after_chunks"]))
     offsets = spec["offsets"]
     store: OffsetStore
     if "file" in offsets:
