@@ -15,10 +15,14 @@ the parser's schema cache still parses it once.
 
 The registry client lives in the Spark Python worker process (created on first use from the
 picklable URL settings), with the converter's caches: a schema id is fetched once per process.
+Its HTTP client keeps a connection to the registry open between batches; :func:`close_decoders`
+closes them, and runs at interpreter exit, so a process that decoded Avro (a Python worker, the
+driver, a test run) does not end with unclosed sockets (``ResourceWarning``).
 """
 
 from __future__ import annotations
 
+import atexit
 import threading
 from dataclasses import dataclass
 
@@ -65,12 +69,12 @@ class AvroToJson:
         if settings.basic_auth:
             user, _, password = settings.basic_auth.partition(":")
             auth = httpx.BasicAuth(user, password)
-        http = httpx.Client(
+        self._http = httpx.Client(
             timeout=settings.timeout_s,
             auth=auth,
             headers={"Accept": "application/vnd.schemaregistry.v1+json"},
         )
-        self.registry = SchemaRegistryClient(settings.url, http=http)
+        self.registry = SchemaRegistryClient(settings.url, http=self._http)
         self._avro = AvroConverter(self.registry, auto_register=False)
         self._json = JsonConverter({"schemas.enable": True})
 
@@ -95,6 +99,10 @@ class AvroToJson:
             return b"null"
         return out
 
+    def close(self) -> None:
+        """Close the registry connections (the client was made here, so it is closed here)."""
+        self._http.close()
+
 
 _DECODERS: dict[RegistrySettings, AvroToJson] = {}
 _LOCK = threading.Lock()
@@ -109,6 +117,19 @@ def decoder(settings: RegistrySettings) -> AvroToJson:
             if found is None:
                 found = _DECODERS[settings] = AvroToJson(settings)
     return found
+
+
+def close_decoders() -> None:
+    """Close and forget every process-wide decoder; a later :func:`decoder` call makes a new
+    one. Registered with :mod:`atexit`: the decoders live as long as the process."""
+    with _LOCK:
+        found = list(_DECODERS.values())
+        _DECODERS.clear()
+    for each in found:
+        each.close()
+
+
+atexit.register(close_decoders)
 
 
 def describe_missing_registry(raw: bytes, *, is_key: bool) -> str:

@@ -8,11 +8,15 @@ has a JSON twin and the parser must see the same change in both.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
+import orjson
 import pytest
 
-from cdc.apply.avro_input import RegistrySettings
+from cdc.apply.avro_input import RegistrySettings, close_decoders, decoder
 from cdc.apply.config import ConfigError, from_mapping
 from cdc.apply.events import BadEvent, Change, Parser, ParseSettings, Skipped
 from cdc.apply.synthetic import SyntheticTable, col, decimal_col, pg
@@ -162,3 +166,48 @@ def test_config_keys_for_avro_are_validated() -> None:
         )
     cfg = from_mapping({**base, "input.format": "avro", "schema.registry.url": "http://r:8081"})
     assert cfg.input_format == "avro" and cfg.registry_url == "http://r:8081"
+
+
+# A process that decoded Avro and exits: the process-wide decoder's registry connection must be
+# closed at exit, not reported unclosed (it was, at the end of every full test run).
+EXITING_CHILD = """
+from cdc.apply.avro_input import RegistrySettings, close_decoders, decoder
+from cdc.converters.registry_server import RegistryServer
+from tests.unit.test_apply_avro_input import ROW, TABLE, pg, to_avro
+
+with RegistryServer() as server:
+    key, value = TABLE.record("c", ROW, pg(1))
+    akey, _ = to_avro(server, TABLE.topic, key, value)
+    decoder(RegistrySettings(server.url)).to_json(TABLE.topic, akey, is_key=True)
+    print("decoded", flush=True)
+"""
+
+
+def _exit_after_decoding(extra: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c", EXITING_CHILD + extra],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_decoder_closes_its_registry_connection_at_exit() -> None:
+    clean = _exit_after_decoding()
+    assert clean.returncode == 0 and clean.stdout == "decoded\n", clean.stderr
+    assert "ResourceWarning" not in clean.stderr, clean.stderr
+    # the check sees the leak when the decoders are not closed at exit
+    leaked = _exit_after_decoding("import atexit; atexit.unregister(close_decoders)\n")
+    assert "ResourceWarning: unclosed <socket.socket" in leaked.stderr, leaked.stderr
+
+
+def test_closed_decoders_are_replaced_on_next_use(registry: RegistryServer) -> None:
+    key, value = TABLE.record("c", ROW, pg(907))
+    akey, _ = to_avro(registry, TABLE.topic, key, value)
+    first = decoder(RegistrySettings(registry.url))
+    close_decoders()
+    second = decoder(RegistrySettings(registry.url))
+    assert second is not first
+    assert orjson.loads(second.to_json(TABLE.topic, akey, is_key=True))["payload"] == {"id": 7}
