@@ -224,7 +224,9 @@ class SqlServerSnapshotSteps:
                     scan.offset = others.offset()
                 yield scan, rows
         finally:
-            batches.close()  # type: ignore[attr-defined]
+            close = getattr(batches, "close", None)
+            if callable(close):
+                close()  # its cursor, before the release step closes the connection
 
     def _rows(self, scan: TableScan) -> Iterator[Sequence[Row]]:
         size = int(self.cfg["snapshot.fetch.size"])

@@ -22,7 +22,8 @@ BASE = {
     "database.hostname": "h",
     "database.user": "u",
 }
-A = {"commit_lsn": "00000027:00000758:0003", "change_lsn": None, "event_serial_no": None}
+LSN_A = "00000027:00000758:0003"
+A: dict[str, Any] = {"commit_lsn": LSN_A, "change_lsn": None, "event_serial_no": None}
 B = {
     "commit_lsn": "00000031:00000010:0001",
     "change_lsn": "00000031:00000008:0002",
@@ -36,7 +37,7 @@ def cfg(names: str, **extra: Any) -> Any:
 
 def test_one_database_keeps_the_flat_offset() -> None:
     positions = DatabasePositions(cfg("inventory"), {**A, "snapshot_completed": True})
-    assert positions.get("inventory") == SqlServerPosition(Lsn.parse(A["commit_lsn"]))
+    assert positions.get("inventory") == SqlServerPosition(Lsn.parse(LSN_A))
     offset = positions.advance("inventory", B)
     assert offset == B  # Debezium's flat offset, nothing added
     assert positions.offset() == B
@@ -46,7 +47,7 @@ def test_each_record_carries_every_database_position_as_of_its_emission() -> Non
     positions = DatabasePositions(cfg("a,b"), {"positions": {"a": A}})
     assert positions.get("b") is None  # added since: no position yet
     first = positions.advance("a", B)
-    second = positions.set("b", SqlServerPosition(Lsn.parse(A["commit_lsn"])))
+    second = positions.set("b", SqlServerPosition(Lsn.parse(LSN_A)))
     assert first == {"positions": {"a": B}}
     # the earlier record's offset is not changed by later ones
     assert second == {"positions": {"a": B, "b": A}}
@@ -83,7 +84,7 @@ def test_a_malformed_composite_offset_is_named() -> None:
 
 
 def test_offset_of_positions() -> None:
-    pos = {"a": SqlServerPosition(Lsn.parse(A["commit_lsn"]))}
+    pos = {"a": SqlServerPosition(Lsn.parse(LSN_A))}
     assert offset_of(cfg("a"), pos) == A
     assert offset_of(cfg("a,b"), pos) == {"positions": {"a": A}}
 
@@ -127,3 +128,78 @@ def test_table_filters_may_name_the_database() -> None:
     not_hr = TableFilter(table_exclude=[r"hr\.dbo\..*"])
     assert not not_hr.is_included(TableId("hr", "dbo", "orders"))
     assert not_hr.is_included(TableId("sales", "dbo", "orders"))
+
+
+class _Ctx:
+    """What the added-database path needs of a SourceContext: emit and a stop event."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.events: list[Any] = []
+        self.stop_event = threading.Event()
+
+    def emit(self, event: Any) -> None:
+        self.events.append(event)
+
+
+def test_an_added_database_is_snapshotted_while_the_others_are_polled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cdc.spi import PositionReached
+    from connectors.sqlserver import streaming as ss
+
+    config = cfg("a,b", **{"streaming.poll.interval.ms": "1"})
+    s = ss.SqlServerStreaming(config)
+    positions = s.positions = DatabasePositions(config, {"positions": {"a": A}})
+    a = ss._Database("a", None, None, positions.get("a"))  # type: ignore[arg-type]
+    b = ss._Database("b", None, None, None)  # type: ignore[arg-type]
+    s.dbs = [a, b]
+    polled: list[str] = []
+
+    def poll(ctx: Any, db: Any) -> bool:
+        polled.append(db.name)
+        db.polled = -1e9  # due again at once
+        positions.advance(db.name, B)
+        return True
+
+    def snapshot(
+        cfg: Any, ctx: Any, db: str, data: bool, others: Any, reg: Any, between: Any
+    ) -> SqlServerPosition:
+        assert db == "b" and data and others.offset() == {"positions": {"a": A}}
+        between()  # before each batch of rows: the others are polled
+        assert others.offset() == {"positions": {"a": B}}  # the rows' offset: no "b" yet
+        between()
+        return SqlServerPosition(Lsn.parse(LSN_A))
+
+    monkeypatch.setattr(s, "_poll", poll)
+    monkeypatch.setattr(ss, "snapshot_added", snapshot)
+    ctx = _Ctx()
+    s._added(ctx, b)  # type: ignore[arg-type]
+    assert polled == ["a", "a"]
+    # once its snapshot is done, the added database's position joins the offset
+    assert isinstance(ctx.events[-1], PositionReached)
+    assert ctx.events[-1].offset == {"positions": {"a": B, "b": A}}
+
+
+def test_an_added_database_rows_carry_the_others_current_positions() -> None:
+    from connectors.sqlserver.snapshot import SqlServerSnapshotSteps
+
+    config = cfg("a,b")
+    others = DatabasePositions(config, {"positions": {"a": A}})
+    scan: Any = type("Scan", (), {"offset": {}})()
+
+    def poll_a() -> None:  # the other database moves on between batches
+        others.advance("a", B)
+
+    steps = SqlServerSnapshotSteps(
+        config,
+        _Ctx(),  # type: ignore[arg-type]
+        True,
+        ["b"],
+        others,
+        poll_a,
+    )
+    batches = iter([(scan, [(1,)]), (scan, None)])
+    seen = [dict(s.offset) for s, _ in steps._interleaved(batches, others)]
+    assert seen == [{"positions": {"a": B}}] * 2
