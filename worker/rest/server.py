@@ -1,30 +1,49 @@
-"""The HTTP side: the standard library's ``ThreadingHTTPServer`` in front of :class:`App`.
+"""The HTTP side: uvicorn (httptools parser, uvloop) in front of :class:`App`.
 
-The herder is synchronous and thread-safe, so a thread per connection is the simplest correct
-server; an ASGI stack (uvicorn + starlette) would add two dependencies and an event loop only
-to hand each request to a thread pool again. What the standard server gets wrong is its listen
-backlog of 5: with more clients connecting at once the kernel drops their SYNs and they retry
-after 1, 3, 7 ... seconds (a 27 s answer to 200 concurrent ``GET /connectors``). The backlog
-here is the kernel's maximum (``somaxconn``), and accepting never waits for a request.
+The herder is synchronous and thread-safe and some of its calls wait (a restart waits for the
+task to stop), so each request's :meth:`App.handle` runs on a thread of a pool, while one
+event loop thread accepts connections, parses HTTP and writes responses. The standard
+library's thread-per-connection server spent about half a millisecond of interpreter time
+per request before the app was even called (thread start, header parsing through the
+``email`` package): 200 clients arriving at once then waited ~100 ms for the last answer on
+this project's 2-core machine, and its default listen backlog of 5 made some wait for SYN
+retransmits (27 s). The backlog here is the kernel's maximum (``somaxconn``).
+
+The listening socket is bound at construction (so the worker id, ``host:port``, is known
+before the herder is built, even with port 0); serving starts with :meth:`RestServer.start`.
+TLS handshakes run on the event loop without blocking other connections.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import ssl
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
+
+import uvicorn
+import uvloop
 
 from worker.rest.app import App, Request, Response, error
 from worker.rest.auth import BasicAuth
 
 log = logging.getLogger("tidemark.worker.rest")
+# uvicorn's start/stop lines ("Started server process") would repeat in the worker's log
+if logging.getLogger("uvicorn.error").level == logging.NOTSET:
+    logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
 
 MAX_BODY = 16 * 1024 * 1024
+#: threads running App.handle; a request that waits (a restart) holds one
+HANDLER_THREADS = 64
+
+Scope = dict[str, Any]
+Receive = Any
+Send = Any
 
 
 def _somaxconn() -> int:
@@ -34,84 +53,98 @@ def _somaxconn() -> int:
         return 1024
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = _somaxconn()
-    app: App | None = None
-    auth: BasicAuth | None = None
-    only: frozenset[str] | None = None  # paths served (the metrics listener: /metrics)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        # a failed TLS handshake (no or a wrong client certificate) or a dropped connection
-        log.debug("REST connection from %s failed", client_address, exc_info=True)
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(_somaxconn())
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
-    protocol_version = "HTTP/1.1"
-    server_version = "tidemark"
+class _Endpoint:
+    """The ASGI application: authentication, the body limit, then the app on a thread."""
 
-    def _dispatch(self) -> None:
-        url = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
-            self._send(error(413, f"Request body larger than {MAX_BODY} bytes"))
-            self.close_connection = True
+    def __init__(self, auth: BasicAuth | None, only: frozenset[str] | None) -> None:
+        self.app: App | None = None
+        self.auth = auth
+        self.only = only
+        self.pool = ThreadPoolExecutor(HANDLER_THREADS, thread_name_prefix="tidemark-rest")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return  # lifespan is off; websockets are not served
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        method = str(scope["method"])
+        try:
+            length = int(headers.get("content-length") or 0)
+        except ValueError:
+            await self._send(send, method, error(400, "Content-Length is not a number"))
             return
-        body = self.rfile.read(length) if length > 0 else b""
-        app = self.server.app
+        if length > MAX_BODY:
+            await self._send(send, method, error(413, f"Request body larger than {MAX_BODY} bytes"))
+            return
+        chunks = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > MAX_BODY:
+                await self._send(
+                    send, method, error(413, f"Request body larger than {MAX_BODY} bytes")
+                )
+                return
+            chunks.append(chunk)
+            more = bool(message.get("more_body"))
+        # the path as sent (still percent-encoded): the app decodes each segment itself
+        path = bytes(scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        query = parse_qs(scope["query_string"].decode("latin-1"), keep_blank_values=True)
+        req = Request(method, path, query, b"".join(chunks), headers)
+        loop = asyncio.get_running_loop()
+        resp = await loop.run_in_executor(self.pool, self._respond, req)
+        await self._send(send, method, resp)
+
+    def _respond(self, req: Request) -> Response:
         refused = None
-        if self.server.only is not None and url.path.rstrip("/") not in self.server.only:
-            refused = (404, f"Unknown resource {url.path}; this listener serves only /metrics")
-        elif self.server.auth is not None:
-            refused = self.server.auth.check(self.headers.get("Authorization"), self.command)
+        if self.only is not None and req.path.rstrip("/") not in self.only:
+            refused = (404, f"Unknown resource {req.path}; this listener serves only /metrics")
+        elif self.auth is not None:
+            refused = self.auth.check(req.headers.get("authorization"), req.method)
         if refused is not None:
             resp = error(*refused)
             if refused[0] == 401:
                 resp.headers["WWW-Authenticate"] = 'Basic realm="tidemark"'
-        elif app is None:
-            resp = Response(503, {"status": "starting", "message": "Worker is still starting up."})
-        else:
-            req = Request(
-                self.command,
-                url.path,
-                parse_qs(url.query, keep_blank_values=True),
-                body,
-                {k.lower(): v for k, v in self.headers.items()},
-            )
-            resp = app.handle(req)
-        self._send(resp)
+            return resp
+        if self.app is None:
+            return Response(503, {"status": "starting", "message": "Worker is still starting up."})
+        try:
+            return self.app.handle(req)
+        except Exception:  # the app answers its own errors; this is a bug, not the client's
+            log.exception("REST %s %s failed", req.method, req.path)
+            return error(500, "Internal server error")
 
-    def _send(self, resp: Response) -> None:
+    @staticmethod
+    async def _send(send: Send, method: str, resp: Response) -> None:
         data = resp.encoded()
-        self.send_response(resp.status)
+        headers = [(b"content-length", str(len(data)).encode())]
         if data:
-            self.send_header("Content-Type", resp.content_type)
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in resp.headers.items():
-            self.send_header(key, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _dispatch
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
+            headers.append((b"content-type", resp.content_type.encode("latin-1")))
+        headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in resp.headers.items()]
+        await send({"type": "http.response.start", "status": resp.status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else data})
 
 
 class RestServer:
-    """Binds at construction (so the worker id, ``host:port``, is known before the herder is
-    built, even with port 0), serves once :meth:`start` hands it the app.
-
-    With ``tls`` the listening socket is wrapped and each connection's handshake runs on its
-    own thread (``do_handshake_on_connect=False``), so a slow or hostile client never holds
-    up accepting the others."""
+    """Binds at construction, serves once :meth:`start` hands it the app."""
 
     def __init__(
         self,
@@ -122,21 +155,17 @@ class RestServer:
         auth: BasicAuth | None = None,
         only: frozenset[str] | None = None,
     ) -> None:
-        server_cls: type[_Server] = _Server6 if ":" in host else _Server
-        self.httpd = server_cls((host, port), _Handler)
-        self.httpd.auth = auth
-        self.httpd.only = only
-        if tls is not None:
-            self.httpd.socket = tls.wrap_socket(
-                self.httpd.socket, server_side=True, do_handshake_on_connect=False
-            )
+        self.sock = _listen(host, port)
+        self.endpoint = _Endpoint(auth, only)
+        self.tls = tls
         self.scheme = "https" if tls is not None else "http"
         self.host = host
+        self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
-        return int(self.httpd.server_address[1])
+        return int(self.sock.getsockname()[1])
 
     @property
     def url(self) -> str:
@@ -144,21 +173,53 @@ class RestServer:
         return f"{self.scheme}://{host}:{self.port}"
 
     def start(self, app: App) -> None:
-        self.httpd.app = app
-        self._thread = threading.Thread(
-            target=self.httpd.serve_forever,
-            kwargs={"poll_interval": 0.2},
-            name="tidemark-rest",
-            daemon=True,
+        self.endpoint.app = app
+        tls = self.tls
+        config = uvicorn.Config(
+            self.endpoint,
+            http="httptools",
+            lifespan="off",
+            interface="asgi3",
+            access_log=False,
+            log_config=None,  # the worker's logging stays as configured
+            server_header=False,
+            headers=[("server", "tidemark")],
+            backlog=_somaxconn(),
+            timeout_keep_alive=5,
         )
+        config.load()
+        config.ssl = tls  # the context built from listeners.https.ssl.* (server_tls)
+        self._server = server = uvicorn.Server(config)
+        ready = threading.Event()
+
+        def serve() -> None:
+            loop = uvloop.new_event_loop()
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._serve(server, ready))
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=serve, name="tidemark-rest", daemon=True)
         self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError(f"the REST server on {self.url} did not start")
         log.info("REST API listening on %s", self.url)
 
+    async def _serve(self, server: uvicorn.Server, ready: threading.Event) -> None:
+        task = asyncio.ensure_future(server.serve(sockets=[self.sock]))
+        while not server.started and not task.done():
+            await asyncio.sleep(0.01)
+        ready.set()
+        await task
+
     def close(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
         if self._thread is not None:
-            self.httpd.shutdown()
             self._thread.join(5)
-        self.httpd.server_close()
+        self.endpoint.pool.shutdown(wait=False, cancel_futures=True)
+        self.sock.close()
 
 
 def server_tls(
