@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from cdc.offsets.file import FileOffsetStore
 from tests.integration import test_incremental_snapshot_kill
 from tests.integration.incremental_scenarios import Db
 from tests.integration.test_engine_crash import end_offset, finish, read_all, start, wait_for
@@ -65,12 +64,8 @@ class Child:
         return proc
 
     def stored(self) -> dict[str, Any]:
-        store = FileOffsetStore(str(self.offsets))
-        store.start()
-        try:
-            return store.get(self.cfg["name"], {"server": self.cfg["database.server.name"]}) or {}
-        finally:
-            store.close()
+        # not through a FileOffsetStore: its start deletes the live task's temporary file
+        return test_incremental_snapshot_kill.stored_offset(self.offsets, self.cfg)
 
 
 def kill(proc: subprocess.Popen[bytes]) -> None:
