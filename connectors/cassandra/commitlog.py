@@ -30,6 +30,8 @@ SYNC_MARKER_SIZE = 8
 _NAME = re.compile(r"^CommitLog-(\d+)-(\d+)\.log$")
 _INT = struct.Struct(">i")
 _UINT = struct.Struct(">I")
+#: CRC32 of an entry's 4-byte size, by size (the same few sizes recur)
+_SIZE_CRCS: dict[int, int] = {}
 
 
 class CommitLogError(Exception):
@@ -217,6 +219,7 @@ def iter_entries(
     decompress = _decompressor(desc, file)
     crc32 = zlib.crc32
     new_tuple = tuple.__new__  # Entry(...) without its Python-level __new__
+    size_crcs = _SIZE_CRCS
     phys = desc.header_end
     logical = desc.header_end
     if cursor is not None and cursor.phys > phys:
@@ -281,12 +284,16 @@ def iter_entries(
                         file, body_start + pos, f"a {size}-byte mutation runs past its section"
                     )
                 (size_crc,) = _UINT.unpack_from(body, pos + 4)
-                crc = crc32(body[pos : pos + 4])
-                if crc != size_crc:
+                known = size_crcs.get(size)
+                if known is None:
+                    known = crc32(body[pos : pos + 4])
+                    if len(size_crcs) < 4096:
+                        size_crcs[size] = known
+                if known != size_crc:
                     raise ChecksumMismatch(file, body_start + pos, "mutation size CRC mismatch")
                 payload = body[pos + 8 : end]
                 (claimed,) = _UINT.unpack_from(body, end)
-                if crc32(payload, crc) != claimed:
+                if crc32(payload, known) != claimed:
                     raise ChecksumMismatch(file, body_start + pos, "mutation CRC mismatch")
                 start = body_start + pos
                 pos = end + 4

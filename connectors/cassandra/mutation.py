@@ -79,9 +79,9 @@ class CellValue(NamedTuple):
     set: bool = True
 
 
-@dataclass(slots=True)
-class RowChange:
-    """One row (or a whole partition) changed by a partition update.
+class RowChange(NamedTuple):
+    """One row (or a whole partition) changed by a partition update (a named tuple: one is
+    built per row).
 
     ``kind``: ``insert`` (the row has a liveness timestamp: an INSERT), ``update`` (cells
     only), ``row_delete``, ``partition_delete``. ``clustering`` is None for a partition
@@ -182,6 +182,14 @@ def decode_mutation(data: bytes, lookup: SchemaLookup) -> list[PartitionUpdate]:
     raises the error with its byte offset (or, should the fast path ever be wrong, decodes
     it right)."""
     try:
+        if data[0] == 1:  # one partition update, of a table met before: the usual entry
+            table_id = _UUIDS.get(data[1:17])
+            table = lookup(table_id) if table_id is not None else None
+            fn = table.compiled.get("partition") if table is not None else None
+            if fn is not None:
+                got = fn(data, 17)
+                if got is not None:
+                    return [got[0]]
         return _decode_fast(data, lookup)
     except Exception:  # the generic decoder says what is wrong
         return decode_mutation_generic(data, lookup)
@@ -272,10 +280,9 @@ def _decode_fast(data: bytes, lookup: SchemaLookup) -> list[PartitionUpdate]:
     out = []
     for _ in range(count):
         table = _table(data[pos : pos + 16], lookup, pos)
-        compiled = table.compiled
-        fn = compiled.get("partition")
+        fn = table.compiled.get("partition")
         if fn is None:
-            fn = compiled["partition"] = compile_partition(table, _helpers())
+            fn = table.compiled["partition"] = compile_partition(table, _helpers())
         got = fn(data, pos + 16)
         if got is None:
             r = _Reader(data)

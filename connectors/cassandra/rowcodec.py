@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from connectors.cassandra.tabledef import ColumnDef, TableDef
+from connectors.cassandra.vint import VINT_EXTRA, VINT_MASK
 
 #: a compiled partition reader: (data, position after the table id) -> (PartitionUpdate,
 #: position after the partition), or None for a partition to read the generic way
@@ -81,18 +82,79 @@ def _value(lines: list[str], ind: str, col: ColumnDef, var: str, dec: str) -> No
 
 
 def _vint_ts(lines: list[str], ind: str, at: str, var: str) -> None:
-    """A timestamp delta vint at ``at`` as a 64-bit wrapped timestamp in ``var``."""
+    """A timestamp delta vint at ``at`` as a 64-bit wrapped timestamp in ``var`` (the sum
+    is never negative: it wraps only from 2^63 up)."""
     lines.append(f"{ind}v = data[{at}]")
     lines.append(f"{ind}if v < 128:")
     lines.append(f"{ind}    pos = {at} + 1")
     lines.append(f"{ind}else:")
     lines.append(f"{ind}    v, pos = _vint(data, {at})")
-    lines.append(f"{ind}{var} = ((v + min_ts + {1 << 63}) & {(1 << 64) - 1}) - {1 << 63}")
+    lines.append(f"{ind}{var} = v + min_ts")
+    lines.append(f"{ind}if {var} >= {1 << 63}:")
+    lines.append(f"{ind}    {var} = (({var} + {1 << 63}) & {(1 << 64) - 1}) - {1 << 63}")
 
 
-def _row_lines(L: list[str], table: TableDef, cols: Sequence[ColumnDef]) -> None:
-    """The body of the rows loop for one row with flags ``rf`` in :data:`FAST_ROW_FLAGS`,
-    ``pos`` after the flags; ends with the row appended to ``rows``."""
+_HEADER = "_Header(min_ts, min_ldt, min_ttl, [], [])"
+
+
+def _generic_cell(L: list[str], ind: str, i: int) -> None:
+    """Cell ``i`` read by the generic cell reader (deleted, expiring, empty, ...)."""
+    L.append(f"{ind}r = _Reader(data)")
+    L.append(f"{ind}r.pos = pos")
+    L.append(
+        f"{ind}c{i}, t = _cell(r, {_HEADER}, _COL{i}, _COL{i}.type, row_ts, 0, 0, complex_=False)"
+    )
+    L.append(f"{ind}pos = r.pos")
+    L.append(f"{ind}if t > newest:")
+    L.append(f"{ind}    newest = t")
+
+
+def _cell_lines(L: list[str], ind: str, i: int, col: ColumnDef, insert: bool) -> None:
+    """Cell ``i``: in an INSERT row a plain value with the row's timestamp (flags 0x08),
+    in an UPDATE row a plain value with its own timestamp (flags 0); else generic."""
+    if col.type.multi_cell:
+        L.append(f"{ind}r = _Reader(data)")
+        L.append(f"{ind}r.pos = pos")
+        L.append(f"{ind}c{i}, t = _complex(r, {_HEADER}, _COL{i}, 0, row_ts, 0, 0)")
+        L.append(f"{ind}pos = r.pos")
+        L.append(f"{ind}if t > newest:")
+        L.append(f"{ind}    newest = t")
+        return
+    if insert:
+        L.append(f"{ind}if data[pos] == 8:")
+        L.append(f"{ind}    pos += 1")
+    else:
+        L.append(f"{ind}if data[pos] == 0:")
+        _vint_ts(L, ind + "    ", "pos + 1", "t")
+        L.append(f"{ind}    if t > newest:")
+        L.append(f"{ind}        newest = t")
+    _value(L, ind + "    ", col, "x", f"_DEC{i}")
+    L.append(f"{ind}    c{i} = _tnew(_CV, (x, None, True))")
+    L.append(f"{ind}else:")
+    _generic_cell(L, ind + "    ", i)
+
+
+def _runs(cols: Sequence[ColumnDef]) -> list[list[int]]:
+    """Consecutive columns read by one ``struct`` call in an INSERT row (fixed-width numbers,
+    each after a 0x08 flags byte), as index lists; other columns alone."""
+    out: list[list[int]] = []
+    after_packable = False
+    for i, c in enumerate(cols):
+        packable = not c.type.multi_cell and c.fixed >= 0 and c.type.name in _UNPACK
+        if packable and after_packable:
+            out[-1].append(i)
+        else:
+            out.append([i])
+        after_packable = packable
+    return out
+
+
+def _row_lines(
+    L: list[str], table: TableDef, cols: Sequence[ColumnDef], insert: bool, ns: dict[str, Any]
+) -> None:
+    """The rows loop's branch for a row with flags 0x24 (``insert``: HAS_ALL_COLUMNS and a
+    row timestamp) or 0x20, ``pos`` after the flags; appends the row to ``rows``.
+    ``ns`` receives the structs of multi-column runs."""
     ind = "            "
     ccols = table.clustering
     if not ccols:
@@ -108,54 +170,47 @@ def _row_lines(L: list[str], table: TableDef, cols: Sequence[ColumnDef]) -> None
         L.append(f"{ind}    r.pos = pos")
         L.append(f"{ind}    clustering = _clustering_values(r, _CCOLS, {len(ccols)})")
         L.append(f"{ind}    pos = r.pos")
-    L.append(f"{ind}if rf & 4:")
-    _vint_ts(L, ind + "    ", "pos", "row_ts")
-    L.append(f"{ind}    newest = row_ts")
-    L.append(f"{ind}    kind = 'insert'")
-    L.append(f"{ind}else:")
-    L.append(f"{ind}    row_ts = None")
-    L.append(f"{ind}    newest = 0")
-    L.append(f"{ind}    kind = 'update'")
-    header = "_Header(min_ts, min_ldt, min_ttl, [], [])"
-    for i, c in enumerate(cols):
-        if c.type.multi_cell:
-            L.append(f"{ind}r = _Reader(data)")
-            L.append(f"{ind}r.pos = pos")
-            L.append(f"{ind}c{i}, t = _complex(r, {header}, _COL{i}, 0, row_ts, 0, 0)")
-            L.append(f"{ind}pos = r.pos")
-            L.append(f"{ind}if t > newest:")
-            L.append(f"{ind}    newest = t")
+    if insert:
+        _vint_ts(L, ind, "pos", "row_ts")
+        L.append(f"{ind}newest = row_ts")
+    else:
+        L.append(f"{ind}row_ts = None")
+        L.append(f"{ind}newest = 0")
+    for run in _runs(cols) if insert else [[i] for i in range(len(cols))]:
+        if len(run) == 1:
+            _cell_lines(L, ind, run[0], cols[run[0]], insert)
             continue
-        L.append(f"{ind}f = data[pos]")
-        L.append(f"{ind}if f == 8 and row_ts is not None:")  # the row's timestamp, a value
-        L.append(f"{ind}    pos += 1")
-        _value(L, ind + "    ", c, "x", f"_DEC{i}")
-        L.append(f"{ind}    c{i} = _tnew(_CV, (x, None, True))")
-        L.append(f"{ind}elif f == 0:")  # its own timestamp, a value
-        _vint_ts(L, ind + "    ", "pos + 1", "t")
-        L.append(f"{ind}    if t > newest:")
-        L.append(f"{ind}        newest = t")
-        _value(L, ind + "    ", c, "x", f"_DEC{i}")
-        L.append(f"{ind}    c{i} = _tnew(_CV, (x, None, True))")
-        L.append(f"{ind}else:")  # deleted, expiring, empty: the generic cell reader
-        L.append(f"{ind}    r = _Reader(data)")
-        L.append(f"{ind}    r.pos = pos")
-        L.append(
-            f"{ind}    c{i}, t = _cell(r, {header}, _COL{i}, _COL{i}.type, row_ts, 0, 0, "
-            "complex_=False)"
-        )
-        L.append(f"{ind}    pos = r.pos")
-        L.append(f"{ind}    if t > newest:")
-        L.append(f"{ind}        newest = t")
+        # flags byte, value; flags byte, value; ...: one unpack when every flags byte is 0x08
+        fmt = ">" + "".join("x" + _UNPACK[cols[i].type.name].format[1:] for i in run)
+        st = struct.Struct(fmt)
+        name = f"_RUN{run[0]}"
+        ns[name] = st.unpack_from
+        offsets = []
+        at = 0
+        for i in run:
+            offsets.append(at)
+            at += 1 + cols[i].fixed
+        checks = " and ".join(f"data[pos + {o}] == 8" if o else "data[pos] == 8" for o in offsets)
+        L.append(f"{ind}if pos + {st.size} <= len(data) and {checks}:")
+        L.append(f"{ind}    {', '.join(f'x{i}' for i in run)}, = {name}(data, pos)")
+        L.append(f"{ind}    pos += {st.size}")
+        for i in run:
+            L.append(f"{ind}    c{i} = _tnew(_CV, (x{i}, None, True))")
+        L.append(f"{ind}else:")
+        for i in run:
+            _cell_lines(L, ind + "    ", i, cols[i], insert)
     L.append(f"{ind}if pos > len(data):")
     L.append(f"{ind}    raise IndexError('read past the end of the mutation')")
     cells = ", ".join(f"{c.name!r}: c{i}" for i, c in enumerate(cols))
-    L.append(f"{ind}rows.append(_RowChange(_TABLE, kind, key, clustering, {{{cells}}}, newest))")
+    kind = "insert" if insert else "update"
+    fields = f"_TABLE, {kind!r}, key, clustering, {{{cells}}}, newest, False"
+    L.append(f"{ind}rows.append(_tnew(_RowChange, ({fields})))")
 
 
-def body_source(table: TableDef, cols: Sequence[ColumnDef]) -> str:
+def body_source(table: TableDef, cols: Sequence[ColumnDef], ns: dict[str, Any]) -> str:
     """The rest of a partition after its header, for ``table`` partitions whose header
-    names ``cols``: the partition deletion, then the rows up to the end of the partition."""
+    names ``cols``: the partition deletion, then the rows up to the end of the partition.
+    ``ns`` receives the structs the source uses."""
     L = [
         "def body(data, pos, flags, key, min_ts, min_ldt, min_ttl):",
         "    rows = []",
@@ -164,7 +219,8 @@ def body_source(table: TableDef, cols: Sequence[ColumnDef]) -> str:
         "        v, pos = _vint(data, pos)",
         f"        ts = ((v + min_ts + {1 << 63}) & {(1 << 64) - 1}) - {1 << 63}",
         "        _, pos = _vint(data, pos)",  # the local deletion time
-        "        rows.append(_RowChange(_TABLE, 'partition_delete', key, None, {}, ts))",
+        "        fields = (_TABLE, 'partition_delete', key, None, {}, ts, False)",
+        "        rows.append(_tnew(_RowChange, fields))",
         "    if flags & 16:",  # HAS_ROW_ESTIMATE
         "        if data[pos] < 128:",
         "            pos += 1",
@@ -173,11 +229,13 @@ def body_source(table: TableDef, cols: Sequence[ColumnDef]) -> str:
         "    while True:",
         "        rf = data[pos]",
         "        pos += 1",
-        f"        if rf == {FAST_ROW_FLAGS[1]} or rf == {FAST_ROW_FLAGS[0]}:",
+        f"        if rf == {FAST_ROW_FLAGS[1]}:",
     ]
-    _row_lines(L, table, cols)
+    _row_lines(L, table, cols, True, ns)
     L.append("        elif rf & 1:")  # END_OF_PARTITION
     L.append("            return update, pos")
+    L.append(f"        elif rf == {FAST_ROW_FLAGS[0]}:")
+    _row_lines(L, table, cols, False, ns)
     L.append("        else:")
     L.append("            args = (update, key, min_ts, min_ldt, min_ttl, _COLS)")
     L.append("            pos = _generic_row(data, pos, rf, *args)")
@@ -214,11 +272,15 @@ def partition_source(table: TableDef) -> str:
         "    flags = data[end]",
         "    if flags & 9:",  # IS_EMPTY, HAS_STATIC_ROW
         "        return None",
-        "    min_ts = data[end + 1]",
+        "    min_ts = data[end + 1]",  # the partition's oldest timestamp: several bytes
         "    if min_ts < 128:",
         "        pos = end + 2",
         "    else:",
-        "        min_ts, pos = _vint(data, end + 1)",
+        "        x = _EXTRA[min_ts]",
+        "        pos = end + 2 + x",
+        "        if pos > len(data):",
+        "            raise IndexError('read past the end of the mutation')",
+        "        min_ts = _from_bytes(data[end + 1:pos], 'big') & _MASK[x]",
         f"    min_ts += {TIMESTAMP_EPOCH}",
         "    min_ldt = data[pos]",
         "    if min_ldt < 128:",
@@ -254,6 +316,9 @@ def compile_partition(table: TableDef, helpers: Mapping[str, Any]) -> PartitionF
     ``_vint``, ``_CV`` (CellValue), ``_RowChange`` and ``_PU`` (PartitionUpdate)."""
     ns: dict[str, Any] = dict(helpers)
     ns["_tnew"] = tuple.__new__
+    ns["_from_bytes"] = int.from_bytes
+    ns["_EXTRA"] = VINT_EXTRA
+    ns["_MASK"] = VINT_MASK
     ns["_TABLE"] = table
     ns["_CCOLS"] = table.clustering
     for name, st in _UNPACK.items():
@@ -274,7 +339,8 @@ def compile_partition(table: TableDef, helpers: Mapping[str, Any]) -> PartitionF
         for i, c in enumerate(cols):
             body_ns[f"_COL{i}"] = c
             body_ns[f"_DEC{i}"] = c.decode
-        body = _exec(body_source(table, cols), f"body of {table.qualified}", body_ns)
+        source = body_source(table, cols, body_ns)
+        body = _exec(source, f"body of {table.qualified}", body_ns)
         shapes.append((data[pos:end], body))
         return body, end
 

@@ -5,10 +5,10 @@ the value, big-endian. Signed vints are zig-zag encoded."""
 from __future__ import annotations
 
 #: extra bytes after a first byte (its leading 1 bits), by first byte
-_EXTRA = bytes(8 - (b ^ 0xFF).bit_length() for b in range(256))
+VINT_EXTRA = bytes(8 - (b ^ 0xFF).bit_length() for b in range(256))
 #: the value bits of a vint with n extra bytes, read whole as one big-endian integer: the
 #: first byte's bits after the length prefix (none when n is 8) and the n bytes
-_MASK = tuple((1 << (8 * n + max(0, 7 - n))) - 1 for n in range(9))
+VINT_MASK = tuple((1 << (8 * n + max(0, 7 - n))) - 1 for n in range(9))
 
 
 def read_unsigned_vint(data: bytes, pos: int) -> tuple[int, int]:
@@ -16,11 +16,11 @@ def read_unsigned_vint(data: bytes, pos: int) -> tuple[int, int]:
     first = data[pos]
     if first < 0x80:
         return first, pos + 1
-    extra = _EXTRA[first]
+    extra = VINT_EXTRA[first]
     end = pos + 1 + extra
     if end > len(data):
         raise IndexError("vint runs past the end of the buffer")
-    return int.from_bytes(data[pos:end], "big") & _MASK[extra], end
+    return int.from_bytes(data[pos:end], "big") & VINT_MASK[extra], end
 
 
 def read_signed_vint(data: bytes, pos: int) -> tuple[int, int]:
