@@ -9,7 +9,14 @@ from cdc.config import Config
 from cdc.envelope import V3, source_block_schema
 from cdc.schema.model import OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
 from cdc.snapshot_modes import MODES, WhenNeeded
-from cdc.spi import Connector, SnapshotSource, Snapshotter, StreamingSource, TableId
+from cdc.spi import (
+    Connector,
+    SnapshotSource,
+    Snapshotter,
+    StreamingSource,
+    Table,
+    TableId,
+)
 from connectors.sqlserver.config import CONFIG_DEF, database_names, parse_config
 from connectors.sqlserver.databases import split_offset
 from connectors.sqlserver.offsets import validate_offset
@@ -59,7 +66,7 @@ class SqlServerConnector(Connector):
         #: captured (Debezium 2.x's names); with one, <prefix>.<schema>.<table> as before
         self.topics_include_database = len(self.databases) > 1
         #: tables whose structure the core has, and the capture instance it came from
-        self.registered: dict[TableId, str] = {}
+        self.registered: dict[TableId, Table] = {}
 
     def source_partition(self) -> dict[str, Any]:
         return {"server": self.config["database.server.name"]}

@@ -166,6 +166,11 @@ class Catalog:
         )
 
 
+def instance_of(table: Table) -> str:
+    """The capture instance a table's structure was read from (:meth:`Catalog.table`)."""
+    return str(table.extra.get("capture_instance", ""))
+
+
 def current_instances(
     instances: list[CaptureInstance], included: Callable[[TableId], bool], database: str
 ) -> dict[TableId, list[CaptureInstance]]:

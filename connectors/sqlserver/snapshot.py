@@ -84,7 +84,7 @@ class SqlServerSnapshotSteps:
         self.between = between
         self.mode = cfg["snapshot.isolation.mode"]
         self.structures: dict[TableId, Table] = {}
-        self.registered: dict[TableId, str] = {}
+        self.registered: dict[TableId, Table] = {}
 
     @property
     def positions(self) -> dict[str, SqlServerPosition]:
@@ -134,7 +134,7 @@ class SqlServerSnapshotSteps:
                 table = db.catalog.table(inst)
                 self.structures[tid] = table
                 self.ctx.register_table(table)
-                self.registered[tid] = inst.name
+                self.registered[tid] = table
 
     def handover(self, resume: dict[str, Any]) -> dict[str, Any]:
         """Stream each database from ``resume`` (an earlier attempt's positions) while its
@@ -257,7 +257,7 @@ class SqlServerSnapshotSteps:
 
 
 class SqlServerSnapshot(SnapshotSource):
-    def __init__(self, cfg: Config, registered: dict[TableId, str]) -> None:
+    def __init__(self, cfg: Config, registered: dict[TableId, Table]) -> None:
         self.cfg = cfg
         #: shared with the streaming source: the tables the core has structures for
         self.registered = registered
@@ -277,7 +277,7 @@ def snapshot_added(
     database: str,
     include_data: bool,
     others: DatabasePositions,
-    registered: dict[TableId, str],
+    registered: dict[TableId, Table],
     between: Callable[[], None] | None = None,
 ) -> SqlServerPosition:
     """Snapshot a database added to ``database.names`` while the others have positions: its

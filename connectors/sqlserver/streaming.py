@@ -43,6 +43,7 @@ from cdc.spi import (
     SchemaChange,
     SourceContext,
     StreamingSource,
+    Table,
     TableId,
     TransactionBegin,
     TransactionEnd,
@@ -58,6 +59,7 @@ from connectors.sqlserver.schema import (
     check_captured,
     current_instances,
     explicit_tables,
+    instance_of,
 )
 from connectors.sqlserver.snapshot import snapshot_added
 
@@ -106,14 +108,17 @@ class _Database:
 
 
 class SqlServerStreaming(StreamingSource):
-    def __init__(self, cfg: Config, registered: dict[TableId, str] | None = None) -> None:
+    def __init__(self, cfg: Config, registered: dict[TableId, Table] | None = None) -> None:
         self.cfg = cfg
         self.dialect = dialect_of(cfg)
         self.poll_s = int(cfg["streaming.poll.interval.ms"]) / 1000
         self.max_tx = int(cfg["max.iteration.transactions"])
-        #: table → the capture instance whose structure the core has registered
-        self.registered: dict[TableId, str] = dict(registered or {})
+        #: table → its structure the core has registered (``instance_of``: from which capture
+        #: instance)
+        self.registered: dict[TableId, Table] = dict(registered or {})
         self.dbs: list[_Database] = []
+        #: databases whose tables were declared (by the snapshot or a first poll)
+        self.declared: set[str] = set()
         self.positions: DatabasePositions | None = None
 
     # -- the loop ---------------------------------------------------------------------------
@@ -234,7 +239,7 @@ class SqlServerStreaming(StreamingSource):
                 hi = to_lsn if nxt is None else min(to_lsn, nxt)
                 if lo <= hi:
                     plan.append((inst, lo, hi, nxt))
-        per_instance = [self._changes(db.conn, inst, lo, hi, nxt) for inst, lo, hi, nxt in plan]
+        per_instance = [self._changes(catalog, inst, lo, hi, nxt) for inst, lo, hi, nxt in plan]
         self._emit(ctx, catalog, plan, per_instance, times, pos)
         done = db.pos = SqlServerPosition(to_lsn)
         ctx.emit(PositionReached(self.positions.advance(db.name, done.to_offset())))
@@ -261,13 +266,20 @@ class SqlServerStreaming(StreamingSource):
         return max_lsn, times
 
     def _changes(
-        self, conn: Any, inst: CaptureInstance, lo: Lsn, hi: Lsn, until: Lsn | None
+        self, catalog: Catalog, inst: CaptureInstance, lo: Lsn, hi: Lsn, until: Lsn | None
     ) -> list[Any]:
-        """The instance's change rows with commit LSN in [lo, hi], and below ``until``."""
-        cur = conn.cursor()
+        """The instance's change rows with commit LSN in [lo, hi], and below ``until``. An
+        instance disabled since the catalog was read (its function is gone) has none: the
+        next poll reports its table dropped."""
+        cur = catalog.conn.cursor()
         try:
             cur.execute(self.dialect.changes(inst.name), lo.raw, hi.raw)
             rows: list[Any] = cur.fetchall()
+        except Exception:
+            if any(i.name == inst.name for i in catalog.instances()):
+                raise
+            log.info("capture instance %s was disabled while being read", inst.name)
+            return []
         finally:
             cur.close()
         if until is not None:
@@ -282,27 +294,31 @@ class SqlServerStreaming(StreamingSource):
         pos: SqlServerPosition,
     ) -> None:
         """Declare tables seen for the first time (and report CREATE on the schema change
-        topic when a table was enabled for CDC while running)."""
-        # on the first poll of a run (or of an added database) every table is new; later, a
-        # new one was enabled
+        topic when a table was enabled for CDC while running); report DROP for a table whose
+        capture instances are all gone (CDC disabled on it)."""
+        # on the first poll of a run (or of an added database) every table is new, unless
+        # the snapshot declared them; later, a new one was enabled
         db = catalog.database
-        running = any(t.catalog == db for t in self.registered)
+        running = db in self.declared or any(t.catalog == db for t in self.registered)
+        self.declared.add(db)
         for tid in [t for t in self.registered if t.catalog == db and t not in tables]:
-            # CDC was disabled on it (sys.sp_cdc_disable_table): nothing more to read; if it
-            # is enabled again, it is captured from its new instance's start
+            # CDC was disabled on it (sys.sp_cdc_disable_table): its change table is gone,
+            # nothing more to read; if it is enabled again, it is captured from its new
+            # instance's start (with a CREATE record)
             log.warning(
                 "%s has no capture instance any more (CDC disabled on it): its changes are no "
                 "longer captured",
                 tid,
             )
-            del self.registered[tid]
+            dropped = self.registered.pop(tid)
+            self._schema_change(ctx, TableChange(TableChangeType.DROP, dropped), pos)
         for tid, instances in tables.items():
             if tid in self.registered:
                 continue
             inst = instances[0]
             table = catalog.table(inst)
             ctx.register_table(table)
-            self.registered[tid] = inst.name
+            self.registered[tid] = table
             if running:
                 log.info("capture instance %s of %s found: capturing it", inst.name, tid)
                 self._schema_change(ctx, TableChange(TableChangeType.CREATE, table), pos)
@@ -332,7 +348,7 @@ class SqlServerStreaming(StreamingSource):
         not mark any change of ``commit`` as done."""
         table = catalog.table(inst)
         ctx.register_table(table)
-        self.registered[table.id] = inst.name
+        self.registered[table.id] = table
         log.info("%s: capture instance %s from %s on", table.id, inst.name, commit)
         self._schema_change(ctx, TableChange(TableChangeType.ALTER, table), last, commit)
 
@@ -378,7 +394,8 @@ class SqlServerStreaming(StreamingSource):
         create, delete, update = Operation.CREATE, Operation.DELETE, Operation.UPDATE
         for commit_raw, change_raw, op, idx, row in merge_changes(per_instance):
             tid = table_ids[idx]
-            if self.registered.get(tid) != plan[idx][0].name:
+            known = self.registered.get(tid)
+            if known is None or instance_of(known) != plan[idx][0].name:
                 self._switch(ctx, catalog, plan[idx][0], Lsn(commit_raw), last)
             if op == UPDATE_BEFORE:
                 before = row[META:]

@@ -268,7 +268,7 @@ def test_online_schema_evolution_switches_at_the_new_instance_start() -> None:
         "event_serial_no": 1,
     }
     assert [t.column_names() for t in ctx.tables][-1] == ["id", "name", "email"]
-    assert s.registered[ctx.tables[-1].id] == "dbo_a_v2"
+    assert s.registered[ctx.tables[-1].id].extra["capture_instance"] == "dbo_a_v2"
 
 
 def test_datetimeoffset_struct_from_the_odbc_driver() -> None:
