@@ -150,12 +150,16 @@ def _runs(cols: Sequence[ColumnDef]) -> list[list[int]]:
 
 
 def _row_lines(
-    L: list[str], table: TableDef, cols: Sequence[ColumnDef], insert: bool, ns: dict[str, Any]
+    L: list[str],
+    ind: str,
+    table: TableDef,
+    cols: Sequence[ColumnDef],
+    insert: bool,
+    ns: dict[str, Any],
 ) -> None:
     """The rows loop's branch for a row with flags 0x24 (``insert``: HAS_ALL_COLUMNS and a
     row timestamp) or 0x20, ``pos`` after the flags; appends the row to ``rows``.
     ``ns`` receives the structs of multi-column runs."""
-    ind = "            "
     ccols = table.clustering
     if not ccols:
         L.append(f"{ind}clustering = []")
@@ -207,45 +211,55 @@ def _row_lines(
     L.append(f"{ind}rows.append(_tnew(_RowChange, ({fields})))")
 
 
-def body_source(table: TableDef, cols: Sequence[ColumnDef], ns: dict[str, Any]) -> str:
-    """The rest of a partition after its header, for ``table`` partitions whose header
-    names ``cols``: the partition deletion, then the rows up to the end of the partition.
-    ``ns`` receives the structs the source uses."""
-    L = [
-        "def body(data, pos, flags, key, min_ts, min_ldt, min_ttl):",
-        "    rows = []",
-        "    update = _PU(_TABLE, rows)",
-        "    if flags & 4:",  # HAS_PARTITION_DELETION
-        "        v, pos = _vint(data, pos)",
-        f"        ts = ((v + min_ts + {1 << 63}) & {(1 << 64) - 1}) - {1 << 63}",
-        "        _, pos = _vint(data, pos)",  # the local deletion time
-        "        fields = (_TABLE, 'partition_delete', key, None, {}, ts, False)",
-        "        rows.append(_tnew(_RowChange, fields))",
-        "    if flags & 16:",  # HAS_ROW_ESTIMATE
-        "        if data[pos] < 128:",
-        "            pos += 1",
-        "        else:",
-        "            _, pos = _vint(data, pos)",
-        "    while True:",
-        "        rf = data[pos]",
-        "        pos += 1",
-        f"        if rf == {FAST_ROW_FLAGS[1]}:",
+def _body_lines(
+    L: list[str], b: str, table: TableDef, cols: Sequence[ColumnDef], ns: dict[str, Any]
+) -> None:
+    """The rest of a partition after its header (indented by ``b``), for ``table``
+    partitions whose header names ``cols``: the partition deletion, then the rows up to the
+    end of the partition, where it returns ``(update, pos)``. ``ns`` receives the structs
+    the lines use."""
+    L += [
+        f"{b}rows = []",
+        f"{b}update = _PU(_TABLE, rows)",
+        f"{b}if flags & 4:",  # HAS_PARTITION_DELETION
+        f"{b}    v, pos = _vint(data, pos)",
+        f"{b}    ts = ((v + min_ts + {1 << 63}) & {(1 << 64) - 1}) - {1 << 63}",
+        f"{b}    _, pos = _vint(data, pos)",  # the local deletion time
+        f"{b}    fields = (_TABLE, 'partition_delete', key, None, {{}}, ts, False)",
+        f"{b}    rows.append(_tnew(_RowChange, fields))",
+        f"{b}if flags & 16:",  # HAS_ROW_ESTIMATE
+        f"{b}    if data[pos] < 128:",
+        f"{b}        pos += 1",
+        f"{b}    else:",
+        f"{b}        _, pos = _vint(data, pos)",
+        f"{b}while True:",
+        f"{b}    rf = data[pos]",
+        f"{b}    pos += 1",
+        f"{b}    if rf == {FAST_ROW_FLAGS[1]}:",
     ]
-    _row_lines(L, table, cols, True, ns)
-    L.append("        elif rf & 1:")  # END_OF_PARTITION
-    L.append("            return update, pos")
-    L.append(f"        elif rf == {FAST_ROW_FLAGS[0]}:")
-    _row_lines(L, table, cols, False, ns)
-    L.append("        else:")
-    L.append("            args = (update, key, min_ts, min_ldt, min_ttl, _COLS)")
-    L.append("            pos = _generic_row(data, pos, rf, *args)")
+    _row_lines(L, b + "        ", table, cols, True, ns)
+    L.append(f"{b}    elif rf & 1:")  # END_OF_PARTITION
+    L.append(f"{b}        return update, pos")
+    L.append(f"{b}    elif rf == {FAST_ROW_FLAGS[0]}:")
+    _row_lines(L, b + "        ", table, cols, False, ns)
+    L.append(f"{b}    else:")
+    L.append(f"{b}        args = (update, key, min_ts, min_ldt, min_ttl, _COLS)")
+    L.append(f"{b}        pos = _generic_row(data, pos, rf, *args)")
+
+
+def body_source(table: TableDef, cols: Sequence[ColumnDef], ns: dict[str, Any]) -> str:
+    """:func:`_body_lines` as a function of the partition's header."""
+    L = ["def body(data, pos, flags, key, min_ts, min_ldt, min_ttl):"]
+    _body_lines(L, "    ", table, cols, ns)
     return "\n".join(L) + "\n"
 
 
-def partition_source(table: TableDef) -> str:
+def partition_source(
+    table: TableDef, first: tuple[bytes, Sequence[ColumnDef]] | None, ns: dict[str, Any]
+) -> str:
     """A ``table`` partition after its table id: the key, the header, then the body of its
-    column set (compiled on first sight, :data:`MAX_SHAPES` kept). None: the generic way
-    (a static row, an empty update)."""
+    column set (compiled on first sight, :data:`MAX_SHAPES` kept), the ``first`` column set
+    met inline (no call). None: the generic way (a static row, an empty update)."""
     pk = table.partition_key
     L = [
         "def partition(data, pos):",
@@ -293,6 +307,13 @@ def partition_source(table: TableDef) -> str:
         "        pos += 1",
         "    else:",
         "        min_ttl, pos = _vint(data, pos)",
+    ]
+    if first is not None:
+        ns["_FIRST"] = first[0]
+        L.append("    if data.startswith(_FIRST, pos):")
+        L.append(f"        pos += {len(first[0])}")
+        _body_lines(L, "        ", table, first[1], ns)
+    L += [
         "    for block, body in _SHAPES:",
         "        if data.startswith(block, pos):",
         "            return body(data, pos + len(block), flags, key, min_ts, min_ldt, min_ttl)",
@@ -313,7 +334,10 @@ def compile_partition(table: TableDef, helpers: Mapping[str, Any]) -> PartitionF
     ``_partition_key``, ``_generic_row`` (one row or marker the generic way, returns the
     position after it), ``_generic_body`` (a body reading every row the generic way, for
     ``cols``), ``_columns_at`` (a header column set: columns and the position after it),
-    ``_vint``, ``_CV`` (CellValue), ``_RowChange`` and ``_PU`` (PartitionUpdate)."""
+    ``_vint``, ``_CV`` (CellValue), ``_RowChange`` and ``_PU`` (PartitionUpdate).
+
+    Once the first column set is met, a partition reader with that set's rows inline
+    replaces this one as ``table.compiled["partition"]``."""
     ns: dict[str, Any] = dict(helpers)
     ns["_tnew"] = tuple.__new__
     ns["_from_bytes"] = int.from_bytes
@@ -341,9 +365,14 @@ def compile_partition(table: TableDef, helpers: Mapping[str, Any]) -> PartitionF
             body_ns[f"_DEC{i}"] = c.decode
         source = body_source(table, cols, body_ns)
         body = _exec(source, f"body of {table.qualified}", body_ns)
-        shapes.append((data[pos:end], body))
+        block = data[pos:end]
+        if not shapes:  # the first column set: inline in the partition reader from now on
+            source = partition_source(table, (block, cols), body_ns)
+            table.compiled["partition"] = _exec(source, f"partition of {table.qualified}", body_ns)
+        shapes.append((block, body))
         return body, end
 
     ns["_new_shape"] = new_shape
-    fn: PartitionFn = _exec(partition_source(table), f"partition of {table.qualified}", ns)
+    source = partition_source(table, None, ns)
+    fn: PartitionFn = _exec(source, f"partition of {table.qualified}", ns)
     return fn
