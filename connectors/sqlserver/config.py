@@ -146,8 +146,8 @@ SQLSERVER_FIELDS = ConfigDef(
             True,
             group="Events",
             doc="Report on the schema change topic (named after database.server.name) each "
-            "table found enabled for CDC while running and each switch to a new capture "
-            "instance.",
+            "table the snapshot captures, each table found enabled for CDC (or disabled) "
+            "while running and each switch to a new capture instance.",
         ),
         ConfigField(
             "max.iteration.transactions",

@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cdc.config import Config
+from cdc.history.store import TableChange, TableChangeType
 from cdc.snapshot.driver import Row, TableScan, one_by_one, run_snapshot, select_override
-from cdc.spi import SnapshotSource, SourceContext, Table, TableId
+from cdc.spi import SchemaChange, SnapshotSource, SourceContext, Table, TableId
 from connectors.sqlserver.config import database_names
 from connectors.sqlserver.connection import connect, dialect_of
 from connectors.sqlserver.databases import DatabasePositions, offset_of, split_offset
@@ -135,6 +136,8 @@ class SqlServerSnapshotSteps:
                 self.structures[tid] = table
                 self.ctx.register_table(table)
                 self.registered[tid] = table
+        if not self.include_data:
+            self.report_structure()
 
     def handover(self, resume: dict[str, Any]) -> dict[str, Any]:
         """Stream each database from ``resume`` (an earlier attempt's positions) while its
@@ -167,32 +170,54 @@ class SqlServerSnapshotSteps:
             chosen[db.name] = db.pos
         return offset_of(self.cfg, chosen)
 
-    def scans(self) -> list[TableScan]:
-        ts = int(time.time() * 1000)
-        positions = self.positions
+    def _offset(self) -> dict[str, Any]:
+        """The offset of this snapshot's records."""
         if self.others is None:
-            offset = {**offset_of(self.cfg, positions), "snapshot": True}
-        elif self.others.multi:
+            return {**offset_of(self.cfg, self.positions), "snapshot": True}
+        if self.others.multi:
             # an added database: the others' positions, not a snapshot of the connector
-            offset = self.others.offset()
-        else:
-            # the only database now, and none of its position stored: if this is cut short,
-            # the next start snapshots it again
-            offset = {"snapshot": True}
+            return self.others.offset()
+        # the only database now, and none of its position stored: if this is cut short, the
+        # next start snapshots it again
+        return {"snapshot": True}
+
+    def _source(self, tid: TableId, ts: int) -> dict[str, Any]:
+        lsn = self.positions[str(tid.catalog)].commit_lsn
+        return {
+            "ts_ms": ts,
+            "snapshot": True,
+            "db": tid.catalog,
+            "schema": tid.schema,
+            "table": tid.table,
+            "change_lsn": None,
+            "commit_lsn": str(lsn) if lsn else None,
+            "event_serial_no": None,
+        }
+
+    def report_structure(self) -> None:
+        """Each captured table on the schema change topic, as Debezium's snapshot reports
+        them: a CREATE ``tableChanges`` entry with the table as read, ``ddl`` null,
+        ``source.snapshot`` true. Called once streaming's start is recorded (before the first
+        row, or after the structure when no rows are read), so storing these records' offset
+        never hides an earlier attempt's position."""
+        if not self.cfg["include.schema.changes"]:
+            return
+        ts = int(time.time() * 1000)
+        offset = self._offset()
+        for tid, table in sorted(self.structures.items()):
+            change = TableChange(TableChangeType.CREATE, table)
+            source = self._source(tid, ts)
+            self.ctx.emit(
+                SchemaChange(str(tid.catalog), tid.schema, None, [tid], source, offset, [change])
+            )
+
+    def scans(self) -> list[TableScan]:
+        self.report_structure()
+        ts = int(time.time() * 1000)
+        offset = self._offset()
         out = []
         for tid, table in sorted(self.structures.items()):
             db = str(tid.catalog)
-            lsn = positions[db].commit_lsn
-            source = {
-                "ts_ms": ts,
-                "snapshot": True,
-                "db": db,
-                "schema": tid.schema,
-                "table": tid.table,
-                "change_lsn": None,
-                "commit_lsn": str(lsn) if lsn else None,
-                "event_serial_no": None,
-            }
             # snapshot.select.statement.overrides.<[database.]schema.table>: the user's
             # SELECT, giving the captured columns in the table's order
             sql = select_override(self.cfg, f"{db}.{tid.schema}.{tid.table}")
@@ -200,7 +225,7 @@ class SqlServerSnapshotSteps:
             sql = sql or self.dialect.snapshot_select(
                 tid.schema or "dbo", tid.table, table.column_names()
             )
-            out.append(TableScan(table, source, offset, None, plan=(db, sql)))
+            out.append(TableScan(table, self._source(tid, ts), offset, None, plan=(db, sql)))
         return out
 
     def read(self, scans: list[TableScan]) -> Iterator[tuple[TableScan, Sequence[Row] | None]]:

@@ -144,7 +144,7 @@ def test_online_schema_evolution_with_two_capture_instances(h: SqlServerHarness)
             f"UPDATE dbo.\"{t}\" SET email = 'a@x' WHERE id = 1",
         )
         events = h.read(cfg, "evolve", min_count=4)
-        changes = read_topic(h.kafka, cfg["database.server.name"], min_count=1)
+        changes = read_topic(h.kafka, cfg["database.server.name"], min_count=2)
         # the procedure's last step, once the connector has moved past the new start LSN
         h.sql("SELECT sys.sp_cdc_disable_table('dbo', %s, %s)", params=(t, f"dbo_{t}"))
         h.sql(f'DELETE FROM dbo."{t}" WHERE id = 2')
@@ -162,10 +162,12 @@ def test_online_schema_evolution_with_two_capture_instances(h: SqlServerHarness)
     assert events[2].after == {"id": 3, "name": "after", "email": "c@x"}
     assert events[3].after == {"id": 1, "name": "before", "email": "a@x"}
     assert events[4].before == {"id": 2, "name": "between", "email": "b@x"}
-    assert [c.value["source"]["table"] for c in changes] == [t]
-    # the switch is an ALTER of the table to the new instance's columns, no DDL text
-    [change] = changes[0].value["tableChanges"]
-    assert change["type"] == "ALTER" and changes[0].value["ddl"] is None
+    # the snapshot's CREATE, then the switch: an ALTER of the table to the new instance's
+    # columns, no DDL text
+    assert [c.value["source"]["table"] for c in changes] == [t, t]
+    assert [c.value["tableChanges"][0]["type"] for c in changes] == ["CREATE", "ALTER"]
+    [change] = changes[1].value["tableChanges"]
+    assert change["type"] == "ALTER" and changes[1].value["ddl"] is None
     assert [c["name"] for c in change["table"]["columns"]] == ["id", "name", "email"]
 
 
@@ -189,6 +191,10 @@ def test_snapshot_modes(h: SqlServerHarness, mode: str) -> None:
         h.sql(f"INSERT INTO dbo.\"{t}\" VALUES (2, 'new', NULL, NULL)")
         events = h.read(cfg, f"mode_{mode}", min_count=1)
     assert [(e.op, e.key["id"]) for e in events] == [("c", 2)]
+    if mode == "schema_only":  # the structure is snapshotted: reported as a CREATE
+        [change] = read_topic(h.kafka, cfg["database.server.name"], min_count=1, settle=0.3)
+        assert change.value["source"]["snapshot"] is True
+        assert [c["type"] for c in change.value["tableChanges"]] == ["CREATE"]
 
 
 def test_snapshot_select_statement_override(h: SqlServerHarness) -> None:

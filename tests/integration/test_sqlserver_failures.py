@@ -103,18 +103,29 @@ def test_cleanup_past_the_stored_lsn(h: SqlServerHarness) -> None:
 def test_table_enabled_while_running_is_picked_up(h: SqlServerHarness) -> None:
     """AC-58: a table the include list selects, created and enabled for CDC while the
     connector runs, is captured from then on, and a CREATE ``tableChanges`` record with
-    ``ddl=null`` appears on the schema change topic."""
+    ``ddl=null`` appears on the schema change topic, after the snapshot's CREATE record of
+    the table captured from the start (``source.snapshot`` true)."""
     h.create_table("first", "id int PRIMARY KEY")
     cfg = h.config("first", "later")
     with h.running(cfg):
         later = h.create_table("later", "id int PRIMARY KEY, v int")
         h.sql(f'INSERT INTO dbo."{later}" VALUES (1, 10)')
         events = h.read(cfg, "later", min_count=1)
-        changes = read_topic(h.kafka, cfg["database.server.name"], min_count=1)
+        changes = read_topic(h.kafka, cfg["database.server.name"], min_count=2)
     assert [(e.op, e.after) for e in events] == [("c", {"id": 1, "v": 10})]
-    assert [c.value["source"]["table"] for c in changes] == [later]
-    assert changes[0].key == {"databaseName": h.dbname}
-    value = changes[0].value
+    # the snapshot's CREATE of the first table, then the one enabled while running
+    assert [(c.value["source"]["table"], c.value["source"]["snapshot"]) for c in changes] == [
+        (h.name("first"), True),
+        (later, False),
+    ]
+    snap = changes[0].value
+    assert snap["ddl"] is None and snap["databaseName"] == h.dbname
+    assert snap["source"]["commit_lsn"] and snap["source"]["change_lsn"] is None
+    [entry] = snap["tableChanges"]
+    assert entry["type"] == "CREATE" and entry["id"] == f'"{h.dbname}"."dbo"."{h.name("first")}"'
+    assert [c["name"] for c in entry["table"]["columns"]] == ["id"]
+    assert changes[1].key == {"databaseName": h.dbname}
+    value = changes[1].value
     assert value["ddl"] is None and value["schemaName"] == "dbo"
     [change] = value["tableChanges"]
     assert change["type"] == "CREATE"
