@@ -47,6 +47,7 @@ from typing import Any
 
 from cdc.config import parse_bool, split_list
 from cdc.errors import ConfigError, ConversionError
+from cdc.own_session import OwnSession
 from cdc.record import SourceRecord
 from cdc.schema.table_schema import TableSchema
 from cdc.spi import UNAVAILABLE, Operation, Reselector, RowChange, Table, TableId
@@ -486,7 +487,7 @@ class SessionReselector(ABC):
 
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
-        self.conn: Any = None
+        self.session = OwnSession(lambda: self.connect(), "reselect")
 
     @abstractmethod
     def connect(self) -> Any: ...
@@ -510,22 +511,13 @@ class SessionReselector(ABC):
     ) -> dict[tuple[Any, ...], tuple[Any, ...]]:
         if not keys:
             return {}
-        if self.conn is None:
-            self.conn = self.connect()
         n = len(key_columns)
-        try:
-            return {
+        return self.session.run(
+            lambda conn: {
                 tuple(row[:n]): tuple(row[n:])
-                for row in self.rows(self.conn, table, key_columns, keys, columns)
+                for row in self.rows(conn, table, key_columns, keys, columns)
             }
-        except Exception:
-            self.close()  # a broken session is not reused
-            raise
+        )
 
     def close(self) -> None:
-        conn, self.conn = self.conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except Exception:  # already gone
-                log.debug("closing the reselect session failed", exc_info=True)
+        self.session.close()
