@@ -42,6 +42,7 @@ from cdc.signals import registry as signal_registry
 from cdc.signals.file_channel import FileSignalChannel
 from cdc.signals.kafka_channel import KafkaSignalChannel
 from cdc.signals.notifications import Notifier
+from cdc.snapshot.driver import ResumePoint
 from cdc.snapshot.incremental import IncrementalSnapshot, SignalledContext
 from cdc.spi import Connector, PositionReached, SourceContext, StreamingSource
 
@@ -82,6 +83,8 @@ class SourceCoordinator:
         self._channel_stops: list[Callable[[], None]] = []
         #: where streaming must start if a snapshot restarts (see resume_origin)
         self._earlier: dict[str, Any] | None = None
+        #: how far an interrupted snapshot got (cdc.snapshot.driver.ResumePoint)
+        self._resume: ResumePoint | None = None
         #: an offset the source waits to see stored before it goes on (snapshot complete)
         self._store_request: dict[str, Any] | None = None
         self._stored_event = threading.Event()
@@ -107,6 +110,7 @@ class SourceCoordinator:
             if stored is None:
                 self._announce_full_snapshot(snapshotter.mode)
             self._earlier = resume_origin(stored)
+            self._resume = ResumePoint.of(stored)
             if self._earlier is not None:
                 log.info(
                     "%s: an earlier attempt may have emitted events from %s; streaming "
@@ -289,6 +293,10 @@ class SourceCoordinator:
         from later than a position this attempt (or an earlier one) emitted events from."""
         resume = dict(self._earlier if self._earlier is not None else position)
         marker = {"snapshot": True, "snapshot_origin": resume}
+        if self._resume is not None:
+            # kept until this attempt stores a row offset of its own: a crash before that
+            # still resumes where the interrupted attempt got to
+            marker.update(self._resume.fields())
         self.store.put(self.name, self.writer.partition, marker)
         self.writer.snapshot_origin = resume
         log.info("%s: snapshot under way; resume position %s recorded", self.name, resume)

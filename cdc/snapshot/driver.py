@@ -19,13 +19,24 @@ order, the logging, the call to ``snapshot_starting`` and the row loop (:class:`
 so a connector writes only what its database needs. Which offset streaming starts from after
 a restarted snapshot is the coordinator's rule (``cdc.pipeline.coordinator``); the steps only
 check that their log still holds it.
+
+**Resuming an interrupted snapshot.** Every row's offset says which tables were read whole
+before it (``snapshot_done``), which table it belongs to (``snapshot_table``) and, for a
+table read in key order, the key of the last row of the batch before its own
+(``snapshot_after``). A restart after a crash (the stored offset is that of a row Kafka
+acknowledged, and every row before it) skips the tables read whole and reads the current one
+from after that key: at most one batch is read again. The rows still to read come from the
+new attempt's snapshot, which is newer than the first one's; that is safe only when
+streaming hands over from the *first* attempt's position (the coordinator's rule), so that
+every change since is replayed on top: a connector lets a snapshot resume only when its log
+still holds that position (``run_snapshot(resume=...)``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -82,9 +93,12 @@ def run_snapshot(
     *,
     include_data: bool,
     handover: dict[str, Any] | None = None,
+    resume: ResumePoint | None = None,
 ) -> dict[str, Any]:
     """Run the steps; returns the offset streaming starts from (``handover`` if given: the
-    caller already recorded the restart position, as for newly added tables)."""
+    caller already recorded the restart position, as for newly added tables). ``resume``:
+    where an interrupted attempt got to; only given when streaming hands over from that
+    attempt's position (see the module docstring)."""
     total = len(STEPS)
     completed = False
 
@@ -108,8 +122,10 @@ def run_snapshot(
                 # back when there is one, and streaming must start there.
                 handover = steps.handover(dict(ctx.snapshot_starting(position)))
             scans = steps.scans()
+            if resume is not None:
+                scans = resume.apply(scans)
             step(6, f" ({len(scans)} table(s))")
-            emit_scans(ctx, scans, steps.read(scans))
+            emit_scans(ctx, scans, steps.read(scans), resume.done if resume else frozenset())
         elif handover is None:
             handover = position
         completed = True
@@ -123,17 +139,72 @@ def emit_scans(
     ctx: SourceContext,
     scans: list[TableScan],
     batches: Iterable[tuple[TableScan, Sequence[Row] | None]],
+    done: frozenset[str] = frozenset(),
 ) -> None:
-    """The rows step: every table's rows as ``op=r`` events, with progress and completion."""
+    """The rows step: every table's rows as ``op=r`` events, with progress and completion.
+    Each table's row offsets name the tables read whole before its first row (``done``:
+    those an earlier attempt read whole, then this attempt's)."""
     ctx.snapshot_started([s.id for s in scans])
+    read_whole = set(done)
+    started: set[int] = set()
     try:
         for scan, rows in batches:
             if rows is None:
                 scan.completed(ctx)
-            else:
-                scan.emit(ctx, rows)
+                read_whole.add(scan.name)
+                continue
+            if id(scan) not in started:
+                started.add(id(scan))
+                scan.offset = {
+                    **scan.offset,
+                    "snapshot_done": sorted(read_whole),
+                    "snapshot_table": scan.name,
+                }
+            scan.emit(ctx, rows)
     finally:
         _close(batches)  # its cursors, before the release step closes their connections
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where an interrupted snapshot got to, from the offset of the last row Kafka
+    acknowledged (see the module docstring)."""
+
+    done: frozenset[str]
+    table: str | None
+    after: list[Any] | None
+
+    @classmethod
+    def of(cls, offset: Mapping[str, Any] | None) -> ResumePoint | None:
+        if not offset or not offset.get("snapshot") or offset.get("snapshot_completed"):
+            return None
+        done, table = offset.get("snapshot_done"), offset.get("snapshot_table")
+        if not isinstance(done, list) or not isinstance(table, str):
+            return None  # a marker, or an older release's row offset: start over
+        after = offset.get("snapshot_after")
+        return cls(frozenset(map(str, done)), table, list(after) if after else None)
+
+    def fields(self) -> dict[str, Any]:
+        """The offset fields that carry this point (kept while the next attempt starts)."""
+        return {
+            "snapshot_done": sorted(self.done),
+            "snapshot_table": self.table,
+            "snapshot_after": self.after,
+        }
+
+    def apply(self, scans: list[TableScan]) -> list[TableScan]:
+        """The scans still to read: without the tables read whole, the current one from
+        after its key when it is read in key order (else whole again)."""
+        out = []
+        for scan in scans:
+            if scan.name in self.done:
+                log.info("snapshot of %s: read whole by an earlier attempt, skipped", scan.id)
+                continue
+            if scan.name == self.table and self.after is not None and scan.key_of is not None:
+                scan.after = self.after
+                log.info("snapshot of %s resumes after key %s", scan.id, self.after)
+            out.append(scan)
+        return out
 
 
 @dataclass
@@ -148,15 +219,31 @@ class TableScan:
     plan: Any = None
     rows: int = 0
     t0: float = field(default_factory=time.monotonic)
+    #: a row's key, JSON-serialisable, when the connector reads this table in key order (so
+    #: an interrupted snapshot can resume inside it); None: read whole again after a crash
+    key_of: Callable[[Row], list[Any]] | None = None
+    #: read the rows after this key only (set when a snapshot resumes, see ResumePoint)
+    after: list[Any] | None = None
 
     @property
     def id(self) -> TableId:
         return self.table.id
 
+    @property
+    def name(self) -> str:
+        """The table as snapshot offsets name it."""
+        return ".".join(p for p in self.table.id if p)
+
     def emit(self, ctx: SourceContext, batch: Sequence[Row]) -> None:
         """Emit a batch of rows as ``op=r`` events; report progress every
-        :data:`PROGRESS_EVERY_ROWS` rows and stop between batches when asked."""
+        :data:`PROGRESS_EVERY_ROWS` rows and stop between batches when asked. In key order,
+        the batch's offset says after which key it starts (read again if it is not
+        acknowledged), and the next batch starts after its last row."""
         emit, tid, source, offset = ctx.emit, self.table.id, self.source, self.offset
+        key_of = self.key_of
+        if key_of is not None and batch:
+            offset = {**offset, "snapshot_after": self.after}
+            self.after = key_of(batch[-1])
         read, op = RowChange, Operation.READ
         before = self.rows
         for row in batch:

@@ -247,6 +247,17 @@ PG_FIELDS = ConfigDef(
             "page ranges); events are still emitted by one thread.",
         ),
         ConfigField(
+            "snapshot.resumable",
+            Kind.BOOLEAN,
+            True,
+            group="Snapshot",
+            doc="tidemark: read each table with a primary key in key order, so that a snapshot "
+            "interrupted by a crash resumes after the last batch Kafka acknowledged instead "
+            "of starting over (tables read whole are skipped). Applies with "
+            "snapshot.max.threads=1; false reads tables in physical order (no sort or index "
+            "scan) and restarts an interrupted snapshot from the beginning.",
+        ),
+        ConfigField(
             "status.update.interval.ms",
             Kind.LONG,
             10000,

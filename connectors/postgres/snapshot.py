@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from psycopg import sql
 
 from cdc.config import Config
-from cdc.snapshot.driver import TableScan, in_batches, one_by_one, run_snapshot
+from cdc.snapshot.driver import ResumePoint, TableScan, in_batches, one_by_one, run_snapshot
 from cdc.snapshot.driver import select_override as _select_override
 from cdc.spi import SnapshotSource, SourceContext, Table, TableId
 from connectors.postgres import connection as pgconn
@@ -107,8 +107,18 @@ class PostgresSnapshot(SnapshotSource):
                 if existing is not None and existing.confirmed_flush_lsn
                 else None
             )
+            # Only a kept slot holds every change since the interrupted attempt's position,
+            # which a resumed snapshot needs replayed on top of the rows it reads anew.
+            resume = ResumePoint.of(previous_offset) if existing is not None else None
             return self._snapshot(
-                ctx, meta, schema, tables, include_data, existing is not None, kept_from=kept_from
+                ctx,
+                meta,
+                schema,
+                tables,
+                include_data,
+                existing is not None,
+                kept_from=kept_from,
+                resume=resume,
             )
         finally:
             meta.close()
@@ -145,9 +155,10 @@ class PostgresSnapshot(SnapshotSource):
         keep_slot: bool,
         handover: dict[str, Any] | None = None,
         kept_from: int | None = None,
+        resume: ResumePoint | None = None,
     ) -> dict[str, Any]:
         steps = _Steps(self.cfg, ctx, schema, tables, include_data, keep_slot, kept_from)
-        return run_snapshot(ctx, steps, include_data=include_data, handover=handover)
+        return run_snapshot(ctx, steps, include_data=include_data, handover=handover, resume=resume)
 
 
 class _Steps:
@@ -271,7 +282,7 @@ class _Steps:
             yield from one_by_one(
                 scans,
                 self.ctx.stop_event.is_set,
-                lambda s: in_batches(pgconn.copy_rows(conn, s.plan.query, s.plan.ncols)),
+                lambda s: in_batches(pgconn.copy_rows(conn, _query(s), s.plan.ncols)),
             )
             return
         chunks = [
@@ -317,6 +328,14 @@ class _Steps:
         query: sql.Composable = (
             sql.SQL(override) if override else sql.SQL("SELECT * FROM {}").format(ident)
         )
+        key = [table.column_names().index(k) for k in table.primary_key]
+        in_key_order = (
+            bool(key) and not override and self.cfg["snapshot.resumable"] and len(self.readers) == 1
+        )
+        if in_key_order:
+            query = sql.SQL("{} ORDER BY {}").format(
+                query, sql.SQL(", ").join(sql.Identifier(k) for k in table.primary_key)
+            )
         ts_ms = time.time_ns() // 1_000_000
         source = {
             "ts_ms": ts_ms,
@@ -338,7 +357,10 @@ class _Steps:
                 ncols=len(table.columns),
                 pages=int(info[1]) if info else 0,
                 splittable=ident if not override and info and info[2] == "r" else None,
+                key=key if in_key_order else None,
+                ident=ident,
             ),
+            key_of=_key_reader(key) if in_key_order else None,
         )
 
 
@@ -349,6 +371,31 @@ class _Plan(NamedTuple):
     ncols: int
     pages: int
     splittable: sql.Identifier | None
+    #: the primary key's column positions when read in key order
+    key: list[int] | None = None
+    ident: sql.Identifier | None = None
+
+
+def _key_reader(positions: list[int]) -> Callable[[Sequence[Any]], list[Any]]:
+    """A row's key: its primary key values as COPY gave them (text), JSON as they are."""
+    return lambda row: [row[i] for i in positions]
+
+
+def _query(scan: TableScan) -> sql.Composable:
+    """The table's query, or, when a snapshot resumes inside it, the rows after the key its
+    offset names (``(k1, k2) > ('v1', 'v2')``: the text literals take the key columns'
+    types, and the row comparison follows the primary key's index)."""
+    plan: _Plan = scan.plan
+    if scan.after is None or plan.key is None or plan.ident is None:
+        return plan.query
+    names = [scan.table.columns[i].name for i in plan.key]
+    cols = sql.SQL(", ").join(sql.Identifier(n) for n in names)
+    return sql.SQL("SELECT * FROM {} WHERE ({}) > ({}) ORDER BY {}").format(
+        plan.ident,
+        cols,
+        sql.SQL(", ").join(sql.Literal(v) for v in scan.after),
+        cols,
+    )
 
 
 def _import_snapshot(conn: Any, snapshot_name: str) -> None:

@@ -4,7 +4,8 @@
 
 SPEC: {"kind": "memory" | "postgres" | "mysql", "config": {...}, "bootstrap": "...",
        "offsets": {"file": path} | {"kafka_topic": name}, "exactly_once": bool,
-       "memory": {"transactions": N, "rows_per_tx": k}, "hold_after_chunks": N}
+       "memory": {"transactions": N, "rows_per_tx": k}, "hold_after_chunks": N,
+       "hold_after_snapshot_rows": N}
 The memory database is rebuilt identically on every start (same rows, same positions), so
 a restarted child sees the same log, as a database would.
 
@@ -61,6 +62,26 @@ def hold_chunks(connector: Connector, chunks: int) -> None:
     setattr(connector, "chunk_reader", held)  # noqa: B010 (mypy: no assignment to a method)
 
 
+def hold_snapshot_rows(rows: int) -> None:
+    """The initial snapshot's row emission blocks for good once ``rows`` rows were handed to
+    the core (``hold_after_snapshot_rows``): the task thread still sends and stores offsets
+    of what was emitted, so a test kills the child inside the snapshot on any machine."""
+    from cdc.snapshot import driver
+
+    emit = driver.TableScan.emit
+    emitted = 0
+
+    def held(self: driver.TableScan, ctx: Any, batch: Sequence[Any]) -> None:
+        nonlocal emitted
+        if emitted >= rows:
+            print("HELD", flush=True)
+            threading.Event().wait()
+        emit(self, ctx, batch)
+        emitted += len(batch)
+
+    setattr(driver.TableScan, "emit", held)  # noqa: B010 (mypy: no assignment to a method)
+
+
 def build_memory_db(name: str, transactions: int, rows_per_tx: int) -> None:
     from cdc.testing.memory import MemoryDatabase
 
@@ -105,6 +126,8 @@ def main(spec_path: str) -> None:
         from connectors.postgres import PostgresConnector
 
         connector = PostgresConnector(cfg)
+    if "hold_after_snapshot_rows" in spec:
+        hold_snapshot_rows(int(spec["hold_after_snapshot_rows"]))
     if "hold_after_chunks" in spec:
         hold_chunks(connector, int(spec["hold_after_chunks"]))
     offsets = spec["offsets"]
