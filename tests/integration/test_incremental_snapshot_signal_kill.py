@@ -32,7 +32,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
 #: a PostgreSQL database with the signal table (the fixture of the kill test)
 pg = test_incremental_snapshot_kill.pg
 
-ROWS, CHUNK = 6000, 25
+#: 20 chunks; the first run is held after 2 chunks, the second after 6 (``hold_after_chunks``
+#: of engine_child), so each kill lands inside the snapshot on any machine
+ROWS, CHUNK, FIRST, SECOND = 1000, 50, 2, 6
 
 
 class Child:
@@ -43,7 +45,7 @@ class Child:
         self.offsets = tmp_path / "offsets.json"
         self.spec = tmp_path / "spec.json"
 
-    def start(self, flush_ms: int) -> subprocess.Popen[bytes]:
+    def start(self, flush_ms: int, hold: int | None = None) -> subprocess.Popen[bytes]:
         doc = {
             "kind": "postgres",
             "bootstrap": self.db.kafka,
@@ -51,6 +53,8 @@ class Child:
             "config": self.cfg,
             "flush_ms": flush_ms,
         }
+        if hold is not None:
+            doc["hold_after_chunks"] = hold
         self.spec.write_text(json.dumps(doc))
         proc = start(self.spec)
         # streaming for sure once a harmless log signal reaches the signal table's topic
@@ -89,64 +93,72 @@ def test_kafka_signal_survives_kills(pg: Db, tmp_path: Path) -> None:
     )
     group = f"sig-{uuid.uuid4().hex[:8]}"
     cfg["signal.kafka.groupId"] = group
+    # a killed task's consumer stays in the group until its session times out (45 s by
+    # default): the restarted one gets the signal partition only then
+    cfg["signal.consumer.session.timeout.ms"] = "6000"
     server, topic = cfg["database.server.name"], pg.topic(cfg, "kbig")
     child = Child(pg, cfg, tmp_path)
 
     # 1: no offset is stored while the snapshot runs (a long flush interval), killed mid-way
-    proc = child.start(flush_ms=600_000)
+    proc = child.start(flush_ms=600_000, hold=FIRST)
     try:
         message = {"id": "snap-1", "type": "execute-snapshot"}
         message["data"] = {"data-collections": [pg.q("kbig")]}  # type: ignore[assignment]
         producer = Producer({"bootstrap.servers": pg.kafka})
         producer.produce(f"{server}-signal", json.dumps(message).encode(), server.encode())
         producer.flush(10)
-        wait_for(pg.kafka, topic, CHUNK * 4, proc)
+        wait_for(pg.kafka, topic, CHUNK * FIRST, proc)
     finally:
         kill(proc)
     first = ids(pg, topic)
-    assert 0 < len(first) < ROWS
+    assert first == list(range(1, CHUNK * FIRST + 1))
     assert "incremental_snapshot_collections" not in child.stored()  # the window: not durable
 
     # 2: the signal is read again and the snapshot runs; killed once offsets hold it
-    proc = child.start(flush_ms=50)
+    proc = child.start(flush_ms=50, hold=SECOND)
+    acked = CHUNK * SECOND
     try:
-        deadline = time.monotonic() + 120
-        while (
-            end_offset(pg.kafka, topic) < len(first) + ROWS // 4
-            or "incremental_snapshot_primary_key" not in child.stored()
-        ):
+        deadline = time.monotonic() + 60
+        while test_incremental_snapshot_kill.stored_key(child.offsets, cfg) != acked:
             assert proc.poll() is None and time.monotonic() < deadline, "snapshot not re-run"
-            time.sleep(0.2)
+            time.sleep(0.05)
     finally:
         kill(proc)
     stored = child.stored()
-    acked = int(json.loads(stored["incremental_snapshot_primary_key"])[0])
     assert stored["incremental_snapshot_signal_id"] == "snap-1"
     second = ids(pg, topic)
-    assert 0 < acked < ROWS and len(second) > len(first)
+    assert second == first + list(range(1, acked + 1))  # started over: the signal read again
 
     # 3: resumes after the stored key, completes, and the signal is not run again
     proc = child.start(flush_ms=50)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 60
         while set(ids(pg, topic)) != set(range(1, ROWS + 1)):
             assert proc.poll() is None and time.monotonic() < deadline, "snapshot incomplete"
             time.sleep(0.5)
-        time.sleep(2)  # a snapshot started over would send key 1 again meanwhile
+        # the group's offset is committed past the signal once its effect is stored
+        while committed(pg, group, f"{server}-signal") != 1:
+            assert proc.poll() is None and time.monotonic() < deadline, "signal not committed"
+            time.sleep(0.2)
+        time.sleep(1)  # a snapshot started over would send key 1 again meanwhile
     finally:
         finish(proc)
     final = ids(pg, topic)
     third = final[len(second) :]
-    assert third and min(third) > acked  # resumed after the stored key
+    assert third == list(range(acked + 1, ROWS + 1))  # resumed after the stored key
     counts = Counter(final)
     assert counts[1] == 2  # read by runs 1 and 2 only: never started over once durable
     assert Counter(third)[ROWS] == 1
-    consumer = Consumer({"bootstrap.servers": pg.kafka, "group.id": group})
+    assert committed(pg, group, f"{server}-signal") == 1  # and not moved by the stop
+
+
+def committed(db: Db, group: str, topic: str) -> int:
+    """The offset ``group`` committed on partition 0 of ``topic`` (negative: none)."""
+    consumer = Consumer({"bootstrap.servers": db.kafka, "group.id": group})
     try:
-        committed = consumer.committed([TopicPartition(f"{server}-signal", 0)], timeout=10)
+        return int(consumer.committed([TopicPartition(topic, 0)], timeout=10)[0].offset)
     finally:
         consumer.close()
-    assert committed[0].offset == 1  # past the signal, committed once its effect was stored
 
 
 def test_paused_snapshot_stays_paused_after_a_kill(pg: Db, tmp_path: Path) -> None:
