@@ -30,6 +30,7 @@ SYNC_MARKER_SIZE = 8
 _NAME = re.compile(r"^CommitLog-(\d+)-(\d+)\.log$")
 _INT = struct.Struct(">i")
 _UINT = struct.Struct(">I")
+_INT_UINT = struct.Struct(">iI")
 #: CRC32 of an entry's 4-byte size, by size (the same few sizes recur)
 _SIZE_CRCS: dict[int, int] = {}
 
@@ -220,6 +221,8 @@ def iter_entries(
     crc32 = zlib.crc32
     new_tuple = tuple.__new__  # Entry(...) without its Python-level __new__
     size_crcs = _SIZE_CRCS
+    size_and_crc = _INT_UINT.unpack_from
+    unpack_uint = _UINT.unpack_from
     phys = desc.header_end
     logical = desc.header_end
     if cursor is not None and cursor.phys > phys:
@@ -273,7 +276,11 @@ def iter_entries(
         n = len(body)
         try:
             while n - pos >= 4:
-                (size,) = _INT.unpack_from(body, pos)
+                if n - pos >= 8:
+                    size, size_crc = size_and_crc(body, pos)
+                else:
+                    (size,) = _INT.unpack_from(body, pos)  # zero padding, or an error below
+                    size_crc = -1
                 if size == 0:
                     break  # end-of-segment marker / zero padding
                 if size < 10:
@@ -283,7 +290,6 @@ def iter_entries(
                     raise TruncatedSegment(
                         file, body_start + pos, f"a {size}-byte mutation runs past its section"
                     )
-                (size_crc,) = _UINT.unpack_from(body, pos + 4)
                 known = size_crcs.get(size)
                 if known is None:
                     known = crc32(body[pos : pos + 4])
@@ -292,8 +298,7 @@ def iter_entries(
                 if known != size_crc:
                     raise ChecksumMismatch(file, body_start + pos, "mutation size CRC mismatch")
                 payload = body[pos + 8 : end]
-                (claimed,) = _UINT.unpack_from(body, end)
-                if crc32(payload, known) != claimed:
+                if crc32(payload, known) != unpack_uint(body, end)[0]:
                     raise ChecksumMismatch(file, body_start + pos, "mutation CRC mismatch")
                 start = body_start + pos
                 pos = end + 4

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from connectors.cassandra.cqltypes import CqlType, CqlTypeError, decode_value
@@ -97,10 +97,12 @@ class RowChange(NamedTuple):
     static: bool = False
 
 
-@dataclass(slots=True)
-class PartitionUpdate:
+class PartitionUpdate(NamedTuple):
+    """The rows one mutation changed in one partition of ``table`` (a named tuple: one is
+    built per mutation)."""
+
     table: TableDef
-    rows: list[RowChange] = field(default_factory=list)
+    rows: list[RowChange]
     #: range tombstone markers (range deletes): counted, not emitted
     range_tombstones: int = 0
 
@@ -227,9 +229,10 @@ def _partition(r: _Reader, lookup: SchemaLookup) -> PartitionUpdate:
     table = _table(r.take(16), lookup, at)
     key = _partition_key(table, r.vbytes())
     flags = r.byte()
-    update = PartitionUpdate(table)
+    rows: list[RowChange] = []
+    markers = 0
     if flags & _IS_EMPTY:
-        return update
+        return PartitionUpdate(table, rows, 0)
     min_ts = r.vint() + TIMESTAMP_EPOCH
     min_ldt = r.vint() + DELETION_TIME_EPOCH
     min_ttl = r.vint()
@@ -239,14 +242,14 @@ def _partition(r: _Reader, lookup: SchemaLookup) -> PartitionUpdate:
     if flags & _HAS_PARTITION_DELETION:
         ts = h.ts(r)
         ldt = h.ldt(r)
-        update.rows.append(RowChange(table, "partition_delete", key, None, {}, ts))
+        rows.append(RowChange(table, "partition_delete", key, None, {}, ts))
         _ = ldt
     if flags & _HAS_STATIC_ROW:
         row_flags = r.byte()
         ext = r.byte() if row_flags & _EXTENSION_FLAG else 0
         row = _row(r, h, table, key, row_flags, ext)
         if row is not None:
-            update.rows.append(row)
+            rows.append(row)
     if flags & _HAS_ROW_ESTIMATE:
         r.vint()
     while True:
@@ -255,13 +258,13 @@ def _partition(r: _Reader, lookup: SchemaLookup) -> PartitionUpdate:
             break
         if row_flags & _IS_MARKER:
             _skip_marker(r, h, table)
-            update.range_tombstones += 1
+            markers += 1
             continue
         ext = r.byte() if row_flags & _EXTENSION_FLAG else 0
         row = _row(r, h, table, key, row_flags, ext)
         if row is not None:
-            update.rows.append(row)
-    return update
+            rows.append(row)
+    return PartitionUpdate(table, rows, markers)
 
 
 # -- the fast path ------------------------------------------------------------------------
@@ -326,27 +329,27 @@ def _generic_row(
     data: bytes,
     pos: int,
     flags: int,
-    update: PartitionUpdate,
+    table: TableDef,
+    rows: list[RowChange],
     key: list[Any],
     min_ts: int,
     min_ldt: int,
     min_ttl: int,
     cols: list[ColumnDef],
-) -> int:
-    """One row or range tombstone marker of a partition without a static row, read the
-    generic way; the position after it."""
+) -> tuple[int, int]:
+    """One row (appended to ``rows``) or range tombstone marker of a partition without a
+    static row, read the generic way: the position after it, and 1 for a marker."""
     r = _Reader(data)
     r.pos = pos
     h = _Header(min_ts, min_ldt, min_ttl, [], cols)
     if flags & _IS_MARKER:
-        _skip_marker(r, h, update.table)
-        update.range_tombstones += 1
-    else:
-        ext = r.byte() if flags & _EXTENSION_FLAG else 0
-        row = _row(r, h, update.table, key, flags, ext)
-        if row is not None:
-            update.rows.append(row)
-    return r.pos
+        _skip_marker(r, h, table)
+        return r.pos, 1
+    ext = r.byte() if flags & _EXTENSION_FLAG else 0
+    row = _row(r, h, table, key, flags, ext)
+    if row is not None:
+        rows.append(row)
+    return r.pos, 0
 
 
 def _generic_body(table: TableDef, cols: list[ColumnDef]) -> Callable[..., Any]:
@@ -356,20 +359,23 @@ def _generic_body(table: TableDef, cols: list[ColumnDef]) -> Callable[..., Any]:
     def body(
         data: bytes, pos: int, flags: int, key: list[Any], min_ts: int, min_ldt: int, min_ttl: int
     ) -> tuple[PartitionUpdate, int]:
-        update = PartitionUpdate(table)
+        rows: list[RowChange] = []
+        markers = 0
         if flags & _HAS_PARTITION_DELETION:
             v, pos = read_unsigned_vint(data, pos)
             ts = ((v + min_ts + _SIGN) & _MASK64) - _SIGN
             _, pos = read_unsigned_vint(data, pos)  # the local deletion time
-            update.rows.append(RowChange(table, "partition_delete", key, None, {}, ts))
+            rows.append(RowChange(table, "partition_delete", key, None, {}, ts))
         if flags & _HAS_ROW_ESTIMATE:
             _, pos = read_unsigned_vint(data, pos)
+        header = (table, rows, key, min_ts, min_ldt, min_ttl, cols)
         while True:
             row_flags = data[pos]
             pos += 1
             if row_flags & _END_OF_PARTITION:
-                return update, pos
-            pos = _generic_row(data, pos, row_flags, update, key, min_ts, min_ldt, min_ttl, cols)
+                return PartitionUpdate(table, rows, markers), pos
+            pos, marker = _generic_row(data, pos, row_flags, *header)
+            markers += marker
 
     return body
 

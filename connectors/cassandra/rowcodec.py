@@ -220,7 +220,7 @@ def _body_lines(
     the lines use."""
     L += [
         f"{b}rows = []",
-        f"{b}update = _PU(_TABLE, rows)",
+        f"{b}markers = 0",
         f"{b}if flags & 4:",  # HAS_PARTITION_DELETION
         f"{b}    v, pos = _vint(data, pos)",
         f"{b}    ts = ((v + min_ts + {1 << 63}) & {(1 << 64) - 1}) - {1 << 63}",
@@ -239,12 +239,13 @@ def _body_lines(
     ]
     _row_lines(L, b + "        ", table, cols, True, ns)
     L.append(f"{b}    elif rf & 1:")  # END_OF_PARTITION
-    L.append(f"{b}        return update, pos")
+    L.append(f"{b}        return _tnew(_PU, (_TABLE, rows, markers)), pos")
     L.append(f"{b}    elif rf == {FAST_ROW_FLAGS[0]}:")
     _row_lines(L, b + "        ", table, cols, False, ns)
     L.append(f"{b}    else:")
-    L.append(f"{b}        args = (update, key, min_ts, min_ldt, min_ttl, _COLS)")
-    L.append(f"{b}        pos = _generic_row(data, pos, rf, *args)")
+    L.append(f"{b}        args = (_TABLE, rows, key, min_ts, min_ldt, min_ttl, _COLS)")
+    L.append(f"{b}        pos, marker = _generic_row(data, pos, rf, *args)")
+    L.append(f"{b}        markers += marker")
 
 
 def body_source(table: TableDef, cols: Sequence[ColumnDef], ns: dict[str, Any]) -> str:
