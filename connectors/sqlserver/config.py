@@ -150,6 +150,15 @@ SQLSERVER_FIELDS = ConfigDef(
             "while running and each switch to a new capture instance.",
         ),
         ConfigField(
+            "heartbeat.action.query",
+            Kind.STRING,
+            None,
+            group="Advanced",
+            doc="SQL run on each heartbeat (heartbeat.interval.ms) on a connection of its own to "
+            "the first database of database.names, e.g. an UPDATE of a captured heartbeat "
+            "table so a quiet database's offset keeps moving.",
+        ),
+        ConfigField(
             "max.iteration.transactions",
             Kind.INT,
             500,

@@ -21,6 +21,7 @@ from connectors.sqlserver.config import CONFIG_DEF, database_names, parse_config
 from connectors.sqlserver.databases import split_offset
 from connectors.sqlserver.offsets import validate_offset
 from connectors.sqlserver.positions import position_lost
+from connectors.sqlserver.reselect import HeartbeatAction, SqlServerReselector
 from connectors.sqlserver.snapshot import SqlServerSnapshot
 from connectors.sqlserver.streaming import SqlServerStreaming
 from connectors.sqlserver.types import Modes, SqlServerValueConverters
@@ -67,6 +68,7 @@ class SqlServerConnector(Connector):
         self.topics_include_database = len(self.databases) > 1
         #: tables whose structure the core has, and the capture instance it came from
         self.registered: dict[TableId, Table] = {}
+        self._heartbeat: HeartbeatAction | None = None
 
     def source_partition(self) -> dict[str, Any]:
         return {"server": self.config["database.server.name"]}
@@ -89,6 +91,20 @@ class SqlServerConnector(Connector):
             finally:
                 conn.close()
         return True
+
+    def heartbeat_action(self) -> HeartbeatAction | None:
+        query = self.config["heartbeat.action.query"]
+        if not query:
+            return None
+        self._heartbeat = HeartbeatAction(self.config, str(query))
+        return self._heartbeat
+
+    def reselector(self) -> SqlServerReselector:
+        return SqlServerReselector(self.config)
+
+    def close(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.close()
 
     def snapshot_source(self) -> SnapshotSource:
         return SqlServerSnapshot(self.config, self.registered)

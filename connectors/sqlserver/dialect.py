@@ -125,6 +125,16 @@ class Dialect:
         cols = ", ".join(self.quote(c) for c in columns)
         return f"SELECT {cols} FROM {self.table(schema, table)}"
 
+    def reselect(
+        self, schema: str, table: str, key_columns: Sequence[str], columns: Sequence[str], rows: int
+    ) -> str:
+        """The key and ``columns`` of ``rows`` rows by key, one ``?`` per key value (T-SQL
+        has no row-value ``IN``)."""
+        cols = ", ".join(self.quote(c) for c in [*key_columns, *columns])
+        one = "(" + " AND ".join(f"{self.quote(k)} = ?" for k in key_columns) + ")"
+        where = " OR ".join([one] * rows)
+        return f"SELECT {cols} FROM {self.table(schema, table)} WHERE {where}"
+
     def set_isolation(self, mode: str) -> str:
         return f"SET TRANSACTION ISOLATION LEVEL {self.isolation_levels[mode]}"
 

@@ -209,3 +209,56 @@ def test_snapshot_select_statement_override(h: SqlServerHarness) -> None:
     with h.running(cfg):
         events = h.read(cfg, "override", min_count=3)
     assert [(e.op, e.key["id"]) for e in events] == [("r", 2), ("r", 4), ("r", 6)]
+
+
+def test_heartbeat_action_query_runs_with_each_heartbeat(h: SqlServerHarness) -> None:
+    """heartbeat.action.query runs on each heartbeat: here it updates a captured table, so
+    its changes come back as events (and the heartbeat topic has records)."""
+    t = h.create_table("beat", "id int PRIMARY KEY, beats int NOT NULL")
+    h.sql(f'INSERT INTO dbo."{t}" VALUES (1, 0)')
+    cfg = h.config(
+        "beat",
+        **{
+            "heartbeat.interval.ms": "200",
+            "heartbeat.action.query": f'UPDATE dbo."{t}" SET beats = beats + 1 WHERE id = 1',
+        },
+    )
+    with h.running(cfg) as run:
+        events = h.read(cfg, "beat", min_count=3, settle=0.1)
+        beats = read_topic(
+            h.kafka, f"__debezium-heartbeat.{cfg['database.server.name']}", min_count=1, settle=0.1
+        )
+        assert not run.errors
+    assert [e.op for e in events[:3]] == ["r", "u", "u"]
+    assert events[2].after["beats"] == events[1].after["beats"] + 1
+    assert beats[0].key == {"serverName": cfg["database.server.name"]}
+
+
+def test_reselect_post_processor_fills_nulls_from_the_table(h: SqlServerHarness) -> None:
+    """The reselect post-processor with reselect.null.values: a NULL of a created row's event
+    is read again from the table by key (the row as it is now, in its database)."""
+    t = h.create_table("resel", "id int PRIMARY KEY, note varchar(20), other varchar(20)")
+    cfg = h.config(
+        "resel",
+        **{
+            "post.processors": "reselector",
+            "reselector.type": "io.debezium.processors.reselect.ReselectColumnsPostProcessor",
+            "reselector.reselect.columns.include.list": f"dbo.{t}:note",
+            "reselector.reselect.null.values": "true",
+        },
+    )
+    store = MemoryOffsetStore()
+    with h.running(cfg, store):
+        pass  # the snapshot (no rows) and the start of streaming, stored
+    # while the connector is stopped: created with NULLs, then filled in
+    h.sql(
+        f'INSERT INTO dbo."{t}" VALUES (1, NULL, NULL), (2, NULL, NULL)',
+        f"UPDATE dbo.\"{t}\" SET note = 'later', other = 'later' WHERE id = 1",
+    )
+    with h.running(cfg, store) as run:
+        events = h.read(cfg, "resel", min_count=3, settle=0.3)
+        assert not run.errors
+    assert [(e.op, e.key["id"]) for e in events] == [("c", 1), ("c", 2), ("u", 1)]
+    # the created row's note is the table's now; other is not in the include list
+    assert events[0].after == {"id": 1, "note": "later", "other": None}
+    assert events[1].after == {"id": 2, "note": None, "other": None}  # still NULL

@@ -175,3 +175,53 @@ def test_source_block_per_envelope_version() -> None:
         "commit_lsn",
         "event_serial_no",
     ]
+
+
+class _Cursor:
+    def __init__(self, log: list[tuple[str, str, int]], db: str) -> None:
+        self.log, self.db = log, db
+
+    def execute(self, sql: str, *params: Any) -> None:
+        self.log.append((self.db, sql, len(params)))
+        self.keys = [params[i : i + 2] for i in range(0, len(params), 2)]
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return [(*k, f"{self.db}:{k[0]}") for k in self.keys]
+
+    def close(self) -> None:
+        pass
+
+
+class _Conn:
+    def __init__(self, log: list[tuple[str, str, int]], db: str) -> None:
+        self.log, self.db = log, db
+
+    def cursor(self) -> _Cursor:
+        return _Cursor(self.log, self.db)
+
+    def close(self) -> None:
+        self.log.append((self.db, "closed", 0))
+
+
+def test_reselector_reads_each_table_in_its_database_within_the_parameter_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two key columns, 1,500 keys: SQL Server takes at most 2,100 parameters, so two
+    queries; each database's table on that database's own connection."""
+    from connectors.sqlserver import reselect
+
+    log: list[tuple[str, str, int]] = []
+    monkeypatch.setattr(reselect, "connect", lambda cfg, database: _Conn(log, database))
+    conn = SqlServerConnector({**BASE, "database.names": "sales,hr"})
+    r = conn.reselector()
+    cols = (Column("a", 0, "int"), Column("b", 1, "int"), Column("note", 2, "nvarchar"))
+    keys = [(i, i) for i in range(1500)]
+    sales = Table(TableId("sales", "dbo", "t"), cols, ("a", "b"))
+    got = r.fetch(sales, ["a", "b"], keys, ["note"])
+    assert got[(7, 7)] == ("sales:7",) and len(got) == 1500
+    assert [(db, n) for db, _sql, n in log] == [("sales", 2000), ("sales", 1000)]
+    assert log[0][1].startswith("SELECT [a], [b], [note] FROM [dbo].[t] WHERE ([a] = ? AND")
+    assert r.fetch(Table(TableId("hr", "dbo", "t"), cols, ("a", "b")), ["a"], [(1,)], ["note"])
+    assert log[-1][0] == "hr"
+    r.close()
+    assert [db for db, sql, _n in log if sql == "closed"] == ["sales", "hr"]

@@ -19,6 +19,7 @@ SAMPLE_ARGS: dict[str, tuple[Any, ...]] = {
     "snapshot_select": ("dbo", "customers", ["id", "first name"]),
     "set_isolation": ("snapshot",),
     "lock_exclusive": ("dbo", "customers"),
+    "reselect": ("dbo", "customers", ["id", "region"], ["notes"], 2),
 }
 #: sqlglot 30 has no grammar for SET TRANSACTION ISOLATION LEVEL (it falls back to a
 #: Command); these are checked against T-SQL's documented syntax instead
