@@ -83,6 +83,11 @@ class SnapshotSteps(Protocol):
         """Always called; ``completed``: every step before succeeded (commit, not just close)."""
         ...
 
+    # Optional: ``may_resume() -> bool``, asked after ``handover``: False when the handover
+    # fell back to this snapshot's own position (the log no longer holds the earlier one), so
+    # an interrupted snapshot must not resume (its rows read before would miss the changes
+    # made since). Without it, a resume point given to run_snapshot is used.
+
 
 STEPS = ("prepare", "tables", "lock", "position", "structure", "rows", "release")
 
@@ -122,6 +127,13 @@ def run_snapshot(
                 # back when there is one, and streaming must start there.
                 handover = steps.handover(dict(ctx.snapshot_starting(position)))
             scans = steps.scans()
+            may_resume = getattr(steps, "may_resume", None)
+            if resume is not None and callable(may_resume) and not may_resume():
+                log.warning(
+                    "the interrupted snapshot's position is no longer in the log: this "
+                    "snapshot reads every table again instead of resuming"
+                )
+                resume = None
             if resume is not None:
                 scans = resume.apply(scans)
             step(6, f" ({len(scans)} table(s))")
@@ -220,8 +232,9 @@ class TableScan:
     rows: int = 0
     t0: float = field(default_factory=time.monotonic)
     #: a row's key, JSON-serialisable, when the connector reads this table in key order (so
-    #: an interrupted snapshot can resume inside it); None: read whole again after a crash
-    key_of: Callable[[Row], list[Any]] | None = None
+    #: an interrupted snapshot can resume inside it; a key it returns as None cannot be
+    #: resumed after); None: read whole again after a crash
+    key_of: Callable[[Row], list[Any] | None] | None = None
     #: read the rows after this key only (set when a snapshot resumes, see ResumePoint)
     after: list[Any] | None = None
 

@@ -253,6 +253,16 @@ MYSQL_FIELDS = ConfigDef(
             "(safe only when no DDL runs meanwhile).",
         ),
         ConfigField(
+            "snapshot.resumable",
+            Kind.BOOLEAN,
+            True,
+            group="Snapshot",
+            doc="tidemark: read each table with an integer or string primary key in key "
+            "order, so that a snapshot interrupted by a crash resumes after the last batch "
+            "Kafka acknowledged instead of starting over (tables read whole are skipped); "
+            "false restarts an interrupted snapshot from the beginning.",
+        ),
+        ConfigField(
             "snapshot.new.tables",
             Kind.STRING,
             "off",

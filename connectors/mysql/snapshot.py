@@ -32,13 +32,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from cdc.config import Config
 from cdc.errors import FatalError
 from cdc.history import TableChange, TableChangeType
-from cdc.snapshot.driver import TableScan, emit_scans, one_by_one, run_snapshot
+from cdc.snapshot.driver import ResumePoint, TableScan, emit_scans, one_by_one, run_snapshot
 from cdc.snapshot.driver import select_override as _select_override
 from cdc.spi import SchemaChange, SnapshotSource, SourceContext, Table, TableId
 from connectors.mysql import connection as myconn
@@ -125,10 +125,13 @@ class SnapshotRun:
         self._binlog: BinlogPosition | None = None
         #: this snapshot's own position, as streaming's offset
         self.own: dict[str, Any] = {}
+        #: the earlier attempt's position is gone: streaming starts at this one's (may_resume)
+        self._fell_back = False
 
     def run(self, recovery: bool) -> dict[str, Any]:
         self.recovery = recovery
-        out = run_snapshot(self.ctx, self, include_data=self.include_data)
+        resume = None if self.recovery else ResumePoint.of(self.previous)
+        out = run_snapshot(self.ctx, self, include_data=self.include_data, resume=resume)
         # Streaming from an earlier position needs the schema as of that position.
         self.state.schema_ready = out == self.own
         if recovery:
@@ -203,6 +206,11 @@ class SnapshotRun:
     def handover(self, resume: dict[str, Any]) -> dict[str, Any]:
         return self._handover(self.conn, self.info, resume) or self.own
 
+    def may_resume(self) -> bool:
+        """An interrupted snapshot resumes only when streaming hands over from its position
+        (the binary log still has it): the changes since are replayed on its rows."""
+        return not self._fell_back
+
     def scans(self) -> list[TableScan]:
         known = [self.state.schema.table(t) for t in self.captured]
         offset = self.binlog.to_offset()
@@ -236,6 +244,7 @@ class SnapshotRun:
             return None
         why = missing_reason(conn, info, resume)
         if why is not None:
+            self._fell_back = True
             log.warning(
                 "an earlier snapshot attempt or the replaced streaming offset emitted events "
                 "from %s, but the server no longer has that position (%s): streaming starts "
@@ -466,8 +475,20 @@ class SnapshotRun:
     def _scan_of(self, table: Table, offset: dict[str, Any], position: BinlogPosition) -> TableScan:
         tid = table.id
         source = _source_block(position, tid.catalog, tid.table)  # ts_ms: when it is read
-        query = select_override(self.cfg, tid) or select_statement(table)
-        return TableScan(table, source, offset, self._estimate(self.conn, tid), plan=query)
+        override = select_override(self.cfg, tid)
+        key = [table.column_names().index(k) for k in table.primary_key]
+        in_key_order = bool(key) and not override and bool(self.cfg["snapshot.resumable"])
+        query = override or select_statement(table)
+        if in_key_order:
+            query += f" ORDER BY {_keys(table)}"
+        return TableScan(
+            table,
+            source,
+            offset,
+            self._estimate(self.conn, tid),
+            plan=query,
+            key_of=_key_reader(key) if in_key_order else None,
+        )
 
     def _estimate(self, conn: Any, tid: TableId) -> int | None:
         row = myconn.query_one(
@@ -490,7 +511,13 @@ class SnapshotRun:
         try:
             # overrides may name the table without its database
             cursor.execute(f"USE {_quote(tid.catalog or '')}")
-            cursor.execute(scan.plan)
+            if scan.after is not None and scan.key_of is not None:
+                where, args = _after_key(table, scan.after)
+                cursor.execute(
+                    f"{select_statement(table)} WHERE {where} ORDER BY {_keys(table)}", args
+                )
+            else:
+                cursor.execute(scan.plan)
             reorder = _reorder(table, [d[0] for d in cursor.description or ()])
             while True:
                 batch = cursor.fetchmany(fetch)
@@ -501,6 +528,36 @@ class SnapshotRun:
                 yield batch
         finally:
             cursor.close()
+
+
+def _key_reader(positions: list[int]) -> Callable[[Sequence[Any]], list[Any] | None]:
+    """A row's primary key for the snapshot offset, when its values are JSON as they are
+    (integers, strings); None otherwise (binary, temporal or decimal keys: the table is read
+    whole again after a crash)."""
+
+    def key(row: Sequence[Any]) -> list[Any] | None:
+        values = [row[i] for i in positions]
+        if all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in values):
+            return values
+        return None
+
+    return key
+
+
+def _keys(table: Table) -> str:
+    return ", ".join(_quote(k) for k in table.primary_key)
+
+
+def _after_key(table: Table, after: Sequence[Any]) -> tuple[str, list[Any]]:
+    """``(k1, k2) > (v1, v2)`` written out as ``k1 > v1 OR (k1 = v1 AND k2 > v2)``, which
+    MariaDB turns into a range on the primary key (it does not for a row comparison)."""
+    keys = [_quote(k) for k in table.primary_key]
+    terms, args = [], []
+    for i, key in enumerate(keys):
+        equal = [f"{k} = %s" for k in keys[:i]]
+        terms.append("(" + " AND ".join([*equal, f"{key} > %s"]) + ")")
+        args += [*after[:i], after[i]]
+    return " OR ".join(terms), args
 
 
 def _source_block(position: BinlogPosition, db: str | None, table: str | None) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """An initial snapshot SIGKILLed in the middle resumes after the last batch Kafka acknowledged
-(issue 16, "the initial snapshot on the same chunk machinery"), on real PostgreSQL.
+(issue 16, "the initial snapshot on the same chunk machinery"), on real PostgreSQL and
+MariaDB.
 
 The child holds the snapshot once a fixed number of rows were handed to the core
 (``hold_after_snapshot_rows`` of ``engine_child``) so the kill lands inside the snapshot on
@@ -24,48 +25,89 @@ from typing import Any
 import pytest
 
 from cdc.offsets.file import decode
-from tests.integration.conftest import PgInfo
+from tests.integration.conftest import MySqlInfo, PgInfo
+from tests.integration.mysql_harness import MySqlHarness
 from tests.integration.pg_harness import PgHarness
 from tests.integration.test_engine_crash import finish, read_all, start
 
-pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
+pytestmark = [pytest.mark.postgres, pytest.mark.mariadb, pytest.mark.kafka]
 
-ROWS, BATCH = 5000, 1024  # PostgreSQL's snapshot reads COPY rows in batches of 1024
+ROWS, BATCH = 5000, 1024  # batches: PostgreSQL's COPY rows, MariaDB's snapshot.fetch.size
 SMALL = 300  # the table read first (tables are read in name order), whole before the kill
 HOLD = SMALL + 2 * BATCH  # held with batch 3 of the big table unsent
 
 
+class Db:
+    """What the scenario needs of each database."""
+
+    def __init__(self, h: PgHarness | MySqlHarness, kind: str, key: type, prefix: str) -> None:
+        self.h, self.kind, self.key, self.prefix = h, kind, key, prefix
+
+    def config(self, **overrides: Any) -> dict[str, Any]:
+        cfg = self.h.config(**overrides)
+        if isinstance(self.h, MySqlHarness):
+            cfg["table.include.list"] = cfg["table.include.list"].replace(
+                "public.", f"{self.h.dbname}."
+            )
+            cfg["snapshot.fetch.size"] = str(BATCH)
+            MySqlHarness.new_server_id(cfg)
+        return cfg
+
+    def fill(self, table: str, rows: int) -> None:
+        if isinstance(self.h, PgHarness):  # in reverse: key order is not the physical order
+            self.h.sql(
+                f"INSERT INTO {table} SELECT g, 'v' || g FROM generate_series({rows}, 1, -1) g"
+            )
+        else:
+            self.h.sql(f"INSERT INTO {table} SELECT seq, CONCAT('v', seq) FROM seq_1_to_{rows}")
+
+
 @pytest.fixture(scope="module")
-def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
+def pg(postgres: PgInfo, kafka: str) -> Iterator[Db]:
     harness = PgHarness(postgres, kafka, f"tsr_{uuid.uuid4().hex[:8]}")
-    yield harness
+    yield Db(harness, "postgres", str, f"{harness.dbname}.public")
     harness.dispose()
 
 
-def test_sigkill_mid_snapshot_resumes_after_the_last_acknowledged_batch(
-    h: PgHarness, tmp_path: Path
-) -> None:
-    h.sql(
-        "CREATE TABLE a_small (id int PRIMARY KEY, v text)",
-        "CREATE TABLE b_big (id int PRIMARY KEY, v text)",
-        f"INSERT INTO a_small SELECT g, 'v' || g FROM generate_series(1, {SMALL}) g",
-        # inserted in reverse: key order is not the physical order
-        f"INSERT INTO b_big SELECT g, 'v' || g FROM generate_series({ROWS}, 1, -1) g",
+@pytest.fixture(scope="module")
+def maria(mariadb: MySqlInfo, kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Db]:
+    harness = MySqlHarness(
+        mariadb, kafka, f"tsr_{uuid.uuid4().hex[:8]}", tmp_path_factory.mktemp("tsr")
     )
-    cfg = h.config(
+    yield Db(harness, "mysql", int, harness.dbname)
+    harness.drop()
+
+
+def test_postgres(pg: Db, tmp_path: Path) -> None:
+    kill_mid_snapshot_and_resume(pg, tmp_path)
+
+
+def test_mariadb(maria: Db, tmp_path: Path) -> None:
+    kill_mid_snapshot_and_resume(maria, tmp_path)
+
+
+def kill_mid_snapshot_and_resume(db: Db, tmp_path: Path) -> None:
+    h = db.h
+    h.sql(
+        "CREATE TABLE a_small (id int PRIMARY KEY, v varchar(40))",
+        "CREATE TABLE b_big (id int PRIMARY KEY, v varchar(40))",
+    )
+    db.fill("a_small", SMALL)
+    db.fill("b_big", ROWS)
+    cfg = db.config(
         table_include_list="public.a_small,public.b_big",
         snapshot_mode="initial",
         tombstones_on_delete="false",  # a delete's last event is its op=d event
     )
     offsets, spec = tmp_path / "offsets.json", tmp_path / "spec.json"
-    doc = {"kind": "postgres", "bootstrap": h.kafka, "offsets": {"file": str(offsets)}}
+    doc = {"kind": db.kind, "bootstrap": h.kafka, "offsets": {"file": str(offsets)}}
     spec.write_text(
         json.dumps({**doc, "config": cfg, "flush_ms": 50, "hold_after_snapshot_rows": HOLD})
     )
     proc = start(spec)
     try:
         deadline = time.monotonic() + 90
-        while stored(offsets, cfg).get("snapshot_after") != [str(BATCH)]:
+        while stored(offsets, cfg).get("snapshot_after") != [db.key(BATCH)]:
             alive(proc)
             assert time.monotonic() < deadline, f"stored offset {stored(offsets, cfg)}"
             time.sleep(0.05)
@@ -73,8 +115,8 @@ def test_sigkill_mid_snapshot_resumes_after_the_last_acknowledged_batch(
         proc.kill()  # SIGKILL
         proc.communicate()
     resume = stored(offsets, cfg)
-    assert resume["snapshot_done"] == [f"{h.dbname}.public.a_small"]
-    assert resume["snapshot_table"] == f"{h.dbname}.public.b_big"
+    assert resume["snapshot_done"] == [f"{db.prefix}.a_small"]
+    assert resume["snapshot_table"] == f"{db.prefix}.b_big"
     small, big = h.topic(cfg, "a_small"), h.topic(cfg, "b_big")
     first = read_all(h.kafka, big, "read_uncommitted")
     assert len(first) >= 2 * BATCH  # two batches were acknowledged
@@ -89,9 +131,11 @@ def test_sigkill_mid_snapshot_resumes_after_the_last_acknowledged_batch(
         f"DELETE FROM b_big WHERE id = {3 * BATCH + 1}",
         f"INSERT INTO b_big VALUES ({ROWS + 1}, 'new')",
     )
-    want_small = dict(h.sql("SELECT id, v FROM a_small"))
-    want_big = dict(h.sql("SELECT id, v FROM b_big"))
+    want_small = {int(k): v for k, v in h.sql("SELECT id, v FROM a_small")}
+    want_big = {int(k): v for k, v in h.sql("SELECT id, v FROM b_big")}
     small_before = len(read_all(h.kafka, small, "read_uncommitted"))
+    if isinstance(h, MySqlHarness):
+        MySqlHarness.new_server_id(cfg)
     spec.write_text(json.dumps({**doc, "config": cfg, "flush_ms": 50}))
     proc = start(spec)
     try:
