@@ -140,7 +140,7 @@ def _runs(cols: Sequence[ColumnDef]) -> list[list[int]]:
     out: list[list[int]] = []
     after_packable = False
     for i, c in enumerate(cols):
-        packable = not c.type.multi_cell and c.fixed >= 0 and c.type.name in _UNPACK
+        packable = _packable(c)
         if packable and after_packable:
             out[-1].append(i)
         else:
@@ -149,38 +149,37 @@ def _runs(cols: Sequence[ColumnDef]) -> list[list[int]]:
     return out
 
 
-def _row_lines(
+def _packable(c: ColumnDef) -> bool:
+    """A fixed-width number: read by ``struct`` straight from the mutation."""
+    return not c.type.multi_cell and c.fixed >= 0 and c.type.name in _UNPACK
+
+
+def _clustering_lines(L: list[str], ind: str, ccols: Sequence[ColumnDef]) -> None:
+    if not ccols:
+        L.append(f"{ind}clustering = []")
+        return
+    L.append(f"{ind}if data[pos] == 0:")  # one header vint: every value present, non-empty
+    L.append(f"{ind}    pos += 1")
+    for i, c in enumerate(ccols):
+        _value(L, ind + "    ", c, f"k{i}", f"_KDEC{i}")
+    L.append(f"{ind}    clustering = [{', '.join(f'k{i}' for i in range(len(ccols)))}]")
+    L.append(f"{ind}else:")
+    L.append(f"{ind}    r = _Reader(data)")
+    L.append(f"{ind}    r.pos = pos")
+    L.append(f"{ind}    clustering = _clustering_values(r, _CCOLS, {len(ccols)})")
+    L.append(f"{ind}    pos = r.pos")
+
+
+def _cells(
     L: list[str],
     ind: str,
-    table: TableDef,
     cols: Sequence[ColumnDef],
+    runs: list[list[int]],
     insert: bool,
     ns: dict[str, Any],
 ) -> None:
-    """The rows loop's branch for a row with flags 0x24 (``insert``: HAS_ALL_COLUMNS and a
-    row timestamp) or 0x20, ``pos`` after the flags; appends the row to ``rows``.
-    ``ns`` receives the structs of multi-column runs."""
-    ccols = table.clustering
-    if not ccols:
-        L.append(f"{ind}clustering = []")
-    else:
-        L.append(f"{ind}if data[pos] == 0:")  # one header vint: every value present, non-empty
-        L.append(f"{ind}    pos += 1")
-        for i, c in enumerate(ccols):
-            _value(L, ind + "    ", c, f"k{i}", f"_KDEC{i}")
-        L.append(f"{ind}    clustering = [{', '.join(f'k{i}' for i in range(len(ccols)))}]")
-        L.append(f"{ind}else:")
-        L.append(f"{ind}    r = _Reader(data)")
-        L.append(f"{ind}    r.pos = pos")
-        L.append(f"{ind}    clustering = _clustering_values(r, _CCOLS, {len(ccols)})")
-        L.append(f"{ind}    pos = r.pos")
-    if insert:
-        _vint_ts(L, ind, "pos", "row_ts")
-        L.append(f"{ind}newest = row_ts")
-    else:
-        L.append(f"{ind}row_ts = None")
-        L.append(f"{ind}newest = 0")
-    for run in _runs(cols) if insert else [[i] for i in range(len(cols))]:
+    """The cells of ``runs`` (column indexes; several in a run of fixed-width numbers)."""
+    for run in runs:
         if len(run) == 1:
             _cell_lines(L, ind, run[0], cols[run[0]], insert)
             continue
@@ -203,6 +202,77 @@ def _row_lines(
         L.append(f"{ind}else:")
         for i in run:
             _cell_lines(L, ind + "    ", i, cols[i], insert)
+
+
+def _prefix_lines(
+    L: list[str], ind: str, table: TableDef, cols: Sequence[ColumnDef], ns: dict[str, Any]
+) -> list[list[int]] | None:
+    """An INSERT row's usual start in one ``struct`` call: the clustering values (header 0:
+    all present), a one-byte row timestamp delta, and the first run of fixed-width cells
+    with the row's timestamp. Emits ``if fast:`` with that branch open, and returns the runs
+    of cells left to read after it (None: no such prefix, nothing emitted)."""
+    ccols = table.clustering
+    if not all(_packable(c) for c in ccols):
+        return None
+    runs = _runs(cols)
+    first = runs[0] if runs and _packable(cols[runs[0][0]]) else []
+    fmt = ">"
+    names: list[str] = []
+    if ccols:
+        fmt += "B" + "".join(_UNPACK[c.type.name].format[1:] for c in ccols)
+        names += ["h"] + [f"k{i}" for i in range(len(ccols))]
+    fmt += "B"
+    names.append("tb")
+    for i in first:
+        fmt += "B" + _UNPACK[cols[i].type.name].format[1:]
+        names += [f"f{i}", f"x{i}"]
+    st = struct.Struct(fmt)
+    ns["_PREFIX"] = st.unpack_from
+    checks = (["h == 0"] if ccols else []) + ["tb < 128"] + [f"f{i} == 8" for i in first]
+    L.append(f"{ind}if pos + {st.size} <= len(data):")
+    L.append(f"{ind}    {', '.join(names)}, = _PREFIX(data, pos)")
+    L.append(f"{ind}    fast = {' and '.join(checks)}")
+    L.append(f"{ind}else:")
+    L.append(f"{ind}    fast = False")
+    L.append(f"{ind}if fast:")
+    L.append(f"{ind}    pos += {st.size}")
+    L.append(f"{ind}    clustering = [{', '.join(f'k{i}' for i in range(len(ccols)))}]")
+    L.append(f"{ind}    row_ts = tb + min_ts")
+    L.append(f"{ind}    if row_ts >= {1 << 63}:")
+    L.append(f"{ind}        row_ts = ((row_ts + {1 << 63}) & {(1 << 64) - 1}) - {1 << 63}")
+    L.append(f"{ind}    newest = row_ts")
+    for i in first:
+        L.append(f"{ind}    c{i} = _tnew(_CV, (x{i}, None, True))")
+    return runs[1:] if first else runs
+
+
+def _row_lines(
+    L: list[str],
+    ind: str,
+    table: TableDef,
+    cols: Sequence[ColumnDef],
+    insert: bool,
+    ns: dict[str, Any],
+) -> None:
+    """The rows loop's branch for a row with flags 0x24 (``insert``: HAS_ALL_COLUMNS and a
+    row timestamp) or 0x20, ``pos`` after the flags; appends the row to ``rows``.
+    ``ns`` receives the structs of multi-column runs."""
+    runs = _runs(cols) if insert else [[i] for i in range(len(cols))]
+    body = ind
+    if insert:
+        rest = _prefix_lines(L, ind, table, cols, ns)
+        if rest is not None:
+            _cells(L, ind + "    ", cols, rest, insert, ns)
+            L.append(f"{ind}else:")
+            body = ind + "    "
+    _clustering_lines(L, body, table.clustering)
+    if insert:
+        _vint_ts(L, body, "pos", "row_ts")
+        L.append(f"{body}newest = row_ts")
+    else:
+        L.append(f"{body}row_ts = None")
+        L.append(f"{body}newest = 0")
+    _cells(L, body, cols, runs, insert, ns)
     L.append(f"{ind}if pos > len(data):")
     L.append(f"{ind}    raise IndexError('read past the end of the mutation')")
     cells = ", ".join(f"{c.name!r}: c{i}" for i, c in enumerate(cols))
@@ -260,7 +330,8 @@ def partition_source(
 ) -> str:
     """A ``table`` partition after its table id: the key, the header, then the body of its
     column set (compiled on first sight, :data:`MAX_SHAPES` kept), the ``first`` column set
-    met inline (no call). None: the generic way (a static row, an empty update)."""
+    met inline (no call) when the partition has no deletion time or TTL. None: the generic
+    way (a static row, an empty update)."""
     pk = table.partition_key
     L = [
         "def partition(data, pos):",
@@ -297,6 +368,16 @@ def partition_source(
         "            raise IndexError('read past the end of the mutation')",
         "        min_ts = _from_bytes(data[end + 1:pos], 'big') & _MASK[x]",
         f"    min_ts += {TIMESTAMP_EPOCH}",
+    ]
+    if first is not None:
+        # no deletion time or TTL in the partition (deltas 0, 0), then the first column set
+        ns["_FIRST"] = b"\x00\x00" + first[0]
+        L.append("    if data.startswith(_FIRST, pos):")
+        L.append(f"        pos += {len(first[0]) + 2}")
+        L.append(f"        min_ldt = {DELETION_TIME_EPOCH}")
+        L.append("        min_ttl = 0")
+        _body_lines(L, "        ", table, first[1], ns)
+    L += [
         "    min_ldt = data[pos]",
         "    if min_ldt < 128:",
         "        pos += 1",
@@ -308,13 +389,6 @@ def partition_source(
         "        pos += 1",
         "    else:",
         "        min_ttl, pos = _vint(data, pos)",
-    ]
-    if first is not None:
-        ns["_FIRST"] = first[0]
-        L.append("    if data.startswith(_FIRST, pos):")
-        L.append(f"        pos += {len(first[0])}")
-        _body_lines(L, "        ", table, first[1], ns)
-    L += [
         "    for block, body in _SHAPES:",
         "        if data.startswith(block, pos):",
         "            return body(data, pos + len(block), flags, key, min_ts, min_ldt, min_ttl)",
