@@ -6,14 +6,22 @@ A consumer thread reads ``signal.kafka.topic``; a message keyed by the connector
 signal for this connector; messages with other keys are for other connectors and skipped.
 ``signal.consumer.*`` keys configure the consumer (security).
 
-A signal accepted is never lost to a crash. The consumer group (``signal.kafka.groupId``)
-commits a message's offset only once its effect is durable: the task ran the signal, and an
-offset it stored afterwards holds the signal's position (``incremental_snapshot_signal_offset``,
-with the snapshot's state). At start, the channel reads from after the position the stored
-offset holds (or from the group's committed offset when it holds none), so a signal whose
-effect was not stored yet is read and run again; running it again is harmless (an
-``execute-snapshot`` already under way is recognised by its id). Like Debezium's, the topic
-must have a single partition: positions of different partitions cannot be compared.
+The channel assigns itself partition 0 of the topic, as Debezium's does: it is no member of
+its consumer group (``signal.kafka.groupId``), which only keeps its committed offset. So a
+task restarted after a crash reads the topic at once; a consumer that joined the group
+instead would wait for the killed task's membership to expire (``session.timeout.ms``, 45 s
+by default) before it got the partition. Like Debezium's, the topic must have a single
+partition (positions of different partitions cannot be compared): only partition 0 is read,
+and a warning names the others.
+
+A signal accepted is never lost to a crash. The channel commits a message's offset only once
+its effect is durable: the task ran the signal, and an offset it stored afterwards holds the
+signal's position (``incremental_snapshot_signal_offset``, with the snapshot's state). At
+start, the channel reads from after the position the stored offset holds (or from the
+group's committed offset when it holds none, from the topic's start when there is neither),
+so a signal whose effect was not stored yet is read and run again; running it again is
+harmless (an ``execute-snapshot`` already under way is recognised by its id). A message that
+is not a signal is logged with the reason and skipped.
 """
 
 from __future__ import annotations
@@ -58,7 +66,7 @@ class KafkaSignalChannel:
         self._thread = threading.Thread(
             target=self._run, name=f"tidemark-signals-{topic}", daemon=True
         )
-        #: the consumer is subscribed (for tests and the log)
+        #: the partition is assigned (for tests and the log)
         self.ready = threading.Event()
 
     def start(self) -> None:
@@ -73,26 +81,38 @@ class KafkaSignalChannel:
         if self._durable is None or position > self._durable:
             self._durable = position
 
-    def _assigned(self, consumer: Any, partitions: list[Any]) -> None:
-        if len(partitions) > 1:
-            log.warning(
-                "signal topic %s has %d partitions: a signal topic must have one (signals of "
-                "different partitions have no order)",
-                self.topic,
-                len(partitions),
-            )
+    def _assign(self, consumer: Any) -> None:
+        """Take partition 0 at the position to resume from: after the stored offset's signal,
+        else the group's committed offset (librdkafka fetches it), else the topic's start."""
+        from confluent_kafka import OFFSET_STORED, TopicPartition
+
+        self._check_partitions(consumer)
+        offset = OFFSET_STORED if self.start_after is None else self.start_after + 1
+        consumer.assign([TopicPartition(self.topic, 0, offset)])
         if self.start_after is not None:
-            for part in partitions:
-                if part.partition == 0:
-                    part.offset = self.start_after + 1
             log.info(
                 "signal topic %s: reading after offset %d (the last signal the stored offsets "
                 "hold)",
                 self.topic,
                 self.start_after,
             )
-            consumer.assign(partitions)
         self.ready.set()
+
+    def _check_partitions(self, consumer: Any) -> None:
+        try:
+            meta = consumer.list_topics(self.topic, timeout=5).topics.get(self.topic)
+        except Exception as exc:  # the broker is down: the consumer retries on its own
+            log.warning("signal topic %s: no metadata yet (%s)", self.topic, exc)
+            return
+        if meta is None or meta.error is not None:
+            log.info("signal topic %s does not exist yet: read once it is created", self.topic)
+        elif len(meta.partitions) > 1:
+            log.warning(
+                "signal topic %s has %d partitions: only partition 0 is read (a signal topic "
+                "must have one: signals of different partitions have no order)",
+                self.topic,
+                len(meta.partitions),
+            )
 
     def _commit(self, consumer: Any) -> None:
         from confluent_kafka import TopicPartition
@@ -112,7 +132,7 @@ class KafkaSignalChannel:
             {"auto.offset.reset": "earliest", "enable.auto.commit": False, **self.consumer_config}
         )
         try:
-            consumer.subscribe([self.topic], on_assign=self._assigned)
+            self._assign(consumer)
             while not self._stop.is_set():
                 msg = consumer.poll(self.poll_timeout_s)
                 try:
