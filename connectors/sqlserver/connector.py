@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from cdc.config import Config
@@ -106,11 +107,15 @@ class SqlServerConnector(Connector):
         if self._heartbeat is not None:
             self._heartbeat.close()
 
+    def _hold_heartbeats(self) -> AbstractContextManager[None]:
+        """While a snapshot runs (an added database's too): no heartbeat action."""
+        return self._heartbeat.held() if self._heartbeat is not None else nullcontext()
+
     def snapshot_source(self) -> SnapshotSource:
-        return SqlServerSnapshot(self.config, self.registered)
+        return SqlServerSnapshot(self.config, self.registered, self._hold_heartbeats)
 
     def streaming_source(self) -> StreamingSource:
-        return SqlServerStreaming(self.config, self.registered)
+        return SqlServerStreaming(self.config, self.registered, self._hold_heartbeats)
 
     def value_converters(self) -> SqlServerValueConverters:
         return SqlServerValueConverters(self.modes)

@@ -14,6 +14,7 @@ database, one connection each.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from cdc.config import Config
@@ -98,9 +99,22 @@ class HeartbeatAction:
     def __init__(self, cfg: Config, query: str) -> None:
         self.query = query
         self.session = OwnSession(lambda: connect(cfg), "heartbeat action")
+        self._held = 0
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """No action while a snapshot runs: the action runs on the snapshot's own thread, and
+        a write to a table the snapshot has locked (``exclusive``, ``repeatable_read``)
+        would wait for the end of the snapshot forever (Debezium runs it while streaming)."""
+        self._held += 1
+        try:
+            yield
+        finally:
+            self._held -= 1
 
     def __call__(self) -> None:
-        self.session.run(self._execute)
+        if not self._held:
+            self.session.run(self._execute)
 
     def _execute(self, conn: Any) -> None:
         cur = conn.cursor()

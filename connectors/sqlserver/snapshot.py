@@ -24,6 +24,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,9 @@ from connectors.sqlserver.schema import (
 )
 
 log = logging.getLogger("tidemark.sqlserver.snapshot")
+
+Hold = Callable[[], AbstractContextManager[None]]
+"""What holds back the heartbeat action while a snapshot runs (the connector's)."""
 
 
 @dataclass
@@ -282,16 +286,20 @@ class SqlServerSnapshotSteps:
 
 
 class SqlServerSnapshot(SnapshotSource):
-    def __init__(self, cfg: Config, registered: dict[TableId, Table]) -> None:
+    def __init__(
+        self, cfg: Config, registered: dict[TableId, Table], hold: Hold = nullcontext
+    ) -> None:
         self.cfg = cfg
         #: shared with the streaming source: the tables the core has structures for
         self.registered = registered
+        self.hold = hold
 
     def execute(
         self, ctx: SourceContext, previous_offset: Mapping[str, Any] | None, include_data: bool
     ) -> dict[str, Any]:
         steps = SqlServerSnapshotSteps(self.cfg, ctx, include_data)
-        offset = run_snapshot(ctx, steps, include_data=include_data)
+        with self.hold():
+            offset = run_snapshot(ctx, steps, include_data=include_data)
         self.registered.update(steps.registered)
         return offset
 
@@ -304,12 +312,14 @@ def snapshot_added(
     others: DatabasePositions,
     registered: dict[TableId, Table],
     between: Callable[[], None] | None = None,
+    hold: Hold = nullcontext,
 ) -> SqlServerPosition:
     """Snapshot a database added to ``database.names`` while the others have positions: its
     rows carry the others' positions (none for it), so storing them never marks the added
     database as done; returns the position it streams from."""
     log.info("database %s has no stored position: snapshotting it", database)
     steps = SqlServerSnapshotSteps(cfg, ctx, include_data, [database], others, between)
-    run_snapshot(ctx, steps, include_data=include_data, handover=others.offset())
+    with hold():
+        run_snapshot(ctx, steps, include_data=include_data, handover=others.offset())
     registered.update(steps.registered)
     return steps.dbs[0].pos

@@ -61,7 +61,7 @@ from connectors.sqlserver.schema import (
     explicit_tables,
     instance_of,
 )
-from connectors.sqlserver.snapshot import snapshot_added
+from connectors.sqlserver.snapshot import Hold, snapshot_added
 
 log = logging.getLogger("tidemark.sqlserver.streaming")
 
@@ -108,8 +108,15 @@ class _Database:
 
 
 class SqlServerStreaming(StreamingSource):
-    def __init__(self, cfg: Config, registered: dict[TableId, Table] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        registered: dict[TableId, Table] | None = None,
+        hold: Hold = contextlib.nullcontext,
+    ) -> None:
         self.cfg = cfg
+        #: holds back the heartbeat action while an added database is snapshotted
+        self.hold = hold
         self.dialect = dialect_of(cfg)
         self.poll_s = int(cfg["streaming.poll.interval.ms"]) / 1000
         self.max_tx = int(cfg["max.iteration.transactions"])
@@ -205,6 +212,7 @@ class SqlServerStreaming(StreamingSource):
                 self.positions,
                 self.registered,
                 poll_others,
+                self.hold,
             )
         ctx.emit(PositionReached(self.positions.set(db.name, db.pos)))
 

@@ -213,24 +213,32 @@ def test_snapshot_select_statement_override(h: SqlServerHarness) -> None:
 
 def test_heartbeat_action_query_runs_with_each_heartbeat(h: SqlServerHarness) -> None:
     """heartbeat.action.query runs on each heartbeat: here it updates a captured table, so
-    its changes come back as events (and the heartbeat topic has records)."""
+    its changes come back as events (and the heartbeat topic has records). Not while the
+    snapshot holds its locks (``exclusive``): the action runs on the snapshot's thread and
+    would wait for them forever."""
     t = h.create_table("beat", "id int PRIMARY KEY, beats int NOT NULL")
-    h.sql(f'INSERT INTO dbo."{t}" VALUES (1, 0)')
+    h.sql(f'INSERT INTO dbo."{t}" SELECT g, 0 FROM generate_series(1, 3000) g')
     cfg = h.config(
         "beat",
         **{
-            "heartbeat.interval.ms": "200",
-            "heartbeat.action.query": f'UPDATE dbo."{t}" SET beats = beats + 1 WHERE id = 1',
+            "heartbeat.interval.ms": "20",
+            # five beats, then quiet (so the topic can be read to its end)
+            "heartbeat.action.query": (
+                f'UPDATE dbo."{t}" SET beats = beats + 1 WHERE id = 1 AND beats < 5'
+            ),
+            "snapshot.isolation.mode": "exclusive",
+            "snapshot.fetch.size": "100",
         },
     )
     with h.running(cfg) as run:
-        events = h.read(cfg, "beat", min_count=3, settle=0.1)
-        beats = read_topic(
-            h.kafka, f"__debezium-heartbeat.{cfg['database.server.name']}", min_count=1, settle=0.1
-        )
+        events = h.read(cfg, "beat", min_count=3005, settle=0.3)
+        # (never quiet: a heartbeat record every 20 ms)
+        topic = f"__debezium-heartbeat.{cfg['database.server.name']}"
+        beats = read_topic(h.kafka, topic, min_count=1, timeout=1.0)
         assert not run.errors
-    assert [e.op for e in events[:3]] == ["r", "u", "u"]
-    assert events[2].after["beats"] == events[1].after["beats"] + 1
+    assert [e.op for e in events[:3000]] == ["r"] * 3000
+    assert events[0].after == {"id": 1, "beats": 0}  # no beat before the snapshot's end
+    assert [(e.op, e.after["beats"]) for e in events[3000:]] == [("u", n) for n in range(1, 6)]
     assert beats[0].key == {"serverName": cfg["database.server.name"]}
 
 
