@@ -411,6 +411,12 @@ class Herder:
     def task_status(self, name: str, task: int) -> dict[str, Any]:
         return self._runner(name, task).status()
 
+    def task_worker(self, name: str) -> str | None:
+        """The id of the worker running the connector's task (``host:port``, the REST
+        address), None when it runs nowhere; here: this worker, or None. Signals sent over
+        REST are forwarded to it (``worker.rest.forward``)."""
+        return self.worker_id if self._get(name).runner is not None else None
+
     def _runner(self, name: str, task: int) -> TaskRunner:
         c = self._get(name)
         runner = c.runner

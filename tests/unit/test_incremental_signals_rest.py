@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from cdc.signals import registry
 from cdc.signals.model import Signal
 from tests.unit.test_worker_herder import Engines, memory
@@ -33,3 +35,24 @@ def test_signal_reaches_the_registered_task(app: App, engines: Engines) -> None:
         assert call(app, "POST", "/connectors/nope/signals", body).status == 404
     finally:
         registry.unregister("sig", got.append)
+
+
+def test_signal_for_a_task_elsewhere(
+    app: App, engines: Engines, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Distributed mode: the task runs on another worker (here one that does not answer):
+    the call is forwarded there, and a failed forward is a 409 naming the worker; a call
+    already forwarded (``forward=false``) is answered here. A task running nowhere is 409."""
+    assert call(app, "POST", "/connectors", {"name": "far", "config": memory()}).status == 201
+    wait_for(lambda: engines.running("far"), what="engine")
+    body = {"type": "log", "data": {"message": "hi"}}
+    monkeypatch.setattr(app.herder, "task_worker", lambda name: "127.0.0.1:1")
+    r = call(app, "POST", "/connectors/far/signals", body)
+    assert (
+        r.status == 409 and "runs on worker 127.0.0.1:1, which did not answer" in r.body["message"]
+    )
+    r = call(app, "POST", "/connectors/far/signals?forward=false", body)
+    assert r.status == 409 and "no running task here" in r.body["message"]
+    monkeypatch.setattr(app.herder, "task_worker", lambda name: None)
+    r = call(app, "POST", "/connectors/far/signals", body)
+    assert r.status == 409 and "not running on any worker" in r.body["message"]

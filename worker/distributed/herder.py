@@ -358,6 +358,14 @@ class DistributedHerder(Herder):
             raise NotFound(f"Task {name}-{task} not found")
         return self._task_state(name)
 
+    def task_worker(self, name: str) -> str | None:
+        """The worker the status topic says runs the task (RUNNING or PAUSED), else None."""
+        self._get(name)
+        t = self.statuses.get(task_key(name, 0))
+        if t is None or t.get("state") not in ("RUNNING", "PAUSED"):
+            return None
+        return str(t.get("worker_id") or "") or None
+
     # -- writes: through the config topic ------------------------------------------------------
     def create(
         self, name: str, config: Mapping[str, Any], initial_state: str = "RUNNING"

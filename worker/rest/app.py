@@ -29,6 +29,7 @@ from cdc.signals import model as signals
 from cdc.signals import registry as signal_registry
 from worker.config_providers import RESOLVED, Provider, check_placeholders
 from worker.herder import BadRequest, Conflict, Herder, HerderError, NotFound
+from worker.rest.forward import Unreachable, forward
 from worker.rest.openapi import document
 
 log = logging.getLogger("tidemark.worker.rest")
@@ -346,6 +347,7 @@ class App:
                 self.signal,
                 "Send a signal (id, type, data) to the running task (signal.enabled.channels=rest)",
                 (202, 400, 404, 409),
+                query=("forward",),
             ),
             R(
                 "DELETE",
@@ -554,7 +556,8 @@ class App:
 
     def signal(self, req: Request, p: dict[str, str]) -> Response:
         """tidemark's own route (Debezium signals by REST): hand the signal to the task's
-        incremental snapshot; 409 when no running task here accepts signals."""
+        incremental snapshot; in distributed mode, forwarded to the worker running the task
+        (unless ``forward=false``: a forwarded call); 409 when no running task accepts it."""
         name = p["connector"]
         self.herder.connector_info(name)  # 404 for an unknown connector
         body = req.json_object()
@@ -564,12 +567,32 @@ class App:
             )
         except signals.SignalError as exc:
             raise BadRequest(str(exc)) from exc
-        if not signal_registry.deliver(name, sig):
-            raise Conflict(
-                f"Connector {name} has no running task here that accepts signals (it needs "
-                "signal.data.collection, and rest in signal.enabled.channels)"
-            )
-        return Response(202, {"id": sig.id, "type": sig.type, "data": sig.data})
+        if signal_registry.deliver(name, sig):
+            return Response(202, {"id": sig.id, "type": sig.type, "data": sig.data})
+        where = self.herder.task_worker(name)
+        if where is None:
+            raise Conflict(f"Connector {name}'s task is not running on any worker")
+        if where != self.herder.worker_id and req.flag("forward", True):
+            # distributed mode: the task runs on another worker, which answers
+            try:
+                status, answer = forward(
+                    self.herder.settings,
+                    where,
+                    req.method,
+                    req.path,
+                    req.body,
+                    req.headers.get("authorization"),
+                )
+            except Unreachable as exc:
+                raise Conflict(
+                    f"Connector {name}'s task runs on worker {where}, which did not answer "
+                    f"({exc}); try again once the task's status is settled"
+                ) from exc
+            return Response(status, answer)
+        raise Conflict(
+            f"Connector {name} has no running task here that accepts signals (it needs "
+            "signal.data.collection, and rest in signal.enabled.channels)"
+        )
 
     def reset_offsets(self, req: Request, p: dict[str, str]) -> Response:
         return Response(200, self.herder.reset_offsets(p["connector"]))
