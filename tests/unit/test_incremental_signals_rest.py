@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
 import pytest
 
 from cdc.signals import registry
@@ -11,6 +14,7 @@ from tests.unit.test_worker_herder import Engines, memory
 from tests.unit.test_worker_rest import app, call, engines
 from tests.unit.test_worker_task import wait_for
 from worker.rest import App
+from worker.rest.app import Request
 
 __all__ = ["app", "engines"]  # the fixtures
 
@@ -56,3 +60,39 @@ def test_signal_for_a_task_elsewhere(
     monkeypatch.setattr(app.herder, "task_worker", lambda name: None)
     r = call(app, "POST", "/connectors/far/signals", body)
     assert r.status == 409 and "not running on any worker" in r.body["message"]
+
+
+def test_forwarded_signal_returns_the_other_workers_answer(
+    app: App, engines: Engines, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other worker gets the same body at the same path with ``forward=false`` and the
+    caller's Authorization header; its status and body are the answer."""
+    seen: list[tuple[str, str | None, bytes]] = []
+
+    class Other(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append((self.path, self.headers.get("Authorization"), body))
+            self.send_response(202)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"id": "s-9", "type": "log", "data": {}}')
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Other)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert call(app, "POST", "/connectors", {"name": "fw", "config": memory()}).status == 201
+        other = f"127.0.0.1:{server.server_address[1]}"
+        monkeypatch.setattr(app.herder, "task_worker", lambda name: other)
+        raw = b'{"id": "s-9", "type": "log", "data": {"message": "hi"}}'
+        r = app.handle(
+            Request("POST", "/connectors/fw/signals", {}, raw, {"authorization": "Basic eDp5"})
+        )
+        assert (r.status, r.body) == (202, {"id": "s-9", "type": "log", "data": {}})
+        assert seen == [("/connectors/fw/signals?forward=false", "Basic eDp5", raw)]
+    finally:
+        server.shutdown()
+        server.server_close()
