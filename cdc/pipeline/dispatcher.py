@@ -122,6 +122,7 @@ class EventDispatcher:
         self._routes: dict[TableId, TableSchema | None] = {}
         self.tables: dict[TableId, Table] = {}
         self.phase: CommonMetrics = metrics.streaming
+        self._streaming_metrics = metrics.streaming
         self._tx: _Transaction | None = None
         self._heartbeat_s = heartbeat_interval_ms / 1000.0
         self._heartbeat_action = heartbeat_action
@@ -597,7 +598,10 @@ class EventDispatcher:
         if now < self._next_heartbeat:
             return False
         self._next_heartbeat = now + self._heartbeat_s
-        if self._heartbeat_action is not None:
+        # Only while streaming, as Debezium: during a snapshot the action would run on the
+        # snapshot's own thread, and a write to a table the snapshot locks waits for it to
+        # end (a hang with SQL Server's snapshot.isolation.mode=exclusive).
+        if self._heartbeat_action is not None and self.phase is self._streaming_metrics:
             try:
                 self._heartbeat_action()
             except Exception:

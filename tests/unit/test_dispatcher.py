@@ -384,3 +384,22 @@ def test_emit_row_equals_emit_of_a_row_change_and_reports_the_event_on_failure(
     [marker] = drain(q3)  # skipped: only its position moves on
     assert marker.is_marker and marker.source_offset == {"pos": 2}
     assert "'transaction_id': '7'" in caplog.text  # the event, rebuilt for the report
+
+
+def test_heartbeat_action_runs_only_while_streaming() -> None:
+    """As Debezium: during a snapshot the action would run on the snapshot's thread, and a
+    write to a table the snapshot locks would wait for the snapshot to end (a hang)."""
+    d, q, _ = make_dispatcher()
+    ran: list[str] = []
+    d._heartbeat_s = 0.001
+    d._heartbeat_action = lambda: ran.append(d.phase.__class__.__name__)
+    d.phase = d.metrics.snapshot
+    d._next_heartbeat = 0.0
+    d.emit(PositionReached({"pos": 1}))
+    assert ran == []
+    heartbeats = [r for r in drain(q) if r.topic.startswith("__debezium-heartbeat")]
+    assert len(heartbeats) == 1  # the heartbeat record itself still goes out
+    d.phase = d.metrics.streaming
+    d._next_heartbeat = 0.0
+    d.emit(PositionReached({"pos": 2}))
+    assert len(ran) == 1
