@@ -240,6 +240,26 @@ class _Collector(Collector):
                 lv,
                 st.committed_transactions,
             )
+            # Debezium's text-valued attributes: the position as key/value labels, the last
+            # transaction id as a label (a gauge of 1, as Prometheus "info" metrics are)
+            for key, value in sorted(st.source_event_position.items()):
+                fam = fams.get("SourceEventPosition")
+                if fam is None:
+                    fam = fams["SourceEventPosition"] = GaugeMetricFamily(
+                        "debezium_metrics_SourceEventPosition",
+                        "Where in the log the last event was read (one sample per part)",
+                        labels=[*labels, "key", "value"],
+                    )
+                fam.add_metric([*lv, key, str(value)], 1)
+            if st.last_transaction_id:
+                fam = fams.get("LastTransactionId")
+                if fam is None:
+                    fam = fams["LastTransactionId"] = GaugeMetricFamily(
+                        "debezium_metrics_LastTransactionId",
+                        "The id of the last transaction read",
+                        labels=[*labels, "value"],
+                    )
+                fam.add_metric([*lv, str(st.last_transaction_id)], 1)
             for name, fn in m.extra.items():
                 ctx = m.extra_contexts.get(name, m.streaming_context)
                 g(name, name, [m.plugin, m.server, ctx, m.connector, str(m.task)], fn())

@@ -254,3 +254,26 @@ def test_metrics_contexts_and_text_attributes() -> None:
     assert binlog.labels["context"] == "binlog" and binlog.labels["value"] == "mariadb-bin.000003"
     contexts = {s.labels["context"] for s in families["debezium_metrics_Connected"].samples}
     assert contexts == {"binlog"}
+
+
+def test_source_event_position_and_last_transaction_id_are_exported() -> None:
+    """Debezium's two text-valued streaming attributes, as labels of gauges of 1."""
+    collector = _Collector()
+    registry = CollectorRegistry()
+    registry.register(collector)
+    m = TaskMetrics("sqlserver", "srv", "inv")
+    collector.register(m)
+    text = generate_latest(registry).decode()
+    assert "SourceEventPosition" not in text and "LastTransactionId" not in text  # none yet
+    m.streaming.source_event_position = {"commit_lsn": "00000027:00000758:0005", "db": "inv"}
+    m.streaming.last_transaction_id = "00000027:00000758:0003"
+    families = {
+        f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())
+    }
+    position = {
+        s.labels["key"]: s.labels["value"]
+        for s in families["debezium_metrics_SourceEventPosition"].samples
+    }
+    assert position == {"commit_lsn": "00000027:00000758:0005", "db": "inv"}
+    [tx] = families["debezium_metrics_LastTransactionId"].samples
+    assert tx.labels["value"] == "00000027:00000758:0003" and tx.labels["context"] == "streaming"
