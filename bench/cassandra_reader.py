@@ -1,7 +1,7 @@
 """Decode the same Cassandra commit log segments with tidemark's pure-Python reader and with
 Cassandra's own ``CommitLogReader`` on the JVM (the anchor), from the same node's jars.
 
-    .venv/bin/python -m bench.cassandra_reader [--rows 200000] [--runs 3] [--keep]
+    .venv/bin/python -m bench.cassandra_reader [--rows 200000] [--runs 3] [--reuse]
 
 1. starts a private Cassandra 5.0.9 node (``tidemark dev``'s launcher, its own home under
    ``bench/results/cassandra-node`` and ports 59142/57100), creates a CDC table and writes
@@ -12,7 +12,9 @@ Cassandra's own ``CommitLogReader`` on the JVM (the anchor), from the same node'
    CPU time, no JVM start-up or schema load); the JVM needs ``javac`` (a JDK) to compile the
    anchor.
 
-Results go to ``bench/results/cassandra_reader-<time>.json``; docs/benchmarks.md quotes them.
+``--reuse`` decodes the segments of the last run again, with the table definitions saved next
+to them (``segments/schema.json``): no node is started. Results go to
+``bench/results/cassandra_reader-<time>.json``; docs/benchmarks.md quotes them.
 """
 
 from __future__ import annotations
