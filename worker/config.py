@@ -12,12 +12,13 @@ otherwise be silently ignored. Connector configs are checked by the connector's 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cdc.errors import ConfigError
 from cdc.kafka_security import SECURITY_PREFIXES, librdkafka_config, security_settings
@@ -170,6 +171,16 @@ class WorkerSettings(BaseModel):
                 "(the PEM CA that signs client certificates)"
             )
         return self
+
+    @field_validator("rest_advertised_url")
+    @classmethod
+    def _advertised_url(cls, value: str | None) -> str | None:
+        """The URL other workers reach this one's REST API at (its worker id)."""
+        if value is not None and not re.fullmatch(
+            r"https?://(\[[0-9A-Fa-f:.]+\]|[^/:\s\[\]]+)(:\d{1,5})?/?", value
+        ):
+            raise ValueError(f"{value!r} is not a URL of the form http(s)://<host>:<port>")
+        return value
 
     @property
     def rest_scheme(self) -> str:

@@ -15,6 +15,7 @@ import ipaddress
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 from cdc.offsets.file import FileOffsetStore
 from cdc.offsets.memory import MemoryOffsetStore
@@ -218,6 +220,26 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def advertised_id(s: WorkerSettings, port: int) -> str:
+    """The worker's id, ``host:port``: the address the other workers reach its REST API at
+    (forwarded calls go there). ``rest.advertised.url`` when set; else the bound address,
+    or this machine's name for a wildcard bind (``0.0.0.0``, ``::``), which no other worker
+    could use."""
+    if s.rest_advertised_url:
+        url = urlsplit(s.rest_advertised_url)
+        if not url.hostname:
+            raise ValueError(
+                f"rest.advertised.url {s.rest_advertised_url!r} has no host; "
+                "write it as http(s)://<host>:<port>"
+            )
+        host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
+        return f"{host}:{url.port or port}"
+    host = s.rest_bind[0]
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.getfqdn()
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def rest_server(s: WorkerSettings) -> RestServer:
     """The REST listener as configured, refusing an unauthenticated one beyond loopback: any
     caller of the API can run connectors that connect anywhere with the worker's secrets."""
@@ -284,7 +306,7 @@ class Daemon:
             self.store.start()
             self.server = rest_server(s)
             self.metrics_server = metrics_server(s)
-            worker_id = f"{s.rest_bind[0]}:{self.server.port}"
+            worker_id = advertised_id(s, self.server.port)
             if s.mode == "distributed":
                 from worker.distributed.herder import DistributedHerder
 

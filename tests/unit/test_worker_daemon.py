@@ -141,3 +141,26 @@ def test_setup_logging_installs_one_handler() -> None:
         for h in saved[0]:
             root.addHandler(h)
         root.setLevel(saved[1])
+
+
+def test_worker_id_is_the_address_other_workers_reach() -> None:
+    """Forwarded calls (signals in distributed mode) go to the worker id."""
+    import socket
+
+    import pytest
+    from pydantic import ValidationError
+
+    from worker.config import WorkerSettings
+    from worker.daemon import advertised_id
+
+    def settings(**kw: object) -> WorkerSettings:
+        return WorkerSettings.model_validate(kw)
+
+    assert advertised_id(settings(**{"rest.host": "10.0.0.5"}), 8083) == "10.0.0.5:8083"
+    assert advertised_id(settings(**{"rest.host": "0.0.0.0"}), 8083) == f"{socket.getfqdn()}:8083"
+    assert advertised_id(settings(**{"rest.host": "::1"}), 8083) == "[::1]:8083"
+    url = {"rest.host": "0.0.0.0", "rest.advertised.url": "https://connect-1.example:9443"}
+    assert advertised_id(settings(**url), 8083) == "connect-1.example:9443"
+    assert advertised_id(settings(**{"rest.advertised.url": "http://w2"}), 8083) == "w2:8083"
+    with pytest.raises(ValidationError, match=r"http\(s\)://<host>:<port>"):
+        settings(**{"rest.advertised.url": "w2:8083"})
