@@ -127,7 +127,15 @@ class SchemaCache:
             row = self.session.execute("SELECT cluster_name FROM system.local").one()
             self.cluster_name = str(row.cluster_name)
         with self._lock:
-            changed = [t for i, t in by_id.items() if self.by_id.get(i) != t]
+            changed = []
+            for i, t in by_id.items():
+                known = self.by_id.get(i)
+                if known == t:
+                    # the same definition: keep the object, and the commit log readers compiled
+                    # for it (re-read every second: new objects would be compiled again)
+                    by_id[i] = known
+                else:
+                    changed.append(t)
             self.by_id = by_id
             self.by_name = {(t.keyspace, t.name): t for t in by_id.values()}
             self.cdc_keyspaces = {t.keyspace for t in by_id.values() if t.cdc}
