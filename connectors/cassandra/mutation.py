@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from cdc.errors import ConnectorError
 from connectors.cassandra.cqltypes import CqlType, CqlTypeError, decode_value
 from connectors.cassandra.rowcodec import (
     DELETION_TIME_EPOCH,
@@ -193,6 +194,8 @@ def decode_mutation(data: bytes, lookup: SchemaLookup) -> list[PartitionUpdate]:
                 if got is not None:
                     return [got[0]]
         return _decode_fast(data, lookup)
+    except ConnectorError:
+        raise  # from the schema lookup (a node that does not answer): not the bytes
     except Exception:  # the generic decoder says what is wrong
         return decode_mutation_generic(data, lookup)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from cdc.errors import RetriableError
 from connectors.cassandra.commitlog import (
     ChecksumMismatch,
     CommitLogError,
@@ -264,3 +265,19 @@ def test_compiled_row_readers_decode_exactly_as_the_generic_decoder(name: str) -
     assert damaged > 100  # the damaged copies did fail
     golden = next(t for t in fx.tables.values() if t.qualified == "golden.t")
     assert "partition" in golden.compiled  # the fast path did read it
+
+
+def test_a_failing_schema_lookup_is_asked_once() -> None:
+    """A lookup that fails (the node does not answer) is not retried by the generic decoder."""
+    fx = Fixture("plain")
+    end, _ = fx.golden()[0]
+    entry = next(e for e in iter_entries(fx.data, fx.file, limit=fx.limit) if e.end == end)
+    calls = []
+
+    def lookup(tid: uuid.UUID) -> TableDef | None:
+        calls.append(tid)
+        raise RetriableError("the Cassandra node does not answer")
+
+    with pytest.raises(RetriableError):
+        decode_mutation(entry.data, lookup)
+    assert len(calls) == 1
