@@ -351,3 +351,17 @@ def select_override(cfg: Config, name: str) -> str | None:
             f"snapshot.select.statement.overrides.{name} is not set"
         )
     return str(stmt).rstrip().rstrip(";")
+
+
+def plain_key_reader(positions: Sequence[int]) -> Callable[[Row], list[Any] | None]:
+    """:attr:`TableScan.key_of` for keys whose values are JSON as they are (integers,
+    strings; ``positions``: the key's columns in the row); None for a row whose key holds
+    anything else (binary, temporal, decimal: its table is read whole again after a crash)."""
+
+    def key(row: Row) -> list[Any] | None:
+        values = [row[i] for i in positions]
+        if all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in values):
+            return values
+        return None
+
+    return key

@@ -32,13 +32,20 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from cdc.config import Config
 from cdc.errors import FatalError
 from cdc.history import TableChange, TableChangeType
-from cdc.snapshot.driver import ResumePoint, TableScan, emit_scans, one_by_one, run_snapshot
+from cdc.snapshot.driver import (
+    ResumePoint,
+    TableScan,
+    emit_scans,
+    one_by_one,
+    plain_key_reader,
+    run_snapshot,
+)
 from cdc.snapshot.driver import select_override as _select_override
 from cdc.spi import SchemaChange, SnapshotSource, SourceContext, Table, TableId
 from connectors.mysql import connection as myconn
@@ -487,7 +494,7 @@ class SnapshotRun:
             offset,
             self._estimate(self.conn, tid),
             plan=query,
-            key_of=_key_reader(key) if in_key_order else None,
+            key_of=plain_key_reader(key) if in_key_order else None,
         )
 
     def _estimate(self, conn: Any, tid: TableId) -> int | None:
@@ -528,20 +535,6 @@ class SnapshotRun:
                 yield batch
         finally:
             cursor.close()
-
-
-def _key_reader(positions: list[int]) -> Callable[[Sequence[Any]], list[Any] | None]:
-    """A row's primary key for the snapshot offset, when its values are JSON as they are
-    (integers, strings); None otherwise (binary, temporal or decimal keys: the table is read
-    whole again after a crash)."""
-
-    def key(row: Sequence[Any]) -> list[Any] | None:
-        values = [row[i] for i in positions]
-        if all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in values):
-            return values
-        return None
-
-    return key
 
 
 def _keys(table: Table) -> str:

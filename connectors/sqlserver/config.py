@@ -141,6 +141,16 @@ SQLSERVER_FIELDS = ConfigDef(
             "replays, never misses one).",
         ),
         ConfigField(
+            "snapshot.resumable",
+            Kind.BOOLEAN,
+            True,
+            group="Snapshot",
+            doc="tidemark: tables whose primary key is integers and strings are read ORDER BY "
+            "the key; a snapshot killed half-way then resumes after the last acknowledged "
+            "batch (and skips tables already read) while the change tables hold its LSN. "
+            "false: an interrupted snapshot reads every table again.",
+        ),
+        ConfigField(
             "include.schema.changes",
             Kind.BOOLEAN,
             True,

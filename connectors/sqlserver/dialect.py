@@ -121,9 +121,26 @@ class Dialect:
         order = ", ".join(self.quote(c) for c in ("__$start_lsn", "__$seqval", "__$operation"))
         return f"SELECT * FROM cdc.{fn}(?, ?, N'all update old') ORDER BY {order}"
 
-    def snapshot_select(self, schema: str, table: str, columns: Sequence[str]) -> str:
+    def snapshot_select(
+        self, schema: str, table: str, columns: Sequence[str], key: Sequence[str] = ()
+    ) -> str:
+        """A table's rows; in ``key`` order when given (a resumable snapshot)."""
         cols = ", ".join(self.quote(c) for c in columns)
-        return f"SELECT {cols} FROM {self.table(schema, table)}"
+        order = f" ORDER BY {', '.join(self.quote(k) for k in key)}" if key else ""
+        return f"SELECT {cols} FROM {self.table(schema, table)}{order}"
+
+    def snapshot_select_after(
+        self, schema: str, table: str, columns: Sequence[str], key: Sequence[str]
+    ) -> str:
+        """The rows after a key, in key order (a resumed snapshot): ``(k1, k2) > (?, ?)``
+        written out as ``k1 > ? OR (k1 = ? AND k2 > ?)``, which T-SQL has no row comparison
+        for; the parameters are the key's prefixes, see :func:`after_key_args`."""
+        keys = [self.quote(k) for k in key]
+        terms = []
+        for i, k in enumerate(keys):
+            terms.append("(" + " AND ".join([*(f"{e} = ?" for e in keys[:i]), f"{k} > ?"]) + ")")
+        base = self.snapshot_select(schema, table, columns)
+        return f"{base} WHERE {' OR '.join(terms)} ORDER BY {', '.join(keys)}"
 
     def reselect(
         self, schema: str, table: str, key_columns: Sequence[str], columns: Sequence[str], rows: int
@@ -146,6 +163,11 @@ class Dialect:
 class StandinDialect(Dialect):
     def lock_exclusive(self, schema: str, table: str) -> str:
         return f"LOCK TABLE {self.table(schema, table)} IN EXCLUSIVE MODE"
+
+
+def after_key_args(after: Sequence[object]) -> list[object]:
+    """The parameters of :meth:`Dialect.snapshot_select_after` for the key ``after``."""
+    return [v for i in range(len(after)) for v in after[: i + 1]]
 
 
 TSQL = Dialect("tsql", "[", "]", _TSQL_ISOLATION)

@@ -16,6 +16,13 @@ Several databases (``database.names``): one transaction per database, all opened
 first row is read, each with its own maximum LSN read first; every row carries the offset
 holding all of them (:mod:`connectors.sqlserver.databases`). A database added to the list
 later is snapshotted on its own by :func:`snapshot_added` while streaming starts.
+
+An interrupted snapshot resumes (``snapshot.resumable``, :mod:`cdc.snapshot.driver`): each
+table with a primary key is read in key order, the restart skips the tables read whole and
+reads the current one after the stored key. Table names in the offset include the database,
+so the point is per database; it is used only when every database streams from the
+interrupted attempt's position (its change tables still hold it), else every table is read
+again.
 """
 
 from __future__ import annotations
@@ -30,11 +37,20 @@ from typing import Any
 
 from cdc.config import Config
 from cdc.history.store import TableChange, TableChangeType
-from cdc.snapshot.driver import Row, TableScan, one_by_one, run_snapshot, select_override
+from cdc.snapshot.driver import (
+    ResumePoint,
+    Row,
+    TableScan,
+    one_by_one,
+    plain_key_reader,
+    run_snapshot,
+    select_override,
+)
 from cdc.spi import SchemaChange, SnapshotSource, SourceContext, Table, TableId
 from connectors.sqlserver.config import database_names
 from connectors.sqlserver.connection import connect, dialect_of
 from connectors.sqlserver.databases import DatabasePositions, offset_of, split_offset
+from connectors.sqlserver.dialect import after_key_args
 from connectors.sqlserver.offsets import Lsn, SqlServerPosition
 from connectors.sqlserver.positions import position_lost
 from connectors.sqlserver.schema import (
@@ -90,6 +106,8 @@ class SqlServerSnapshotSteps:
         self.mode = cfg["snapshot.isolation.mode"]
         self.structures: dict[TableId, Table] = {}
         self.registered: dict[TableId, Table] = {}
+        #: a database streams from this snapshot's position, not the earlier attempt's
+        self._fell_back = False
 
     @property
     def positions(self) -> dict[str, SqlServerPosition]:
@@ -171,8 +189,15 @@ class SqlServerSnapshotSteps:
                 pos.commit_lsn if pos else None,
                 lost,
             )
+            self._fell_back = True
             chosen[db.name] = db.pos
         return offset_of(self.cfg, chosen)
+
+    def may_resume(self) -> bool:
+        """An interrupted snapshot resumes only when every database streams from its
+        position (the change tables still hold it): the changes since are replayed on the
+        rows it read before the crash."""
+        return not self._fell_back
 
     def _offset(self) -> dict[str, Any]:
         """The offset of this snapshot's records."""
@@ -224,12 +249,25 @@ class SqlServerSnapshotSteps:
             db = str(tid.catalog)
             # snapshot.select.statement.overrides.<[database.]schema.table>: the user's
             # SELECT, giving the captured columns in the table's order
-            sql = select_override(self.cfg, f"{db}.{tid.schema}.{tid.table}")
-            sql = sql or select_override(self.cfg, f"{tid.schema}.{tid.table}")
-            sql = sql or self.dialect.snapshot_select(
-                tid.schema or "dbo", tid.table, table.column_names()
+            override = select_override(self.cfg, f"{db}.{tid.schema}.{tid.table}")
+            override = override or select_override(self.cfg, f"{tid.schema}.{tid.table}")
+            # an added database's snapshot is never resumed (it has no position yet)
+            keyed = bool(table.primary_key) and not override and self.others is None
+            key = table.primary_key if keyed and self.cfg["snapshot.resumable"] else []
+            sql = override or self.dialect.snapshot_select(
+                tid.schema or "dbo", tid.table, table.column_names(), key
             )
-            out.append(TableScan(table, self._source(tid, ts), offset, None, plan=(db, sql)))
+            positions = [table.column_names().index(k) for k in key]
+            out.append(
+                TableScan(
+                    table,
+                    self._source(tid, ts),
+                    offset,
+                    None,
+                    plan=(db, sql),
+                    key_of=plain_key_reader(positions) if key else None,
+                )
+            )
         return out
 
     def read(self, scans: list[TableScan]) -> Iterator[tuple[TableScan, Sequence[Row] | None]]:
@@ -262,7 +300,17 @@ class SqlServerSnapshotSteps:
         db, sql = scan.plan
         cur = next(d for d in self.dbs if d.name == db).conn.cursor()
         try:
-            cur.execute(sql)
+            if scan.after is not None and scan.key_of is not None:
+                table = scan.table
+                sql = self.dialect.snapshot_select_after(
+                    table.id.schema or "dbo",
+                    table.id.table,
+                    table.column_names(),
+                    table.primary_key,
+                )
+                cur.execute(sql, after_key_args(scan.after))
+            else:
+                cur.execute(sql)
             while batch := cur.fetchmany(size):
                 yield [tuple(r) for r in batch]
         finally:
@@ -298,8 +346,9 @@ class SqlServerSnapshot(SnapshotSource):
         self, ctx: SourceContext, previous_offset: Mapping[str, Any] | None, include_data: bool
     ) -> dict[str, Any]:
         steps = SqlServerSnapshotSteps(self.cfg, ctx, include_data)
+        resume = ResumePoint.of(previous_offset)
         with self.hold():
-            offset = run_snapshot(ctx, steps, include_data=include_data)
+            offset = run_snapshot(ctx, steps, include_data=include_data, resume=resume)
         self.registered.update(steps.registered)
         return offset
 

@@ -2,7 +2,8 @@
 
     python -m tests.integration.engine_child SPEC.json
 
-SPEC: {"kind": "memory" | "postgres" | "mysql", "config": {...}, "bootstrap": "...",
+SPEC: {"kind": "memory" | "postgres" | "mysql" | "sqlserver" | "mongodb",
+       "config": {...}, "bootstrap": "...",
        "offsets": {"file": path} | {"kafka_topic": name}, "exactly_once": bool,
        "memory": {"transactions": N, "rows_per_tx": k}, "hold_after_chunks": N,
        "hold_after_snapshot_rows": N}
@@ -122,6 +123,14 @@ def main(spec_path: str) -> None:
         from connectors.mysql import MySqlConnector
 
         connector = MySqlConnector(cfg)
+    elif spec["kind"] == "sqlserver":
+        from connectors.sqlserver import SqlServerConnector
+
+        connector = SqlServerConnector(cfg)
+    elif spec["kind"] == "mongodb":
+        from connectors.mongodb import MongoDbConnector
+
+        connector = MongoDbConnector(cfg)
     else:
         from connectors.postgres import PostgresConnector
 

@@ -111,6 +111,11 @@ def kill_mid_snapshot_and_resume(db: Db, tmp_path: Path) -> None:
             alive(proc)
             assert time.monotonic() < deadline, f"stored offset {stored(offsets, cfg)}"
             time.sleep(0.05)
+        # that is a row of batch 2 acknowledged, not yet all of it: the held child sends it all
+        while len(read_all(h.kafka, h.topic(cfg, "b_big"), "read_uncommitted")) < 2 * BATCH:
+            alive(proc)
+            assert time.monotonic() < deadline, "batch 2 never reached the topic"
+            time.sleep(0.1)
     finally:
         proc.kill()  # SIGKILL
         proc.communicate()

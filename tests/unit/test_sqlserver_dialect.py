@@ -16,7 +16,8 @@ from connectors.sqlserver.dialect import STANDIN, TSQL, Dialect
 #: arguments for the statement builders that take some
 SAMPLE_ARGS: dict[str, tuple[Any, ...]] = {
     "changes": ("dbo_customers",),
-    "snapshot_select": ("dbo", "customers", ["id", "first name"]),
+    "snapshot_select": ("dbo", "customers", ["id", "first name"], ["id"]),
+    "snapshot_select_after": ("dbo", "customers", ["id", "region", "v"], ["id", "region"]),
     "set_isolation": ("snapshot",),
     "lock_exclusive": ("dbo", "customers"),
     "reselect": ("dbo", "customers", ["id", "region"], ["notes"], 2),
@@ -81,3 +82,18 @@ def test_standin_differs_only_at_the_seam() -> None:
     }
     assert differ == {"set_isolation", "lock_exclusive"}
     assert STANDIN.lock_exclusive("dbo", "t") == 'LOCK TABLE "dbo"."t" IN EXCLUSIVE MODE'
+
+
+def test_resumed_snapshot_reads_after_the_key_in_key_order() -> None:
+    """A composite key ``(a, b) > (1, 'x')`` as T-SQL can say it, parameters in order."""
+    from connectors.sqlserver.dialect import after_key_args
+
+    sql = TSQL.snapshot_select_after("dbo", "t", ["a", "b", "v"], ["a", "b"])
+    assert sql == (
+        "SELECT [a], [b], [v] FROM [dbo].[t] WHERE ([a] > ?) OR ([a] = ? AND [b] > ?) "
+        "ORDER BY [a], [b]"
+    )
+    assert after_key_args([1, "x"]) == [1, 1, "x"]
+    assert (
+        TSQL.snapshot_select("dbo", "t", ["a"], ["a"]) == "SELECT [a] FROM [dbo].[t] ORDER BY [a]"
+    )
