@@ -47,15 +47,23 @@ class OffsetWriter:
         #: while a snapshot runs: where streaming must start if it is interrupted; stored
         #: with every snapshot row offset (see ``stored_form``)
         self.snapshot_origin: dict[str, Any] | None = None
+        #: while a snapshot that resumes an interrupted one runs: how far that one got
+        #: (``cdc.snapshot.driver.ResumePoint.fields``), until this one's rows say more
+        self.snapshot_resume: dict[str, Any] | None = None
 
     def stored_form(self, offset: dict[str, Any]) -> dict[str, Any]:
         """The offset as stored: a snapshot row's offset carries the snapshot's resume
         position, so a restart after any commit during the snapshot still knows it (once per
-        commit, not per record)."""
+        commit, not per record). An offset of the snapshot that is not a row's (a schema
+        change recorded before the rows) keeps the interrupted attempt's progress, so a crash
+        then does not lose it."""
         origin = self.snapshot_origin
         if origin is None or not offset.get("snapshot"):
             return offset
-        return {**offset, "snapshot_origin": origin}
+        stored = {**offset, "snapshot_origin": origin}
+        if self.snapshot_resume is not None and "snapshot_table" not in offset:
+            stored.update(self.snapshot_resume)
+        return stored
 
     def track(self, offset: dict[str, Any]) -> None:
         """The offset of the newest record handed to the producer (or skipped)."""

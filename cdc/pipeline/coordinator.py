@@ -299,6 +299,7 @@ class SourceCoordinator:
             marker.update(self._resume.fields())
         self.store.put(self.name, self.writer.partition, marker)
         self.writer.snapshot_origin = resume
+        self.writer.snapshot_resume = self._resume.fields() if self._resume else None
         log.info("%s: snapshot under way; resume position %s recorded", self.name, resume)
         return dict(resume)
 
@@ -310,6 +311,7 @@ class SourceCoordinator:
             if self.stopping.is_set() or self.dispatcher.stop_event.is_set():
                 return
         self.writer.snapshot_origin = None
+        self.writer.snapshot_resume = None
 
     # -- task thread --------------------------------------------------------------------------
     def serve_store_request(self, commit: Callable[[], None]) -> None:
