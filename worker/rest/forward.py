@@ -50,7 +50,8 @@ def forward(
 ) -> tuple[int, Any]:
     """Send the call to ``worker_id``; its status and JSON body. :class:`Unreachable` when
     it does not answer."""
-    url = f"{settings.rest_scheme}://{worker_id}{quote(path)}?forward=false"
+    # the path as received, still percent-encoded: quoting again would turn %2F into %252F
+    url = f"{settings.rest_scheme}://{worker_id}{quote(path, safe='/%')}?forward=false"
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if authorization:
         headers["Authorization"] = authorization
