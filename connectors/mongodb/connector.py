@@ -117,31 +117,30 @@ class MongoDbConnector(Connector):
     @cached_property
     def per_shard(self) -> bool:
         """Whether the cluster is read shard by shard (see :mod:`connectors.mongodb.shards`):
-        the configured server lists shards and is a configuration server, or a mongos where
-        the capture mode or ``mongodb.connection.mode`` asks for it."""
+        the configured server lists shards in ``config.shards`` and is not a mongos, or is a
+        mongos where the capture mode or ``mongodb.connection.mode`` asks for it."""
+        reply = hello(self.client)
+        mongos = reply.get("msg") == "isdbgrid"
+        if mongos and self.mode != "oplog" and self.config["mongodb.connection.mode"] == "sharded":
+            return False  # one change stream through the mongos: no shard list needed
         try:
-            listed = bool(self.shard_list())
+            return bool(self.shard_list())
         except OperationFailure as exc:
-            if exc.code == 13:  # Unauthorized
+            # A plain replica set's users need no access to the config database; a mongos or
+            # a configuration server without it cannot be read shard by shard.
+            if exc.code == 13 and (mongos or bool(reply.get("configsvr"))):  # Unauthorized
                 raise ConfigError(
                     [
                         (
                             "mongodb.user",
                             f"user {self.config.get('mongodb.user')!r} cannot read "
-                            f"config.shards ({exc}); a sharded cluster needs the read role on "
-                            "the config database (the seed's clusterMonitor/read roles)",
+                            f"config.shards ({exc}); a sharded cluster read shard by shard "
+                            "needs the read role on the config database (the seed's "
+                            "clusterMonitor/read roles)",
                         )
                     ]
                 ) from exc
             return False
-        if not listed:
-            return False
-        mongos = hello(self.client).get("msg") == "isdbgrid"
-        return (
-            not mongos
-            or self.mode == "oplog"
-            or self.config["mongodb.connection.mode"] == "replica_set"
-        )
 
     def shard_list(self) -> list[Shard]:
         return list_shards(self.client)
