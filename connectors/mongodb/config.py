@@ -142,6 +142,16 @@ MONGODB_FIELDS = ConfigDef(
             doc="Collections copied in parallel during a snapshot.",
         ),
         ConfigField(
+            "snapshot.resumable",
+            Kind.BOOLEAN,
+            True,
+            group="Snapshot",
+            doc="tidemark: copy each collection sorted by _id, so a snapshot killed half-way "
+            "resumes after the last acknowledged batch (collections copied whole are skipped) "
+            "while the oplog holds its position; integer, string and ObjectId _ids only. "
+            "false: an interrupted snapshot copies every collection again.",
+        ),
+        ConfigField(
             "snapshot.fetch.size",
             Kind.INT,
             0,

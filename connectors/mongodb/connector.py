@@ -255,6 +255,7 @@ class MongoDbConnector(Connector):
                 c["snapshot.include.collection.list"],
                 snapshot_filters(dict(c.values), dict(self.raw_config)),
                 self._holders(),
+                c["snapshot.resumable"],
             )
 
         return MongoSnapshot(steps)

@@ -2,10 +2,20 @@
 position read *before* the copy (a change stream's resume token, or the newest oplog entry),
 so a write made during the copy is both possibly in the copy and streamed afterwards: replayed
 on top, it converges; nothing is lost. Collections are read in parallel with
-``snapshot.max.threads``."""
+``snapshot.max.threads``.
+
+An interrupted snapshot resumes (``snapshot.resumable``, :mod:`cdc.snapshot.driver`): each
+collection is read sorted by ``_id``, the restart skips the collections read whole and reads
+the current one with ``{"_id": {"$gt": <stored _id>}}``, only while the oplog still holds the
+interrupted attempt's position. The stored ``_id`` is JSON: integers and strings as they are,
+an ObjectId as ``{"$oid": hex}``; any other ``_id`` type is not stored (the collection is read
+whole again). ``$gt`` compares within one BSON type class only, so a collection whose ``_id``
+values are of several classes is read whole again too. A collection spread over several
+servers (a cluster read shard by shard) is not read in ``_id`` order: read whole again."""
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import re
@@ -14,7 +24,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from cdc.snapshot.driver import Row, TableScan, in_batches, one_by_one, run_snapshot
+from bson import Decimal128, ObjectId
+
+from cdc.snapshot.driver import (
+    ResumePoint,
+    Row,
+    TableScan,
+    in_batches,
+    one_by_one,
+    run_snapshot,
+)
 from cdc.spi import Operation, SnapshotSource, SourceContext, TableId
 from connectors.mongodb.connection import Client
 from connectors.mongodb.events import Change, Shapes
@@ -39,6 +58,7 @@ class MongoSnapshotSteps:
         only: Sequence[str] = (),
         filters: Mapping[str, Mapping[str, Any]] | None = None,
         holders: Sequence[Client] | None = None,
+        resumable: bool = True,
     ) -> None:
         #: the servers holding the documents: the one server, or each shard of a cluster
         #: read shard by shard whose configuration server holds none
@@ -56,6 +76,10 @@ class MongoSnapshotSteps:
         self.fetch_size = fetch_size
         self.ids: list[TableId] = []
         self.at: dict[str, Any] = {}
+        #: read each collection in _id order (one server holds it all)
+        self.in_key_order = resumable and len(self.holders) == 1
+        #: streaming starts at this snapshot's position, not the interrupted attempt's
+        self._fell_back = False
 
     def prepare(self) -> None:
         return None
@@ -100,8 +124,14 @@ class MongoSnapshotSteps:
                 clean,
                 self.at,
             )
+            self._fell_back = True
             return dict(self.at)
         return clean
+
+    def may_resume(self) -> bool:
+        """An interrupted snapshot resumes only when streaming starts at its position (the
+        oplog still holds it): the changes since are replayed on the documents read before."""
+        return not self._fell_back
 
     def scans(self) -> list[TableScan]:
         out = []
@@ -114,15 +144,26 @@ class MongoSnapshotSteps:
             estimate = sum(
                 h[tid.catalog][tid.table].estimated_document_count() for h in self.holders
             )
-            out.append(TableScan(table, source, {**self.at, "snapshot": True}, estimate))
+            offset = {**self.at, "snapshot": True}
+            key_of = id_of if self.in_key_order else None
+            out.append(TableScan(table, source, offset, estimate, key_of=key_of))
         return out
 
     def _rows(self, scan: TableScan) -> Iterator[list[Row]]:
         db, coll = scan.id.catalog, scan.id.table
         assert db is not None
-        query = self.filters.get(f"{db}.{coll}", {})
+        query: Mapping[str, Any] = self.filters.get(f"{db}.{coll}", {})
+        order = None
+        if scan.key_of is not None:
+            order = [("_id", 1)]
+            if scan.after is not None and not one_id_class(self.holders[0][db][coll], scan.after):
+                log.info("%s.%s: _id values of several types, read whole again", db, coll)
+                scan.after = None
+            if scan.after is not None:
+                after = {"_id": {"$gt": _decode_id(scan.after[0])}}
+                query = {"$and": [query, after]} if query else after
         for holder in self.holders:
-            cursor = holder[db][coll].find(query, batch_size=self.fetch_size)
+            cursor = holder[db][coll].find(query, batch_size=self.fetch_size, sort=order)
             try:
                 yield from in_batches(
                     (
@@ -187,6 +228,49 @@ class MongoSnapshotSteps:
         return None
 
 
+def id_of(row: Row) -> list[Any] | None:
+    """A document's ``_id`` for the snapshot offset, from the row's key (strict extended
+    JSON): an integer or string as it is, an ObjectId as ``{"$oid": hex}``, else None."""
+    value = json.loads(row[0])
+    if isinstance(value, dict):
+        if set(value) == {"$oid"}:
+            return [{"$oid": str(value["$oid"])}]
+        if set(value) == {"$numberLong"}:
+            return [int(value["$numberLong"])]
+        return None
+    if isinstance(value, (int, str)) and not isinstance(value, bool):
+        return [value]
+    return None
+
+
+def _decode_id(value: Any) -> Any:
+    """The stored ``_id`` back as the driver's value (see :func:`_id_of`)."""
+    if isinstance(value, dict) and set(value) == {"$oid"}:
+        return ObjectId(value["$oid"])
+    return value
+
+
+def _id_class(value: Any) -> str:
+    """The BSON comparison class of an _id (``$gt`` compares within one class only)."""
+    if isinstance(value, (int, float, Decimal128)) and not isinstance(value, bool):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return type(value).__name__
+
+
+def one_id_class(coll: Any, after: Sequence[Any]) -> bool:
+    """Whether every _id of ``coll`` is of the stored key's type class (``$gt`` sees no
+    other): the lowest and the highest _id are, and BSON sorts type classes one after the
+    other."""
+    want = _id_class(_decode_id(after[0]))
+    for direction in (1, -1):
+        for doc in coll.find({}, {"_id": 1}, sort=[("_id", direction)], limit=1):
+            if _id_class(doc.get("_id")) != want:
+                return False
+    return True
+
+
 class MongoSnapshot(SnapshotSource):
     def __init__(self, make_steps: Callable[[SourceContext], MongoSnapshotSteps]) -> None:
         self.make_steps = make_steps
@@ -194,4 +278,5 @@ class MongoSnapshot(SnapshotSource):
     def execute(
         self, ctx: SourceContext, previous_offset: Mapping[str, Any] | None, include_data: bool
     ) -> dict[str, Any]:
-        return run_snapshot(ctx, self.make_steps(ctx), include_data=include_data)
+        resume = ResumePoint.of(previous_offset)
+        return run_snapshot(ctx, self.make_steps(ctx), include_data=include_data, resume=resume)

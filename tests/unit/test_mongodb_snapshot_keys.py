@@ -1,0 +1,35 @@
+"""The ``_id`` a resumable MongoDB snapshot stores in its offset: JSON that reads back as the
+same ``_id`` (integers, strings, ObjectIds), or none for a type it could not compare after."""
+
+from __future__ import annotations
+
+import json
+
+from bson import Binary, Decimal128, ObjectId
+
+from connectors.mongodb.extjson import key_id
+from connectors.mongodb.snapshot import _decode_id, _id_class, id_of
+
+
+def stored(document_id: object) -> object:
+    """The key as the offset stores it (through JSON) for a row with that ``_id``."""
+    key = id_of((key_id(document_id), "{}", None, None))
+    return None if key is None else json.loads(json.dumps(key))
+
+
+def test_integers_strings_and_object_ids_read_back_as_the_same_id() -> None:
+    oid = ObjectId()
+    for value in (7, -3, 2**40, "k1", "", oid):
+        key = stored(value)
+        assert isinstance(key, list) and _decode_id(key[0]) == value
+    assert stored(oid) == [{"$oid": str(oid)}]
+
+
+def test_other_id_types_are_not_stored() -> None:
+    for value in (1.5, Decimal128("1.1"), Binary(b"\x01"), {"a": 1}, True):
+        assert stored(value) is None, value
+
+
+def test_numbers_are_one_class_for_gt() -> None:
+    assert _id_class(1) == _id_class(2.5) == _id_class(Decimal128("3")) == "number"
+    assert _id_class("a") != _id_class(ObjectId()) != _id_class(1)
