@@ -4,11 +4,12 @@ same ``_id`` (integers, strings, ObjectIds), or none for a type it could not com
 from __future__ import annotations
 
 import json
+from typing import Any, cast
 
 from bson import Binary, Decimal128, ObjectId
 
 from connectors.mongodb.extjson import key_id
-from connectors.mongodb.snapshot import _decode_id, _id_class, id_of
+from connectors.mongodb.snapshot import MongoSnapshotSteps, _decode_id, _id_class, id_of
 
 
 def stored(document_id: object) -> object:
@@ -33,3 +34,31 @@ def test_other_id_types_are_not_stored() -> None:
 def test_numbers_are_one_class_for_gt() -> None:
     assert _id_class(1) == _id_class(2.5) == _id_class(Decimal128("3")) == "number"
     assert _id_class("a") != _id_class(ObjectId()) != _id_class(1)
+
+
+def steps(available: bool, holders: int = 1) -> MongoSnapshotSteps:
+    at = {"sec": 20, "ord": 1}
+    return MongoSnapshotSteps(
+        cast(Any, None),
+        cast(Any, None),
+        cast(Any, None),
+        "rs0",
+        lambda: at,
+        lambda offset: available,
+        1,
+        0,
+        holders=[cast(Any, object()) for _ in range(holders)],
+    )
+
+
+def test_a_snapshot_resumes_only_while_the_oplog_holds_the_first_attempts_position() -> None:
+    for available in (True, False):
+        s = steps(available)
+        s.position()
+        start = s.handover({"sec": 10, "ord": 1, "snapshot": True})
+        assert s.may_resume() is available
+        assert start == ({"sec": 10, "ord": 1} if available else {"sec": 20, "ord": 1})
+
+
+def test_a_collection_on_several_servers_is_not_read_in_id_order() -> None:
+    assert steps(True).in_key_order and not steps(True, holders=2).in_key_order
