@@ -3,7 +3,8 @@
     .venv/bin/tidemark dev up postgres kafka
     .venv/bin/python -m bench.pg_drain [--rows 1000000]
 
-Two slots are created at the same LSN, then N single-row transactions are committed. Each
+Two slots are created at the same LSN, then N rows are inserted, ``--per-tx`` (default 1) per
+committed transaction. Each
 contender drains the same backlog from its own slot up to the same end LSN:
 
 - ``pg_recvlogical`` (pgoutput, same publication) writing to /dev/null: decoding and the
@@ -45,7 +46,7 @@ def dsn(env: dict[str, str], db: str) -> str:
     )
 
 
-def prepare(env: dict[str, str], db: str, rows: int) -> tuple[str, str, int]:
+def prepare(env: dict[str, str], db: str, rows: int, per_tx: int = 1) -> tuple[str, str, int]:
     with psycopg.connect(dsn(env, "postgres"), autocommit=True) as c:
         c.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
         c.execute(f'CREATE DATABASE "{db}"')
@@ -59,22 +60,23 @@ def prepare(env: dict[str, str], db: str, rows: int) -> tuple[str, str, int]:
         c.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot_tm,))
         c.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (slot_recv,))
         c.execute("""
-            CREATE PROCEDURE load(n int) LANGUAGE plpgsql AS $$
+            CREATE PROCEDURE load(n int, k int) LANGUAGE plpgsql AS $$
             BEGIN
               FOR i IN 1..n LOOP
                 INSERT INTO items (name, price, qty) VALUES ('item ' || i, i * 0.01, i % 100);
-                COMMIT;
+                IF i % k = 0 THEN COMMIT; END IF;
               END LOOP;
+              COMMIT;
             END $$""")
         c.execute("SET synchronous_commit = off")
         t0 = time.monotonic()
-        c.execute("CALL load(%s)", (rows,))
+        c.execute("CALL load(%s, %s)", (rows, per_tx))
         row = c.execute(
             "SELECT pg_current_wal_lsn()::text, pg_current_wal_lsn() - '0/0'"
         ).fetchone()
         assert row is not None
         print(
-            f"loaded {rows} single-row transactions in {time.monotonic() - t0:.1f} s",
+            f"loaded {rows} rows, {per_tx} per transaction, in {time.monotonic() - t0:.1f} s",
             file=sys.stderr,
         )
     return slot_tm, slot_recv, int(row[1])
@@ -146,10 +148,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument(
+        "--per-tx", type=int, default=1, help="rows per transaction (W1b-like drains: 100)"
+    )
     args = parser.parse_args(argv)
     env = pg_env()
     db = f"bench_{uuid.uuid4().hex[:6]}"
-    slot_tm, slot_recv, end_lsn = prepare(env, db, args.rows)
+    slot_tm, slot_recv, end_lsn = prepare(env, db, args.rows, args.per_tx)
     try:
         limit = run_pg_recvlogical(env, db, slot_recv, end_lsn)
         ours = run_tidemark(env, db, slot_tm, end_lsn)
@@ -164,7 +169,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             c.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
     n = args.rows
     report: dict[str, Any] = {"rows": n}
-    print(f"\nPostgreSQL backlog drain, {n} single-row transactions")
+    print(f"\nPostgreSQL backlog drain, {n} rows, {args.per_tx} per transaction")
     print(f"{'contender':<16}{'wall s':>9}{'events/s':>12}{'CPU-s/1M':>11}{'peak RSS MB':>13}")
     for name, r in (("pg_recvlogical", limit), ("tidemark", ours)):
         eps = n / r["wall_s"]
