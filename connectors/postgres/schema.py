@@ -209,6 +209,8 @@ class RowGuard:
 
     def admit(self, values: list[Any]) -> Table | None:
         """None when the registered table fits ``values``, else the table to register."""
+        if not self.enums and (not self.required or None not in values):
+            return None  # the common case, once per row: nothing to look at
         nulls: list[int] = []
         if self.required and None in values:
             nulls = [i for i in self.required if values[i] is None]

@@ -616,9 +616,12 @@ class _StreamState:
         for values in images:
             table = None if values is None else guard.admit(values)
             if table is not None:
-                entry = self.relations[relation_oid]
-                self.relations[relation_oid] = (table, entry[1], entry[2])
-                self.ctx.register_table(table)
+                self._register_again(relation_oid, table)
+
+    def _register_again(self, relation_oid: int, table: Table) -> None:
+        entry = self.relations[relation_oid]
+        self.relations[relation_oid] = (table, entry[1], entry[2])
+        self.ctx.register_table(table)
 
     def _row_position(
         self, relation_oid: int, lsn: int
@@ -665,8 +668,11 @@ class _StreamState:
     def insert(self, relation_oid: int, new: list[Any], lsn: int) -> None:
         position = self._row_position(relation_oid, lsn)
         if position is not None:
-            if relation_oid in self.guards:
-                self._admit(relation_oid, new)
+            guard = self.guards.get(relation_oid)
+            if guard is not None:
+                table = guard.admit(new)
+                if table is not None:
+                    self._register_again(relation_oid, table)
             tid, source, offset = position
             self.emit_row(_CREATE, tid, None, new, source, offset, self.xid_text)
 
