@@ -218,6 +218,26 @@ def test_wide_numerics_in_precise_mode_are_exact() -> None:
         assert fn(text).as_tuple().exponent == -scale
 
 
+def test_fixed_scale_numerics_carry_the_column_scale_whatever_the_text() -> None:
+    """Text with the column's digits is taken as it is; any other text is quantized: the
+    record (and the unscaled bytes Connect's Decimal writes) is the same either way."""
+    for precision, scale, text, expected in (
+        (10, 2, "12.34", "12.34"),
+        (10, 2, "-0.10", "-0.10"),
+        (10, 2, "12.3", "12.30"),
+        (10, 2, "12", "12.00"),
+        (10, 2, "1E+1", "10.00"),
+        (5, 0, "42", "42"),
+        (5, 0, "42.", "42"),
+        (5, 0, "4.2E+1", "42"),
+        (3, 3, "0.125", "0.125"),
+        (3, 3, ".5", "0.500"),
+    ):
+        _, fn = conv(t.NUMERIC, (precision << 16 | scale) + 4)
+        value = fn(text)
+        assert str(value) == expected and value.as_tuple().exponent == -scale, text
+
+
 def test_geometric_types_are_not_arrays() -> None:
     """box and lseg have typelem point, line float8: they used to be parsed as arrays and
     every event failed. Like Debezium they are unknown types (omitted, or the text as bytes
