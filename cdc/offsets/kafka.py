@@ -161,6 +161,11 @@ _LEADER_MOVING = (
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
+    # a topic created a moment ago: the broker's metadata lags the leader epoch the client
+    # already saw ("Leader epoch is newer than broker epoch"; seen failing a worker's start)
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.OFFSET_NOT_AVAILABLE,
 )
 
 

@@ -265,3 +265,15 @@ def test_no_files_means_no_offsets(tmp_path: Path) -> None:
     assert s.all("c") == []
     s.put("c", {"p": 1}, {"gen": 1})
     assert (tmp_path / "sub" / "dir" / "o.json").exists()
+
+
+def test_leadership_still_settling_after_a_topic_is_created_is_retried() -> None:
+    """A worker failed to start on UNKNOWN_LEADER_EPOCH from a status topic created a moment
+    before ("Leader epoch is newer than broker epoch"): it settles within moments."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from cdc.offsets.kafka import _worth_retrying
+
+    for code in (KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.LEADER_NOT_AVAILABLE):
+        assert _worth_retrying(KafkaException(KafkaError(code)))
+    assert not _worth_retrying(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)))
