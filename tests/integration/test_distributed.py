@@ -367,9 +367,18 @@ def cluster(
 
 
 def start_workers(c: Cluster, group: str, n: int, **extra: str) -> list[Worker]:
-    workers = [Worker(c, f"{group}-w{i}", group, **extra) for i in range(n)]
-    for w in workers:
-        wait_for(w.healthy, 60, f"{w.id} healthy")
+    """``n`` healthy workers; if one does not get there, the others are ended before the
+    failure is raised (a test's own cleanup has not begun yet: they would outlive it)."""
+    workers: list[Worker] = []
+    try:
+        for i in range(n):
+            workers.append(Worker(c, f"{group}-w{i}", group, **extra))
+        for w in workers:
+            wait_for(w.healthy, 60, f"{w.id} healthy")
+    except BaseException:
+        for w in workers:
+            w.end()
+        raise
     return workers
 
 
