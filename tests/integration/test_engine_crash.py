@@ -76,6 +76,11 @@ def end_offset(kafka: str, topic: str) -> int:
         consumer.close()
 
 
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    proc.kill()
+    proc.communicate()
+
+
 def wait_for(
     kafka: str, topic: str, count: int, proc: subprocess.Popen[bytes], timeout: float = 120
 ) -> None:
@@ -84,7 +89,9 @@ def wait_for(
         if proc.poll() is not None:
             _, err = proc.communicate()
             raise AssertionError(f"child exited {proc.returncode}: {err.decode()[-3000:]}")
-        assert time.monotonic() < deadline, f"fewer than {count} records on {topic}"
+        if time.monotonic() > deadline:
+            _kill(proc)  # a timed-out child would outlive the test, holding its slot
+            raise AssertionError(f"fewer than {count} records on {topic}")
         time.sleep(0.05)
 
 
@@ -98,7 +105,9 @@ def wait_for_last_event(
         if proc.poll() is not None:
             _, err = proc.communicate()
             raise AssertionError(f"child exited {proc.returncode}: {err.decode()[-3000:]}")
-        assert time.monotonic() < deadline, f"the last event never reached {topic}"
+        if time.monotonic() > deadline:
+            _kill(proc)
+            raise AssertionError(f"the last event never reached {topic}")
         time.sleep(0.2)
 
 
