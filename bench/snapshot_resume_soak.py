@@ -30,8 +30,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from cdc.offsets.file import decode
 from tests.integration.test_engine_crash import finish, read_all, start
+from tests.integration.test_snapshot_resume import last_rows, stored
 from worker.dev.stack import Stack, default_home
 
 BATCH = 1024
@@ -68,29 +68,11 @@ def _harness(db: str, tmp: Path) -> Any:
     return MySqlHarness(minfo, kafka, f"soak_{uuid.uuid4().hex[:8]}", tmp)
 
 
-def _stored(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    partition = {"server": cfg["database.server.name"]}
-    return decode(path.read_bytes()).get(cfg["name"], partition) or {}
-
-
 def _progress(offset: dict[str, Any]) -> Any:
     """How far a snapshot got by its stored offset (changes when a later batch is stored)."""
     if not offset.get("snapshot"):
         return "done" if offset else None
     return (offset.get("snapshot_table"), offset.get("snapshot_after"))
-
-
-def _last_rows(events: list[dict[str, Any]]) -> dict[int, str]:
-    rows: dict[int, str] = {}
-    for e in events:
-        key = int((e["after"] or e["before"])["id"])
-        if e["after"] is None:
-            rows.pop(key, None)
-        else:
-            rows[key] = e["after"]["v"]
-    return rows
 
 
 class Writers:
@@ -166,12 +148,12 @@ def main(argv: list[str] | None = None) -> int:
             if mysql:
                 h.new_server_id(cfg)
             spec.write_text(json.dumps({**doc, "config": cfg, "flush_ms": args.flush_ms}))
-            before = _stored(offsets, cfg)
+            before = stored(offsets, cfg)
             proc = start(spec)
             deadline = time.monotonic() + 300
             # into the snapshot: this attempt stored a resume point past the last one (or
             # finished), then a random moment
-            while _progress(_stored(offsets, cfg)) == _progress(before):
+            while _progress(stored(offsets, cfg)) == _progress(before):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     _, err = proc.communicate()
                     print(err.decode()[-3000:], file=sys.stderr)
@@ -181,31 +163,31 @@ def main(argv: list[str] | None = None) -> int:
             proc.kill()
             _, err = proc.communicate()
             (tmp / f"attempt-{kill}.stderr").write_bytes(err)
-            stored = _stored(offsets, cfg)
-            if not stored.get("snapshot"):
+            point = stored(offsets, cfg)
+            if not point.get("snapshot"):
                 print(f"kill {kill}: the snapshot had finished; stopping the kills")
                 break
             print(
-                f"kill {kill}: stored resume point table={stored.get('snapshot_table')} "
-                f"after={stored.get('snapshot_after')}",
+                f"kill {kill}: stored resume point table={point.get('snapshot_table')} "
+                f"after={point.get('snapshot_after')}",
                 flush=True,
             )
         if mysql:
             h.new_server_id(cfg)
         spec.write_text(json.dumps({**doc, "config": cfg, "flush_ms": args.flush_ms}))
         proc = start(spec)
-        while "snapshot" in _stored(offsets, cfg) and proc.poll() is None:
+        while "snapshot" in stored(offsets, cfg) and proc.poll() is None:
             time.sleep(0.5)
         changes = writers.changes
     # writers stopped: the topic must converge to the table
     want = {int(k): v for k, v in h.sql("SELECT id, v FROM big")}
     deadline = time.monotonic() + 300
     events = read_all(h.kafka, topic, "read_uncommitted")
-    while _last_rows(events) != want and time.monotonic() < deadline and proc.poll() is None:
+    while last_rows(events) != want and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(2)
         events = read_all(h.kafka, topic, "read_uncommitted")
     finish(proc)
-    got = _last_rows(events)
+    got = last_rows(events)
     reads = Counter(int(e["after"]["id"]) for e in events if e["op"] == "r")
     again = sum(n - 1 for n in reads.values())
     missing = len(set(want) - set(got))
