@@ -13,12 +13,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.compare import debezium, mariadb, mariadb_runs, report
+from bench.compare import debezium, incremental, mariadb, mariadb_runs, report
 from bench.compare.common import RESULTS, ROOT, BenchError, Kafka, loadavg, stack_env
 from bench.compare.contenders import PRODUCER, PROFILES, Options
 from bench.compare.parity import KNOWN
-from bench.compare.runs import WORKLOADS, Ctx, ParityFailure
+from bench.compare.runs import WORKLOADS as RUNS_WORKLOADS
+from bench.compare.runs import Ctx, ParityFailure
 
+#: every PostgreSQL workload; W8 (incremental snapshot) lives in its own module
+WORKLOADS: dict[str, Callable[[Ctx], None]] = {
+    **RUNS_WORKLOADS,
+    "W8": incremental.incremental_workload,
+}
 DATABASES = ("postgres", "mariadb")
 
 
@@ -50,7 +56,7 @@ def plan(workloads: list[str], databases: list[str]) -> list[tuple[str, Callable
     return steps
 
 
-DEFAULT_WORKLOADS = "W7,W1,W1b,W2,W3,W5,W4"
+DEFAULT_WORKLOADS = "W7,W1,W1b,W2,W3,W5,W4,W8"
 DEFAULT_DATABASES = "postgres,mariadb"
 
 
@@ -102,6 +108,21 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--w5-batch", type=int, default=10, help="rows per transaction (10)")
     p.add_argument("--w5-connections", type=int, default=4, help="generator sessions (4)")
     p.add_argument("--idle-seconds", type=float, default=None, help="W7 idle time (10)")
+    p.add_argument(
+        "--w8-rows", type=int, default=None, help="W8: rows of the snapshotted table (1,000,000)"
+    )
+    p.add_argument(
+        "--w8-rate", type=int, default=2000, help="W8: events/s streamed meanwhile (2,000)"
+    )
+    p.add_argument(
+        "--w8-chunk-size",
+        type=int,
+        default=1024,
+        help="W8: incremental.snapshot.chunk.size for both contenders (1024, Debezium's default)",
+    )
+    p.add_argument(
+        "--w8-warmup-seconds", type=float, default=None, help="W8: streaming before the signal (5)"
+    )
     p.add_argument("--jvm-opts", default="", help="extra JVM options for Debezium Server")
     p.add_argument(
         "--results", default=None, help="results folder (default bench/results/compare-<date>)"
@@ -125,6 +146,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         args.w5_warmup_seconds if args.w5_warmup_seconds is not None else (3 if q else 10)
     )
     args.idle_seconds = args.idle_seconds if args.idle_seconds is not None else (5 if q else 10)
+    args.w8_rows = args.w8_rows or (20_000 if q else 1_000_000)
+    if args.w8_warmup_seconds is None:
+        args.w8_warmup_seconds = 2.0 if q else 5.0
     return args
 
 
@@ -151,6 +175,9 @@ def _plots(
         parts.append(f"W3 N={meta['w3_rows']:,} in one txn")
     if "W4" in base:
         parts.append(f"W4 M={meta['snapshot_rows']:,}")
+    if "W8" in base and "w8" in meta:
+        w8 = meta["w8"]
+        parts.append(f"W8 {w8['rows']:,} rows, {w8['rate']:,} ev/s streamed")
     if "W5" in base and "w5" in meta:
         w5 = meta["w5"]
         parts.append(f"W5 {w5['rate']:,} rows/s x {w5['seconds']:g} s, {w5['batch']}/txn")
@@ -226,6 +253,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         idle_seconds=args.idle_seconds,
         outdir=outdir,
         w3_rows=args.w3_rows,
+        w8_rows=args.w8_rows,
+        w8_rate=args.w8_rate,
+        w8_chunk=args.w8_chunk_size,
+        w8_warmup_seconds=args.w8_warmup_seconds,
     )
     meta: dict[str, Any] = {
         "date": stamp,
@@ -246,6 +277,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "connections": args.w5_connections,
         },
         "idle_seconds": args.idle_seconds,
+        "w8": {
+            "rows": args.w8_rows,
+            "rate": args.w8_rate,
+            "chunk_size": args.w8_chunk_size,
+            "warmup_seconds": args.w8_warmup_seconds,
+        },
         "profile": {args.profile: PROFILES[args.profile]},
         "producer": PRODUCER,
         "offset_flush_ms": args.offset_flush_ms,

@@ -104,9 +104,12 @@ def start_capture(
     topic_prefix: str,
     snapshot_mode: str,
     tag: str,
+    extra: dict[str, str] | None = None,
 ) -> Running:
     """Start tidemark or Debezium Server on ``slot`` with the shared queue and producer
-    settings; returns as soon as the process is spawned (``started`` is that instant)."""
+    settings; returns as soon as the process is spawned (``started`` is that instant).
+    ``extra``: more connector keys for both (Debezium Server gets them under
+    ``debezium.source.``), e.g. W8's signal table and chunk size."""
     queue = PROFILES[opts.profile]
     run_dir = opts.workdir / tag / name
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -130,6 +133,7 @@ def start_capture(
             "snapshot.max.threads": "2" if name == TIDEMARK_2R else "1",
             "envelope.version": opts.envelope_version,
             **{k: v for k, v in queue.items()},
+            **(extra or {}),
         }
         settings = {
             "producer": {"bootstrap.servers": opts.env["TIDEMARK_KAFKA_BOOTSTRAP"], **PRODUCER},
@@ -152,6 +156,7 @@ def start_capture(
             offset_flush_ms=opts.offset_flush_ms,
             http_port=debezium.new_http_port(),
         )
+        props.update({f"debezium.source.{k}": v for k, v in (extra or {}).items()})
         started = time.time()
         handle = debezium.start(opts.debezium_home, opts.java, run_dir, props, opts.jvm_opts)
         return Running(name, handle.proc, started, handle.log_path, topic_prefix, slot, handle)

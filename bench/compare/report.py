@@ -21,6 +21,8 @@ METRICS = (
     ("p99_ms", "p99 ms", "{:.1f}"),
     ("p999_ms", "p99.9 ms", "{:.1f}"),
     ("achieved_rate", "achieved rows/s", "{:,.0f}"),
+    ("snapshot_rows_per_s", "snapshot rows/s", "{:,.0f}"),
+    ("snapshot_cpu_s", "CPU-s (snapshot window)", "{:.1f}"),
 )
 LIMITS = ("pg_recvlogical", "COPY", "mysqlbinlog", "SELECT", "kafka_produce")
 CONTENDERS = ("tidemark", "tidemark-2r", "debezium", *LIMITS)

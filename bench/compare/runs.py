@@ -76,6 +76,11 @@ class Ctx:
     databases: list[str] = field(default_factory=list)
     maria_databases: list[str] = field(default_factory=list)
     w3_rows: int = 0
+    #: W8 (bench/compare/incremental.py): table rows, streamed events/s, chunk size, warm-up
+    w8_rows: int = 0
+    w8_rate: int = 2000
+    w8_chunk: int = 1024
+    w8_warmup_seconds: float = 5.0
     log: Callable[[str], None] = print
 
     @property
@@ -397,6 +402,18 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[idx]
 
 
+def latency_stats(lat: list[float]) -> dict[str, float]:
+    """p50/p95/p99/p99.9, max and mean (ms) of a sorted latency sample (W5, W8)."""
+    return {
+        "p50_ms": percentile(lat, 50),
+        "p95_ms": percentile(lat, 95),
+        "p99_ms": percentile(lat, 99),
+        "p999_ms": percentile(lat, 99.9),
+        "max_ms": lat[-1] if lat else float("nan"),
+        "mean_ms": statistics.fmean(lat) if lat else float("nan"),
+    }
+
+
 @dataclass
 class LiveTarget:
     """What W5 needs from a database: a way to wait until a started contender streams, and
@@ -465,12 +482,7 @@ def measure_latency(
         "events": total,
         "target_rate": rate,
         "achieved_rate": achieved,
-        "p50_ms": percentile(lat, 50),
-        "p95_ms": percentile(lat, 95),
-        "p99_ms": percentile(lat, 99),
-        "p999_ms": percentile(lat, 99.9),
-        "max_ms": lat[-1] if lat else float("nan"),
-        "mean_ms": statistics.fmean(lat) if lat else float("nan"),
+        **latency_stats(lat),
         "cpu_s_per_1m": (after.cpu_s - before.cpu_s) / total * 1e6,
         "cpu_pct": 100 * (after.cpu_s - before.cpu_s) / (warm + secs),
         "peak_rss_mb": peak,
