@@ -18,7 +18,7 @@ from cdc.config import (
     valid_regex_list,
 )
 from cdc.pipeline import reselect
-from cdc.signals.config import notification_fields, signal_fields
+from cdc.signals.config import notification_fields, read_only_problems, signal_fields
 
 FAILURE_MODES = ("fail", "warn", "skip", "dead-letter")
 
@@ -84,7 +84,6 @@ UNSUPPORTED = frozenset(
         "connection.validation.timeout.ms",
         "executor.shutdown.timeout.ms",
         "streaming.delay.ms",
-        "read.only",
         "schema.history.internal.store.only.captured.databases.ddl",
         "database.history.store.only.captured.databases.ddl",
     }
@@ -483,6 +482,7 @@ def common_def(**defaults: Any) -> ConfigDef:
         )
     )
     cdef.checks.append(_queue_rules)
+    cdef.checks.append(read_only_problems)
     cdef.checks.append(reselect.config_problems)
     cdef.passthrough_rules.append(reselect.is_post_processor_key)
     return cdef

@@ -182,7 +182,8 @@ class SourceCoordinator:
             return self.dispatcher, None
         table = cfg.get("signal.data.collection")
         channels = set(cfg.get("signal.enabled.channels") or ["source"])
-        if not table:
+        read_only = bool(cfg.get("read.only"))  # no signal table needed (nor written)
+        if not table and not read_only:
             if channels - {"source"}:
                 raise FatalError(
                     f"signal.enabled.channels={','.join(sorted(channels))} needs "
@@ -198,16 +199,25 @@ class SourceCoordinator:
         reader = self.connector.chunk_reader()
         if reader is None:
             log.warning(
-                "%s: signal.data.collection is set but this connector has no incremental "
-                "snapshots; signals are ignored",
+                "%s: %s is set but this connector has no incremental snapshots; signals are "
+                "ignored",
                 self.name,
+                "signal.data.collection" if table else "read.only",
             )
             return self.dispatcher, None
+        if read_only and not callable(getattr(reader, "begin_chunk_read", None)):
+            reader.close()
+            raise FatalError(
+                "read.only=true: this connector has no read-only watermarks (PostgreSQL and "
+                "MySQL/MariaDB have them); set read.only=false to write watermark rows into "
+                "signal.data.collection"
+            )
         incremental = IncrementalSnapshot(
             self.dispatcher,
             reader,
             name=self.name,
-            signal_table=str(table),
+            signal_table=str(table) if table else None,
+            read_only=read_only,
             chunk_size=int(cfg.get("incremental.snapshot.chunk.size") or 1024),
             source_signals="source" in channels,
             notifier=Notifier(

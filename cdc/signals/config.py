@@ -87,6 +87,18 @@ def signal_fields() -> list[ConfigField]:
             doc="How often the file channel reads signal.file.",
         ),
         ConfigField(
+            "read.only",
+            Kind.BOOLEAN,
+            False,
+            group=GROUP_SIGNALS,
+            doc="Read-only incremental snapshots: no watermark rows are written to the signal "
+            "table (nothing at all is written to the database); the chunk reads are placed in "
+            "the log by the stream's own positions (PostgreSQL pg_current_snapshot() and WAL "
+            "positions, MySQL/MariaDB GTIDs; MySQL needs gtid_mode=ON). Signals then come "
+            "from the kafka, file or rest channels only (signal.enabled.channels without "
+            "source). PostgreSQL and MySQL/MariaDB only.",
+        ),
+        ConfigField(
             "incremental.snapshot.chunk.size",
             Kind.INT,
             1024,
@@ -96,6 +108,23 @@ def signal_fields() -> list[ConfigField]:
             "memory for the chunk buffer.",
         ),
     ]
+
+
+def read_only_problems(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """``read.only=true`` writes nothing, so no signal can come from the signal table."""
+    if not values.get("read.only"):
+        return []
+    channels = list(values.get("signal.enabled.channels") or ["source"])
+    if "source" in channels:
+        return [
+            (
+                "read.only",
+                "read.only=true cannot read signals from the source channel (the signal "
+                "table): read-only snapshots write nothing to the database, so remove source "
+                "from signal.enabled.channels and send signals through kafka, file or rest",
+            )
+        ]
+    return []
 
 
 def notification_fields() -> list[ConfigField]:

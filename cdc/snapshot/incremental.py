@@ -21,6 +21,19 @@ offset names its own key, so a crash half-way through a chunk resumes after the 
 Kafka acknowledged. The connector answers only the database questions
 (:class:`cdc.spi.ChunkReader`).
 
+Read-only watermarks (``read.only=true``, :class:`cdc.spi.chunks.ReadOnlyChunkReader`) write
+nothing: step 2 reads the chunk in one consistent read whose position in the log the connector
+knows (PostgreSQL ``pg_current_snapshot()``, MySQL/MariaDB GTIDs), and notes the position
+again after it (the high watermark). The window is open from the read on: an event of a
+transaction the read did not see removes its keys from the buffer (it is newer), one the read
+saw does not (it is older); the window closes after the first event at or past the high
+watermark, which proves that every transaction the read could have seen has been streamed.
+Signals then come only from the other channels (Kafka, file, REST), which run with the next
+event the stream reports (a heartbeat on an idle database). Before a read is used, the last
+transactions streamed must all be visible to it: one streamed an instant before its commit
+became visible (PostgreSQL removes it from the running set after writing the commit record)
+would leave the buffer older than an event already sent, so the chunk is read again.
+
 :class:`SignalledContext` is what the streaming source sees instead of the dispatcher when
 signals are configured: it forwards everything and observes the signal table and the table
 being snapshotted on the way.
@@ -32,6 +45,7 @@ import collections
 import logging
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -61,7 +75,7 @@ from cdc.spi import (
     Table,
     TableId,
 )
-from cdc.spi.chunks import Key
+from cdc.spi.chunks import Key, ReadWindow
 
 log = logging.getLogger("tidemark.snapshot.incremental")
 
@@ -88,6 +102,7 @@ class IncrementalSnapshot:
         chunk_size: int = 1024,
         source_signals: bool = True,
         notifier: Notifier | None = None,
+        read_only: bool = False,
     ) -> None:
         self.d = dispatcher
         #: shared with the threads of other signal channels (their wake-up writes)
@@ -97,6 +112,15 @@ class IncrementalSnapshot:
         self.chunk_size = chunk_size
         #: rows of the signal table are commands too (``source`` channel), not only watermarks
         self.source_signals = source_signals
+        #: read-only watermarks: nothing is written to the source (``read.only``)
+        self.read_only = read_only
+        #: the chunk's read-only window while open (read-only watermarks)
+        self.window: ReadWindow | None = None
+        #: (source, offset, transaction id) of the first event of the last transactions
+        #: streamed while a read-only snapshot runs: each must be visible to the next read
+        self.recent: collections.deque[tuple[dict[str, Any], dict[str, Any], str | None]] = (
+            collections.deque(maxlen=64)
+        )
         self.notifier = notifier
         #: the offset of the event the stream reported last (notification records carry it)
         self.last_offset: dict[str, Any] | None = None
@@ -144,8 +168,8 @@ class IncrementalSnapshot:
         """The signal table must exist and be captured: its rows reach the core only
         through the stream."""
         name = self.signal_table
-        if name is None:
-            return
+        if name is None or self.read_only:
+            return  # read-only: the table is neither written nor needed
         tid = next((t for t in self.reader.tables() if _names(name, t)), None)
         if tid is None:
             raise FatalError(
@@ -281,8 +305,8 @@ class IncrementalSnapshot:
     def _wake(self, why: str = "") -> None:
         """Write a row into the signal table, so that the stream reports an event (and an
         offset holding the current state is stored) even when the database is idle."""
-        if self.signal_table is None:
-            return
+        if self.signal_table is None or self.read_only:
+            return  # read-only: the next event the stream reports (a heartbeat) runs it
         try:
             # only the reader here: the dispatcher's tables belong to the streaming thread
             name = self.signal_table
@@ -479,8 +503,10 @@ class IncrementalSnapshot:
         """Read the next chunk (of this table or the next one), unless a window is open, the
         snapshot is paused or there is nothing left."""
         while self.active and not self.paused and self.chunk_id is None:
-            if self.blocking and self.d.stop_event.is_set():
-                return  # the offsets say where it was: a restart goes on from there
+            if (self.blocking or self.read_only) and self.d.stop_event.is_set():
+                # the offsets say where it was: a restart goes on from there (read-only
+                # chunks of an idle database follow each other without a stream event)
+                return
             if self.blocking and self.last_offset is None:
                 self.waiting = True  # a restored blocking snapshot reads at a row event's
                 return
@@ -576,6 +602,8 @@ class IncrementalSnapshot:
             return False
         if self.blocking:
             return self._read_blocking(upto)
+        if self.read_only:
+            return self._read_read_only(upto)
         assert self.signal_table is not None
         signal_tid = _table_id_of(self.signal_table, self.d, self.reader)
         chunk_id = uuid.uuid4().hex
@@ -592,6 +620,80 @@ class IncrementalSnapshot:
         self.chunk_id = chunk_id
         self.window_open = False
         return True
+
+    def _read_read_only(self, upto: Key) -> bool:
+        """A chunk read in one consistent read placed by the stream's own positions; the
+        window opens at once (it closes on the stream, see :meth:`observe`), or closes at
+        once when the last event reported had passed the high watermark already (an idle
+        database: nothing can follow the read). The last chunk's reads go downstream first,
+        as with watermark rows."""
+        self.d.flush()
+        stale: tuple[dict[str, Any], dict[str, Any], str | None] | None = None
+        for attempt in range(1, 51):
+            self.reader.begin_chunk_read()
+            try:
+                rows = self._query(upto)
+            finally:
+                window = self.reader.end_chunk_read()
+            stale = next((r for r in self.recent if window.older(*r) is False), None)
+            if stale is None:
+                break
+            # streamed an instant before its commit was visible: read again (microseconds)
+            log.info(
+                "%s: transaction %s was streamed but is not visible to the chunk read yet; "
+                "reading again (%d)",
+                self.name,
+                stale[2],
+                attempt,
+            )
+            time.sleep(0.01 * attempt)
+        else:
+            raise FatalError(
+                f"{self.name}: read.only: transaction {stale[2] if stale else '?'} stays "
+                "invisible to chunk reads although it was streamed"
+            )
+        if not rows:
+            return False
+        dedup = self._dedup
+        self.buffer = {dedup(row): row for row in rows}
+        self.chunk_id = uuid.uuid4().hex
+        self.window_open = True
+        self.window = window
+        offset, source = self.last_offset, self.last_source
+        if offset is not None and window.passed(source or {}, offset, None):
+            self._end_window(source or {}, without_context(offset))
+        return True
+
+    def observe(
+        self,
+        kind: int | None,
+        before: Sequence[Any] | None,
+        after: Sequence[Any] | None,
+        source: Mapping[str, Any],
+        offset: Mapping[str, Any],
+        transaction_id: str | None,
+    ) -> bool:
+        """A row event while a read-only window is open: a change the read did not see
+        removes its keys from the buffer. True: the window closes after this event."""
+        window = self.window
+        assert window is not None
+        if kind == _DATA and not window.older(source, offset, transaction_id):  # None: newer
+            self.streamed(before, after)
+        return window.passed(source, offset, transaction_id)
+
+    def _end_window(self, source: dict[str, Any], offset: dict[str, Any]) -> None:
+        """Emit what is left of the read-only chunk at ``offset`` (an event already
+        emitted); the next chunk is read by :meth:`_advance` or by the caller's loop."""
+        self._emit_chunk(list(self.buffer.values()), source, offset)
+        self.buffer = {}
+        self.chunk_id = None
+        self.window_open = False
+        self.window = None
+
+    def close_read_window(self, source: dict[str, Any], offset: dict[str, Any]) -> None:
+        """The stream passed the high watermark (the event at ``offset`` is emitted)."""
+        self._end_window(source, offset)
+        self._advance()
 
     def _read_blocking(self, upto: Key) -> bool:
         """A blocking snapshot's chunk: the stream waits meanwhile, so there is no window;
@@ -710,6 +812,7 @@ class IncrementalSnapshot:
         self.buffer = {}
         self.chunk_id = None
         self.window_open = False
+        self.window = None
         self.context.maximum_key = self.context.last_key = None
         self._kinds.clear()
 
@@ -811,6 +914,20 @@ class _LockedReader:
         with self.lock:
             self.inner.write_watermark(signal_table, signal_id, kind)
 
+    def begin_chunk_read(self) -> None:
+        self.lock.acquire()  # held until end_chunk_read: one consistent read at a time
+        try:
+            self.inner.begin_chunk_read()  # type: ignore[attr-defined]
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def end_chunk_read(self) -> ReadWindow:
+        try:
+            return self.inner.end_chunk_read()  # type: ignore[attr-defined,no-any-return]
+        finally:
+            self.lock.release()
+
     def close(self) -> None:
         with self.lock:
             self.inner.close()
@@ -873,10 +990,16 @@ class SignalledContext:
             return
         s = self.s
         extra = s.extra
+        window = s.window
+        passed = window is not None and window.passed(
+            event.source or s.last_source or {}, event.offset, None
+        )
         if extra is not None:
             event = replace(event, offset={**event.offset, **extra})
         s.last_offset = event.offset
         self.d.emit(event)
+        if passed:
+            s.close_read_window(event.source or s.last_source or {}, without_context(event.offset))
         if s.pending or s.waiting:
             self._between_events()
 
@@ -898,13 +1021,22 @@ class SignalledContext:
         if kind is _MISSING:
             kind = s.kind(table_id)
         extra = s.extra
+        passed = False
+        if s.read_only:
+            recent = s.recent
+            if not recent or recent[-1][2] != transaction_id or transaction_id is None:
+                recent.append((source, offset, transaction_id))
         if extra is not None:
-            if kind == _DATA:
+            if s.window is not None:
+                passed = s.observe(kind, before_row, after_row, source, offset, transaction_id)
+            elif kind == _DATA and not s.read_only:
                 s.streamed(before_row, after_row)
             offset = {**offset, **extra}
         s.last_offset = offset
         s.last_source = source
         self._emit_row(op, table_id, before_row, after_row, source, offset, transaction_id, partial)
+        if passed:
+            s.close_read_window(source, without_context(offset))
         if kind == _SIGNAL and op is Operation.CREATE:
             s.signal_row(after_row, source, without_context(offset))
         if s.pending or s.waiting:
@@ -936,3 +1068,6 @@ class SignalledContext:
 
     def snapshot_starting(self, position: Mapping[str, Any]) -> dict[str, Any]:
         return self.d.snapshot_starting(position)
+
+    def snapshot_chunk_done(self) -> None:
+        self.d.snapshot_chunk_done()

@@ -13,7 +13,7 @@ in the offset and hands them back after a restart.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from cdc.spi.events import TableId
@@ -66,4 +66,40 @@ class ChunkReader(Protocol):
 
     def close(self) -> None:
         """Release the connection."""
+        ...
+
+
+class ReadWindow(Protocol):
+    """Where one chunk's read stands in the stream, for read-only watermarks
+    (``read.only=true``): nothing is written to the database, the stream's own positions
+    (PostgreSQL transaction ids and WAL positions, MySQL/MariaDB GTIDs) say which events are
+    older than the read, which are newer (they de-duplicate the chunk), and when every
+    transaction the read could have seen has been streamed (the window closes)."""
+
+    def older(
+        self, source: Mapping[str, Any], offset: Mapping[str, Any], transaction_id: str | None
+    ) -> bool | None:
+        """The event's transaction was visible to the read: its changes are in the rows read,
+        so it must not remove a key from the chunk. None: the event names no transaction
+        (it then counts as newer)."""
+        ...
+
+    def passed(
+        self, source: Mapping[str, Any], offset: Mapping[str, Any], transaction_id: str | None
+    ) -> bool:
+        """The stream, at this event, has passed everything committed until the read ended
+        (the high watermark): the window may close after it."""
+        ...
+
+
+class ReadOnlyChunkReader(ChunkReader, Protocol):
+    """A :class:`ChunkReader` that can read chunks without writing watermark rows."""
+
+    def begin_chunk_read(self) -> None:
+        """Open the consistent read the next :meth:`read_chunk` runs in, and note where it
+        stands (the low watermark: which transactions it sees)."""
+        ...
+
+    def end_chunk_read(self) -> ReadWindow:
+        """End that read and note the high watermark (what has committed by now)."""
         ...

@@ -7,17 +7,30 @@ parameters. The connector learns table structure from its schema history, not fr
 catalog, so :meth:`describe` says None: the core waits until streaming declares the table.
 Every statement commits on its own (autocommit) on a connection of its own, so the open
 watermark is in the binlog before the chunk is read and the close watermark after.
+
+With ``read.only=true`` nothing is written: the chunk is read in a ``START TRANSACTION WITH
+CONSISTENT SNAPSHOT`` transaction, and GTIDs say where it stands. The low watermark is what
+that snapshot includes: on MariaDB the GTID position of ``Binlog_snapshot_file/position``
+(reported for exactly this snapshot), on MySQL ``@@gtid_executed`` read just before the
+snapshot is opened (a GTID enters it only after its transaction committed in the engine). The
+high watermark, after the read, is ``@@gtid_binlog_pos`` / ``@@gtid_executed``. A streamed
+transaction whose GTID is in the low set is older than the read; any other de-duplicates the
+chunk; the window closes once the stream's GTID set holds the whole high set. GTIDs are
+required: MySQL without ``gtid_mode=ON`` is refused with an error saying so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from cdc.config import Config
+from cdc.errors import FatalError
 from cdc.spi import Table, TableId
 from cdc.spi.chunks import Key
 from connectors.mysql import connection as myconn
+from connectors.mysql.gtid import GtidSet, MariaDbGtidSet, parse_gtid_set
 from connectors.mysql.snapshot import _quote, qualified, select_statement
 from connectors.mysql.state import DatabaseFilter
 
@@ -26,6 +39,8 @@ class MySqlChunkReader:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self._conn: Any = None
+        self._info: myconn.ServerInfo | None = None
+        self._low: GtidSet | None = None
 
     @property
     def conn(self) -> Any:
@@ -96,7 +111,75 @@ class MySqlChunkReader:
             (signal_id, kind),
         )
 
+    def begin_chunk_read(self) -> None:
+        conn = self.conn
+        info = self._info = self._info or myconn.server_info(conn)
+        if not info.gtid_mode:
+            raise FatalError(
+                "read.only=true needs GTIDs to place chunk reads in the binlog without writing "
+                "watermarks: enable gtid_mode=ON and enforce_gtid_consistency=ON, or set "
+                "read.only=false (watermark rows in signal.data.collection)"
+            )
+        if info.is_mariadb:
+            myconn.execute(conn, "START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            position = myconn.consistent_snapshot_position(conn)
+            if position is None:
+                raise FatalError("read.only=true: MariaDB reports no Binlog_snapshot_position")
+            low = myconn.mariadb_gtid_at(conn, *position) or ""
+        else:
+            row = myconn.query_one(conn, "SELECT @@GLOBAL.gtid_executed")
+            low = str(row[0] or "") if row else ""
+            myconn.execute(conn, "START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        self._low = parse_gtid_set(low.replace("\n", ""), mariadb=info.is_mariadb)
+
+    def end_chunk_read(self) -> MySqlReadWindow:
+        conn, info, low = self.conn, self._info, self._low
+        assert info is not None and low is not None, "end_chunk_read without begin_chunk_read"
+        myconn.execute(conn, "COMMIT")
+        self._low = None
+        variable = "gtid_binlog_pos" if info.is_mariadb else "gtid_executed"
+        row = myconn.query_one(conn, f"SELECT @@GLOBAL.{variable}")
+        high = str(row[0] or "").replace("\n", "") if row else ""
+        return MySqlReadWindow(low, parse_gtid_set(high, mariadb=info.is_mariadb))
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+@dataclass
+class MySqlReadWindow:
+    """A chunk's read-only window (:class:`cdc.spi.chunks.ReadWindow`) by GTIDs."""
+
+    low: GtidSet
+    high: GtidSet
+    #: the last stream set checked (offsets repeat it for every event of a transaction)
+    _seen: tuple[str, bool] = field(default=("", False), repr=False)
+
+    def older(
+        self, source: Mapping[str, Any], offset: Mapping[str, Any], transaction_id: str | None
+    ) -> bool | None:
+        gtid = source.get("gtid")
+        return self.low.contains(str(gtid)) if gtid else None
+
+    def passed(
+        self, source: Mapping[str, Any], offset: Mapping[str, Any], transaction_id: str | None
+    ) -> bool:
+        text = offset.get("gtids")
+        if not isinstance(text, str) or not text:
+            return False
+        if self._seen[0] == text:
+            return self._seen[1]
+        streamed = parse_gtid_set(text, mariadb=isinstance(self.high, MariaDbGtidSet))
+        # sources the stream does not track (gtid.source.excludes) never count as behind
+        wanted: GtidSet
+        if isinstance(self.high, MariaDbGtidSet):
+            domains = {s.split("-")[0] for s in streamed.sources()}
+            wanted = self.high.retain(lambda s: s.split("-")[0] in domains)
+        else:
+            known = set(streamed.sources())
+            wanted = self.high.retain(lambda s: s in known)
+        result = wanted.is_contained_within(streamed)
+        self._seen = (text, result)
+        return result

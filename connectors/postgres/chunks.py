@@ -7,11 +7,23 @@ the next chunk's query as untyped literals, which PostgreSQL reads with the key 
 type, and into the offset as plain strings. Each statement runs in its own autocommit
 transaction on a connection of its own: the open watermark commits before the chunk's
 snapshot is taken, and the close watermark after it.
+
+With ``read.only=true`` nothing is written: :meth:`begin_chunk_read` opens a ``REPEATABLE
+READ`` transaction whose first statement takes its snapshot and reads
+``pg_current_snapshot()`` (which transactions the chunk's rows include) with
+``pg_current_wal_insert_lsn()``; the chunk's ``SELECT`` runs in that same snapshot;
+:meth:`end_chunk_read` commits and reads both again (the high watermark).
+:class:`PgReadWindow` then places streamed events: a transaction visible to the read is older
+than it, anything else de-duplicates the chunk; the window closes at the first event of a
+transaction the high snapshot did not see, or at a stream position (a row's completed-up-to
+LSN, a keepalive, a heartbeat) at or past the high LSN: every transaction the read could have
+seen has then been streamed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import sql
@@ -29,6 +41,7 @@ class PostgresChunkReader:
         self.cfg = cfg
         self.registry = registry
         self._conn: Any = None
+        self._low: tuple[PgSnapshot, int] | None = None
 
     @property
     def conn(self) -> Any:
@@ -91,6 +104,21 @@ class PostgresChunkReader:
             (signal_id, kind),
         )
 
+    def begin_chunk_read(self) -> None:
+        conn = self.conn
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        # the first statement takes the transaction's snapshot: the chunk's SELECT sees
+        # exactly what pg_current_snapshot() describes here
+        self._low = _watermark(conn)
+
+    def end_chunk_read(self) -> PgReadWindow:
+        conn = self.conn
+        conn.execute("COMMIT")
+        low, self._low = self._low, None
+        assert low is not None, "end_chunk_read without begin_chunk_read"
+        high = _watermark(conn)
+        return PgReadWindow(low[0], high[0], high[1])
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
@@ -116,3 +144,77 @@ def _where(bounds: list[sql.Composable], condition: str | None) -> sql.Composabl
     if not parts:
         return sql.SQL("")
     return sql.SQL(" WHERE ") + sql.SQL(" AND ").join(parts)
+
+
+@dataclass(frozen=True)
+class PgSnapshot:
+    """``pg_current_snapshot()``: transactions below ``xmin`` had ended, those from ``xmax``
+    on had not started, those in ``xip`` were running; 64-bit (epoch-qualified) ids."""
+
+    xmin: int
+    xmax: int
+    xip: frozenset[int]
+
+    @classmethod
+    def parse(cls, text: str) -> PgSnapshot:
+        xmin, xmax, xip = text.split(":")
+        return cls(int(xmin), int(xmax), frozenset(int(x) for x in xip.split(",") if x))
+
+    def visible(self, xid: int) -> bool:
+        """Whether a committed transaction's changes are in this snapshot."""
+        return xid < self.xmin or (xid < self.xmax and xid not in self.xip)
+
+    def widen(self, xid32: int) -> int:
+        """The 64-bit id of a 32-bit transaction id from the stream (pgoutput carries 32
+        bits), taken as the one nearest to this snapshot's ``xmax``."""
+        full = (self.xmax & ~0xFFFFFFFF) | (xid32 & 0xFFFFFFFF)
+        if full > self.xmax + 0x80000000:
+            full -= 1 << 32
+        elif full < self.xmax - 0x80000000:
+            full += 1 << 32
+        return full
+
+
+@dataclass(frozen=True)
+class PgReadWindow:
+    """A chunk's read-only window (:class:`cdc.spi.chunks.ReadWindow`)."""
+
+    low: PgSnapshot
+    high: PgSnapshot
+    #: ``pg_current_wal_insert_lsn()`` after the read: every transaction the high snapshot
+    #: sees committed before it
+    high_lsn: int
+
+    def older(
+        self, source: Mapping[str, Any], offset: Mapping[str, Any], transaction_id: str | None
+    ) -> bool | None:
+        xid = _xid(offset, transaction_id)
+        return None if xid is None else self.low.visible(self.low.widen(xid))
+
+    def passed(
+        self, source: Mapping[str, Any], offset: Mapping[str, Any], transaction_id: str | None
+    ) -> bool:
+        done = offset.get("flush_lsn")
+        if isinstance(done, int) and done >= self.high_lsn:
+            return True
+        lsn = offset.get("lsn")
+        if offset.get("complete") and isinstance(lsn, int) and lsn >= self.high_lsn:
+            return True  # a keepalive or heartbeat past the read
+        xid = _xid(offset, transaction_id)
+        return xid is not None and not self.high.visible(self.high.widen(xid))
+
+
+def _xid(offset: Mapping[str, Any], transaction_id: str | None) -> int | None:
+    xid = offset.get("txId")
+    if isinstance(xid, int) and xid > 0:
+        return xid
+    if transaction_id and transaction_id.isdigit():
+        return int(transaction_id)
+    return None
+
+
+def _watermark(conn: Any) -> tuple[PgSnapshot, int]:
+    row = conn.execute(
+        "SELECT pg_current_snapshot()::text, (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint"
+    ).fetchone()
+    return PgSnapshot.parse(row[0]), int(row[1])

@@ -2,7 +2,9 @@
 by ``test_incremental_snapshot_*.py``: the database differs only in a few SQL spellings
 (:class:`Db`). A chunk reader :class:`Spy` records every chunk query and lets a scenario act
 on the database at exact points of the watermark algorithm (after the maximum key is read,
-after the open watermark, after the chunk query)."""
+after the open watermark, after the chunk query). A :class:`Db` with ``read_only`` set runs
+the same scenarios with ``read.only=true``: signals through the REST channel, no watermark
+rows (the open-watermark point is then the start of the chunk's consistent read)."""
 
 from __future__ import annotations
 
@@ -12,13 +14,13 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from cdc.offsets.memory import MemoryOffsetStore
 from cdc.spi import ChunkReader, Table, TableId
-from cdc.spi.chunks import Key
+from cdc.spi.chunks import Key, ReadWindow
 from cdc.testing.kafka_reader import Event, read_topic
 from tests.integration.engine_runner import RunningConnector
 
@@ -35,6 +37,8 @@ class Spy:
     after_max: list[Hook] = field(default_factory=list)
     after_open: list[Hook] = field(default_factory=list)
     after_read: list[Hook] = field(default_factory=list)
+    #: every watermark row written: (signal id, kind)
+    watermarks: list[tuple[str, str]] = field(default_factory=list)
 
     def tables(self) -> list[TableId]:
         return self.inner.tables()
@@ -67,9 +71,17 @@ class Spy:
         return self.inner.estimate_rows(table)
 
     def write_watermark(self, signal_table: TableId, signal_id: str, kind: str) -> None:
+        self.watermarks.append((signal_id, kind))
         self.inner.write_watermark(signal_table, signal_id, kind)
         if kind == "snapshot-window-open":
             _run(self.after_open)
+
+    def begin_chunk_read(self) -> None:
+        self.inner.begin_chunk_read()  # type: ignore[attr-defined]
+        _run(self.after_open)
+
+    def end_chunk_read(self) -> ReadWindow:
+        return self.inner.end_chunk_read()  # type: ignore[attr-defined,no-any-return]
 
     def close(self) -> None:
         self.inner.close()
@@ -127,6 +139,42 @@ def other_channels(db: Db, spies: list[Spy]) -> None:
         assert not inc.active and run.engine.metrics.notices == []
 
 
+def postgres_db(postgres: Any, kafka: str, read_only: dict[str, Any] | None = None) -> Iterator[Db]:
+    """A :class:`Db` on a database of its own on the test PostgreSQL (fixture body)."""
+    from tests.integration.pg_harness import PgHarness
+
+    harness = PgHarness(postgres, kafka, f"tmi_{uuid.uuid4().hex[:8]}")
+    harness.sql(SIGNAL_DDL)
+    yield Db(
+        harness,
+        schema="public",
+        key=str,
+        no_data="never",
+        upsert="INSERT INTO w77 VALUES ({k}, 1) ON CONFLICT (id) DO UPDATE SET n = w77.n + 1",
+        read_only=read_only,
+    )
+    harness.dispose()
+
+
+def mariadb_db(
+    mariadb: Any, kafka: str, tmp: Any, read_only: dict[str, Any] | None = None
+) -> Iterator[Db]:
+    """A :class:`Db` on a database of its own on the test MariaDB (fixture body)."""
+    from tests.integration.mysql_harness import MySqlHarness
+
+    harness = MySqlHarness(mariadb, kafka, f"tmi_{uuid.uuid4().hex[:8]}", tmp)
+    harness.sql(SIGNAL_DDL)
+    yield Db(
+        harness,
+        schema=harness.dbname,
+        key=int,
+        no_data="schema_only",
+        upsert="INSERT INTO w77 VALUES ({k}, 1) ON DUPLICATE KEY UPDATE n = n + 1",
+        read_only=read_only,
+    )
+    harness.drop()
+
+
 def spy_on(monkeypatch: Any, connector_class: Any) -> list[Spy]:
     """Every chunk reader ``connector_class`` makes from now on, wrapped in a :class:`Spy`."""
     made: list[Spy] = []
@@ -162,6 +210,30 @@ class Scenarios:
         concurrent_writers(db, spies)
 
 
+class ReadOnlyScenarios:
+    """The scenarios with ``read.only=true`` (``db.read_only`` set): the same events, and
+    nothing written to the database by the snapshot."""
+
+    def test_k1_to_k6_figure(self, db: Db, spies: list[Spy]) -> None:
+        k1_to_k6(db, spies)
+        nothing_written(db, spies)
+
+    def test_concurrent_writers_end_equal_to_the_table(self, db: Db, spies: list[Spy]) -> None:
+        concurrent_writers(db, spies)
+        nothing_written(db, spies)
+
+    def test_resume_after_stop_mid_snapshot(self, db: Db, spies: list[Spy]) -> None:
+        resume_after_stop(db, spies)
+        nothing_written(db, spies)
+
+
+def nothing_written(db: Db, spies: list[Spy]) -> None:
+    """No watermark row was written, the signal table is empty, and every chunk was read."""
+    assert spies and all(spy.queries for spy in spies)
+    assert [w for spy in spies for w in spy.watermarks] == []
+    assert db.h.sql("SELECT count(*) FROM dbz_signal")[0][0] == 0
+
+
 def _run(hooks: list[Hook]) -> None:
     if hooks:
         hooks.pop(0)()
@@ -180,6 +252,11 @@ class Db:
     no_data: str
     #: increments n of row {k}, inserting it when missing
     upsert: str
+    #: set: read-only watermarks (``read.only=true``), with these extra settings (a heartbeat
+    #: so that signals and window closes come promptly on an idle database)
+    read_only: dict[str, Any] | None = None
+    #: the connector the last :meth:`config` named (REST signals go to it)
+    name: str = ""
 
     @property
     def kafka(self) -> str:
@@ -193,9 +270,13 @@ class Db:
 
     def config(self, *tables: str, **extra: Any) -> dict[str, Any]:
         include = ",".join(self.q(t) for t in ("dbz_signal", *tables))
+        if self.read_only is not None:
+            extra = {**extra, "read_only": "true", "signal_enabled_channels": "rest"}
+            extra.update(self.read_only)
         cfg: dict[str, Any] = self.h.config(
             table_include_list=include, signal_data_collection=self.q("dbz_signal"), **extra
         )
+        self.name = cfg["name"]
         return cfg
 
     def topic(self, cfg: dict[str, Any], table: str) -> str:
@@ -207,6 +288,12 @@ class Db:
 
     def signal(self, tables: list[str], kind: str = "execute-snapshot") -> None:
         data = json.dumps({"data-collections": [self.q(t) for t in tables]})
+        if self.read_only is not None:  # nothing may be written: through the REST channel
+            from cdc.signals import model, registry
+
+            signal = model.parse(uuid.uuid4().hex, kind, data, "rest")
+            assert registry.deliver(self.name, signal), f"{self.name} takes no REST signals"
+            return
         self.sql(
             "INSERT INTO dbz_signal VALUES (%s, %s, %s)", params=(uuid.uuid4().hex, kind, data)
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -11,25 +10,13 @@ from connectors.mysql import MySqlConnector
 from tests.integration import incremental_scenarios as scenarios
 from tests.integration.conftest import MySqlInfo
 from tests.integration.incremental_scenarios import Db, Spy
-from tests.integration.mysql_harness import MySqlHarness
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.kafka]
 
 
 @pytest.fixture(scope="module")
 def db(mariadb: MySqlInfo, kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Db]:
-    harness = MySqlHarness(
-        mariadb, kafka, f"tmi_{uuid.uuid4().hex[:8]}", tmp_path_factory.mktemp("inc")
-    )
-    harness.sql(scenarios.SIGNAL_DDL)
-    yield Db(
-        harness,
-        schema=harness.dbname,
-        key=int,
-        no_data="schema_only",
-        upsert="INSERT INTO w77 VALUES ({k}, 1) ON DUPLICATE KEY UPDATE n = n + 1",
-    )
-    harness.drop()
+    yield from scenarios.mariadb_db(mariadb, kafka, tmp_path_factory.mktemp("inc"))
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -11,23 +10,13 @@ from connectors.postgres import PostgresConnector
 from tests.integration import incremental_scenarios as scenarios
 from tests.integration.conftest import PgInfo
 from tests.integration.incremental_scenarios import Db, Spy
-from tests.integration.pg_harness import PgHarness
 
 pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
 
 
 @pytest.fixture(scope="module")
 def db(postgres: PgInfo, kafka: str) -> Iterator[Db]:
-    harness = PgHarness(postgres, kafka, f"tmi_{uuid.uuid4().hex[:8]}")
-    harness.sql(scenarios.SIGNAL_DDL)
-    yield Db(
-        harness,
-        schema="public",
-        key=str,
-        no_data="never",
-        upsert="INSERT INTO w77 VALUES ({k}, 1) ON CONFLICT (id) DO UPDATE SET n = w77.n + 1",
-    )
-    harness.dispose()
+    yield from scenarios.postgres_db(postgres, kafka)
 
 
 @pytest.fixture
