@@ -80,10 +80,10 @@ def write_segments(rows: int, home: Path, out: Path) -> list[Path]:
     return segments
 
 
-def python_reader(segments: list[Path], lookup: Any, runs: int) -> list[dict[str, float]]:
-    from connectors.cassandra.commitlog import iter_entries, read_cdc_index
-    from connectors.cassandra.mutation import UnknownTable, decode_mutation
+def python_reader(segments: list[Path], tables: Any, runs: int) -> list[dict[str, float]]:
+    from connectors.cassandra.commitlog import iter_mutations, read_cdc_index
 
+    lookup, by_raw = tables
     datas = []
     for p in segments:
         idx = read_cdc_index(p)
@@ -93,13 +93,13 @@ def python_reader(segments: list[Path], lookup: Any, runs: int) -> list[dict[str
         mutations = rows = 0
         c0, t0 = time.process_time(), time.perf_counter()
         for name, data, limit in datas:
-            for e in iter_entries(data, name, limit=limit):
+            # as the connector reads a segment (without its keyspace filter): every entry
+            # framed, CRC-checked and decoded; a mutation that does not decode (an unknown
+            # table) comes with its error
+            for _, _, _, updates, _ in iter_mutations(data, name, lookup, by_raw, limit=limit):
                 mutations += 1
-                try:
-                    for u in decode_mutation(e.data, lookup):
-                        rows += len(u.rows)
-                except UnknownTable:
-                    pass
+                for u in updates:
+                    rows += len(u.rows)
         cpu, wall = time.process_time() - c0, time.perf_counter() - t0
         out.append({"run": run, "mutations": mutations, "rows": rows, "cpu_s": cpu, "wall_s": wall})
         print("python", out[-1])
@@ -109,7 +109,7 @@ def python_reader(segments: list[Path], lookup: Any, runs: int) -> list[dict[str
 def schema_lookup(home: Path, saved: Path) -> Any:
     """The table definitions, read from the node over CQL (started again briefly) and saved
     next to the segments; ``--reuse`` reads the saved ones instead of starting the node."""
-    from connectors.cassandra.tabledef import table_from_json
+    from connectors.cassandra.tabledef import table_from_json, tables_by_raw_id
 
     if not saved.exists():
         from cassandra.cluster import Cluster
@@ -126,7 +126,7 @@ def schema_lookup(home: Path, saved: Path) -> Any:
             node.stop(timeout=120)
         saved.write_text(json.dumps([t.to_json() for t in cache.by_id.values()]))
     tables = {t.id: t for t in map(table_from_json, json.loads(saved.read_text()))}
-    return tables.get
+    return tables.get, tables_by_raw_id(tables.values())
 
 
 def jvm_reader(segments: list[Path], home: Path, runs: int, work: Path) -> list[dict[str, float]]:

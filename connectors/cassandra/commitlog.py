@@ -19,10 +19,20 @@ import json
 import re
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from connectors.cassandra.mutation import (
+    MutationError,
+    PartitionUpdate,
+    RawTables,
+    SchemaLookup,
+    decode_mutation,
+)
+from connectors.cassandra.tabledef import TableDef
+from connectors.cassandra.vint import read_unsigned_vint
 
 #: commit log descriptor version → messaging version of the mutations (4.0, 5.0)
 MESSAGING_VERSIONS = {7: 12, 8: 13}
@@ -184,6 +194,15 @@ def _decompressor(desc: Descriptor, file: str) -> Any:
     )
 
 
+def _first_id(payload: bytes) -> bytes:
+    """The first table id of a mutation of more than 127 partition updates."""
+    try:
+        _, pos = read_unsigned_vint(payload, 0)
+    except IndexError:
+        return b""
+    return payload[pos : pos + 16]
+
+
 @dataclass(frozen=True)
 class Damage:
     """A section whose entries from ``error.pos`` up to ``skipped_to`` were passed over."""
@@ -201,6 +220,14 @@ class Cursor:
     logical: int = 0
 
 
+#: one entry and its mutation decoded: ``(start, end, data, updates, error)``, the error
+#: being what the generic decoder raises for a mutation that does not decode (then
+#: ``updates`` is empty: the segment reads on, what to do with it is the caller's choice).
+#: ``updates`` is also empty when ``decode_table`` declined the mutation. A plain tuple:
+#: one is built per mutation (a named tuple costs 0.1 µs more), read by unpacking.
+Decoded = tuple[int, int, bytes, list[PartitionUpdate], MutationError | None]
+
+
 def iter_entries(
     data: bytes,
     file: str,
@@ -216,6 +243,42 @@ def iter_entries(
     at a section boundary. Raises :class:`CommitLogError` on damaged bytes; with ``damaged``
     given, a damaged entry (CRC mismatch, bad size) skips the rest of its section instead
     and is appended there (the descriptor and sync markers must still be intact)."""
+    return _read(data, file, limit, after, cursor, damaged, None, {}, None)
+
+
+def iter_mutations(
+    data: bytes,
+    file: str,
+    lookup: SchemaLookup,
+    tables: RawTables,
+    *,
+    limit: int | None = None,
+    after: int = 0,
+    cursor: Cursor | None = None,
+    damaged: list[Damage] | None = None,
+    decode_table: Callable[[TableDef], bool] | None = None,
+) -> Iterator[Decoded]:
+    """:func:`iter_entries` with each mutation decoded as :func:`decode_mutation` decodes it
+    (same arguments, same results), in the same loop: the usual entry (one partition update
+    of a table in ``tables`` whose reader is compiled) costs no call but its table's
+    reader, which is the commit log reader's hot path. ``decode_table`` (given the entry's
+    first table when ``tables`` knows it) may decline to decode an entry: it comes without
+    updates."""
+    return _read(data, file, limit, after, cursor, damaged, lookup, tables, decode_table)
+
+
+def _read(
+    data: bytes,
+    file: str,
+    limit: int | None,
+    after: int,
+    cursor: Cursor | None,
+    damaged: list[Damage] | None,
+    lookup: SchemaLookup | None,
+    tables: RawTables,
+    decode_table: Callable[[TableDef], bool] | None,
+) -> Iterator[Any]:
+    """Entries (``lookup`` None) or :class:`Decoded` mutations, see the two above."""
     desc = read_descriptor(data, file)
     decompress = _decompressor(desc, file)
     crc32 = zlib.crc32
@@ -223,6 +286,7 @@ def iter_entries(
     size_crcs = _SIZE_CRCS
     size_and_crc = _INT_UINT.unpack_from
     unpack_uint = _UINT.unpack_from
+    tables_get = tables.get
     phys = desc.header_end
     logical = desc.header_end
     if cursor is not None and cursor.phys > phys:
@@ -302,8 +366,32 @@ def iter_entries(
                     raise ChecksumMismatch(file, body_start + pos, "mutation CRC mismatch")
                 start = body_start + pos
                 pos = end + 4
-                if body_start + pos > after:
+                if body_start + pos <= after:
+                    continue
+                if lookup is None:
                     yield new_tuple(Entry, (start, body_start + pos, payload))
+                    continue
+                # decode_mutation's fast path, inline: one partition update, a known table
+                updates = error = None
+                first = payload[0]
+                table = tables_get(payload[1:17] if first < 0x80 else _first_id(payload))
+                if table is not None and decode_table is not None and not decode_table(table):
+                    updates = []  # declined
+                elif first == 1 and table is not None:
+                    fn = table.compiled.get("partition")
+                    if fn is not None:
+                        try:
+                            got = fn(payload, 17)
+                        except Exception:
+                            got = None  # decode_mutation below says what is wrong
+                        if got is not None:
+                            updates = [got[0]]
+                if updates is None:
+                    try:
+                        updates = decode_mutation(payload, lookup, tables)
+                    except MutationError as exc:
+                        updates, error = [], exc
+                yield (start, body_start + pos, payload, updates, error)
         except CommitLogError as exc:
             if damaged is None:
                 raise

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -109,6 +109,10 @@ class PartitionUpdate(NamedTuple):
 
 
 SchemaLookup = Callable[[uuid.UUID], TableDef | None]
+#: table definitions by the 16 bytes of their id as the commit log spells them: the usual
+#: entry finds its table without building and hashing a ``uuid.UUID`` (a miss asks the
+#: :data:`SchemaLookup`); see :func:`~connectors.cassandra.tabledef.tables_by_raw_id`
+RawTables = Mapping[bytes, TableDef]
 
 
 class _Reader:
@@ -176,9 +180,12 @@ class _Header:
 _UUIDS: dict[bytes, uuid.UUID] = {}
 
 
-def decode_mutation(data: bytes, lookup: SchemaLookup) -> list[PartitionUpdate]:
+def decode_mutation(
+    data: bytes, lookup: SchemaLookup, tables: RawTables | None = None
+) -> list[PartitionUpdate]:
     """Decode one commit log entry. Raises :class:`UnknownTable` when ``lookup`` does not know
-    a table id and :class:`MutationError` for bytes that do not decode.
+    a table id and :class:`MutationError` for bytes that do not decode. ``tables`` (by raw
+    id) is asked first when given; it must agree with ``lookup``.
 
     The fast path (compiled row readers, :mod:`connectors.cassandra.rowcodec`) decodes the
     common shapes; on any error the entry is decoded again by the generic decoder, which
@@ -186,14 +193,16 @@ def decode_mutation(data: bytes, lookup: SchemaLookup) -> list[PartitionUpdate]:
     it right)."""
     try:
         if data[0] == 1:  # one partition update, of a table met before: the usual entry
-            table_id = _UUIDS.get(data[1:17])
-            table = lookup(table_id) if table_id is not None else None
+            table = tables.get(data[1:17]) if tables is not None else None
+            if table is None:
+                table_id = _UUIDS.get(data[1:17])
+                table = lookup(table_id) if table_id is not None else None
             fn = table.compiled.get("partition") if table is not None else None
             if fn is not None:
                 got = fn(data, 17)
                 if got is not None:
                     return [got[0]]
-        return _decode_fast(data, lookup)
+        return _decode_fast(data, lookup, tables)
     except ConnectorError:
         raise  # from the schema lookup (a node that does not answer): not the bytes
     except Exception:  # the generic decoder says what is wrong
@@ -275,7 +284,9 @@ def _partition(r: _Reader, lookup: SchemaLookup) -> PartitionUpdate:
 _HELPERS: dict[str, Any] = {}
 
 
-def _decode_fast(data: bytes, lookup: SchemaLookup) -> list[PartitionUpdate]:
+def _decode_fast(
+    data: bytes, lookup: SchemaLookup, tables: RawTables | None
+) -> list[PartitionUpdate]:
     """Each partition read by its table's compiled reader (compiled on first sight of the
     table definition, kept on it), or the generic way where that reader declines."""
     count = data[0]
@@ -285,7 +296,9 @@ def _decode_fast(data: bytes, lookup: SchemaLookup) -> list[PartitionUpdate]:
         count, pos = read_unsigned_vint(data, 0)
     out = []
     for _ in range(count):
-        table = _table(data[pos : pos + 16], lookup, pos)
+        raw_id = data[pos : pos + 16]
+        known = tables.get(raw_id) if tables is not None else None
+        table = known if known is not None else _table(raw_id, lookup, pos)
         fn = table.compiled.get("partition")
         if fn is None:
             fn = table.compiled["partition"] = compile_partition(table, _helpers())

@@ -19,7 +19,7 @@ from typing import Any
 from cdc.config import Config
 from cdc.errors import RetriableError
 from cdc.spi import Column, Table, TableId
-from connectors.cassandra.tabledef import DROPPED, TableDef, table_from_rows
+from connectors.cassandra.tabledef import DROPPED, TableDef, table_from_rows, tables_by_raw_id
 
 log = logging.getLogger("tidemark.cassandra.schema")
 
@@ -74,6 +74,9 @@ class SchemaCache:
         self.session = session
         self.interval = refresh_interval_s
         self.by_id: dict[uuid.UUID, TableDef] = {}
+        #: the same by the raw 16 bytes of the id (the commit log reader's key: no UUID
+        #: hashing per mutation); updated in place, so a reader holding it sees refreshes
+        self.by_raw_id: dict[bytes, TableDef] = {}
         self.by_name: dict[tuple[str, str], TableDef] = {}
         self.cluster_name = ""
         self.loaded_at = 0.0
@@ -137,6 +140,10 @@ class SchemaCache:
                 else:
                     changed.append(t)
             self.by_id = by_id
+            raw = tables_by_raw_id(by_id.values())
+            self.by_raw_id.update(raw)  # new entries first: a reader never misses a table
+            for gone in self.by_raw_id.keys() - raw.keys():
+                del self.by_raw_id[gone]
             self.by_name = {(t.keyspace, t.name): t for t in by_id.values()}
             self.cdc_keyspaces = {t.keyspace for t in by_id.values() if t.cdc}
             self.loaded_at = time.monotonic()

@@ -19,7 +19,7 @@ import mmap
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +29,18 @@ from connectors.cassandra.commitlog import (
     CommitLogError,
     Cursor,
     Damage,
-    Entry,
-    iter_entries,
+    Decoded,
+    iter_mutations,
     list_segments,
     read_cdc_index,
 )
-from connectors.cassandra.mutation import MutationError, RowChange, UnknownTable, decode_mutation
+from connectors.cassandra.mutation import MutationError, RowChange, UnknownTable
 from connectors.cassandra.offsets import CommitLogPosition
 from connectors.cassandra.schema import SYSTEM_KEYSPACES, core_table, table_id
 from connectors.cassandra.snapshot_record import PENDING, record_for
 from connectors.cassandra.state import TaskState
 from connectors.cassandra.tabledef import TableDef
 from connectors.cassandra.transfer import CommitLogTransfer
-from connectors.cassandra.vint import read_unsigned_vint
 
 log = logging.getLogger("tidemark.cassandra.streaming")
 
@@ -55,14 +54,6 @@ _OPS = {
 
 class CommitLogFailed(FatalError):
     """A segment or mutation that cannot be read, under ``fail``: names file and position."""
-
-
-def first_table_id(data: bytes) -> uuid.UUID | None:
-    try:
-        _, pos = read_unsigned_vint(data, 0)
-        return uuid.UUID(bytes=data[pos : pos + 16])
-    except (IndexError, ValueError):
-        return None
 
 
 class CassandraStreaming(StreamingSource):
@@ -192,15 +183,15 @@ class CassandraStreaming(StreamingSource):
                 break
             after = pos.pos if seg == pos.segment else 0
             cursor = self.cursors.setdefault(seg, Cursor())
-            for entry in self._entries(path, idx.offset, after, cursor):
+            for entry in self._mutations(path, idx.offset, after, cursor):
                 if ctx.stop_event.is_set():
                     # a graceful stop in a backlog: what was emitted is flushed by the core,
                     # the rest is read again from the stored offset on the next start
                     self.cursors.pop(seg, None)
                     return pos, skip_rows, True
-                row_skip = skip_rows if seg == pos.segment and entry.start == pos.pos else 0
+                row_skip = skip_rows if seg == pos.segment and entry[0] == pos.pos else 0
                 self._mutation(ctx, path.name, entry, row_skip)
-                pos = CommitLogPosition(seg, entry.end, path.name)
+                pos = CommitLogPosition(seg, entry[1], path.name)
                 skip_rows = 0
                 moved = True
             if not idx.completed:
@@ -215,23 +206,27 @@ class CassandraStreaming(StreamingSource):
             moved = True
         return pos, skip_rows, moved
 
-    def _entries(self, path: Path, limit: int, after: int, cursor: Cursor) -> list[Entry]:
+    def _mutations(self, path: Path, limit: int, after: int, cursor: Cursor) -> Iterator[Decoded]:
+        """The segment's mutations from ``after`` up to ``limit``, each decoded as it is
+        reached (those of keyspaces without a captured table are not decoded)."""
+        schema = self.state.schema()
         try:
             with open(path, "rb") as fh:
                 size = path.stat().st_size
                 if size == 0:
-                    return []
+                    return
                 damaged: list[Damage] | None = [] if self.mode in ("warn", "skip") else None
                 with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                    entries = list(
-                        iter_entries(
-                            data,  # type: ignore[arg-type]
-                            path.name,
-                            limit=limit,
-                            after=after,
-                            cursor=cursor,
-                            damaged=damaged,
-                        )
+                    yield from iter_mutations(
+                        data,  # type: ignore[arg-type]
+                        path.name,
+                        schema.lookup,
+                        schema.by_raw_id,
+                        limit=limit,
+                        after=after,
+                        cursor=cursor,
+                        damaged=damaged,
+                        decode_table=self._decoded_table,
                     )
                 for d in damaged or ():
                     self.state.metrics.unrecoverable_errors += 1
@@ -242,9 +237,8 @@ class CassandraStreaming(StreamingSource):
                             d.skipped_to,
                             d.error,
                         )
-                return entries
         except FileNotFoundError:
-            return []
+            return
         except CommitLogError as exc:
             self.state.metrics.unrecoverable_errors += 1
             raise CommitLogFailed(
@@ -253,19 +247,13 @@ class CassandraStreaming(StreamingSource):
             ) from exc
 
     # -- one mutation ----------------------------------------------------------------------
-    def _mutation(self, ctx: SourceContext, file: str, entry: Entry, skip_rows: int) -> None:
+    def _mutation(self, ctx: SourceContext, file: str, entry: Decoded, skip_rows: int) -> None:
+        start, end, _, updates, error = entry
         m = self.state.metrics
-        m.filename, m.position = file, entry.end
+        m.filename, m.position = file, end
         m.processed_mutations += 1
-        schema = self.state.schema()
-        first = first_table_id(entry.data)
-        known = schema.by_id.get(first) if first is not None else None
-        if known is not None and not self._keyspace_captured(known.keyspace):
-            return
-        try:
-            updates = decode_mutation(entry.data, schema.lookup)
-        except MutationError as exc:
-            self._bad(file, entry, exc)
+        if error is not None:
+            self._bad(file, start, error)
             return
         rows = [
             (u.table, r) for u in updates if self._captured(u.table) for r in u.rows if not r.static
@@ -276,10 +264,10 @@ class CassandraStreaming(StreamingSource):
         for i, (table, row) in enumerate(rows):
             if i < skip_rows:
                 continue
-            offset: dict[str, Any] = {"file": file, "pos": entry.end}
+            offset: dict[str, Any] = {"file": file, "pos": end}
             if i < last:
-                offset = {"file": file, "pos": entry.start, "row": i + 1}
-            self._emit(ctx, table, row, file, entry.end, offset)
+                offset = {"file": file, "pos": start, "row": i + 1}
+            self._emit(ctx, table, row, file, end, offset)
         if rows:
             gauges = ctx.metrics.streaming
             now_ms = int(time.time() * 1000)
@@ -287,8 +275,11 @@ class CassandraStreaming(StreamingSource):
             # the newest write timestamp is the client's clock: never report a negative lag
             gauges.ms_behind_source = max(0, now_ms - max(r.timestamp for _, r in rows) // 1000)
 
-    def _keyspace_captured(self, keyspace: str) -> bool:
-        return keyspace not in SYSTEM_KEYSPACES and keyspace in self.state.schema().cdc_keyspaces
+    def _decoded_table(self, first: TableDef) -> bool:
+        """Whether to decode a mutation whose first table is ``first``: only those of
+        keyspaces with a captured table (a mutation holds one keyspace's tables)."""
+        ks = first.keyspace
+        return ks not in SYSTEM_KEYSPACES and ks in self.state.schema().cdc_keyspaces
 
     def _captured(self, t: TableDef) -> bool:
         if not t.cdc or t.keyspace in SYSTEM_KEYSPACES:
@@ -330,8 +321,8 @@ class CassandraStreaming(StreamingSource):
         }
         ctx.emit_row(op, table_id(t), None, values, source, offset)
 
-    def _bad(self, file: str, entry: Entry, exc: MutationError) -> None:
-        message = f"commit log {file} at position {entry.start}: {exc}"
+    def _bad(self, file: str, start: int, exc: MutationError) -> None:
+        message = f"commit log {file} at position {start}: {exc}"
         if isinstance(exc, UnknownTable):
             mode, key = self.unknown_mode, "inconsistent.schema.handling.mode"
         else:

@@ -121,5 +121,10 @@ def table_from_rows(
     )
 
 
+def tables_by_raw_id(tables: Iterable[TableDef]) -> dict[bytes, TableDef]:
+    """Tables by the 16 bytes of their id, the commit log's spelling of a table."""
+    return {t.id.bytes: t for t in tables}
+
+
 def table_from_json(doc: Mapping[str, Any]) -> TableDef:
     return table_from_rows(doc, doc["columns"])

@@ -9,6 +9,7 @@ import gzip
 import json
 import struct
 import uuid
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,11 @@ from connectors.cassandra.commitlog import (
     ChecksumMismatch,
     CommitLogError,
     Damage,
+    Entry,
     TruncatedSegment,
     UnsupportedSegment,
     iter_entries,
+    iter_mutations,
     read_cdc_index,
     read_descriptor,
 )
@@ -32,7 +35,7 @@ from connectors.cassandra.mutation import (
     decode_mutation,
     decode_mutation_generic,
 )
-from connectors.cassandra.tabledef import TableDef, table_from_json
+from connectors.cassandra.tabledef import TableDef, table_from_json, tables_by_raw_id
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "cassandra"
 
@@ -281,3 +284,68 @@ def test_a_failing_schema_lookup_is_asked_once() -> None:
     with pytest.raises(RetriableError):
         decode_mutation(entry.data, lookup)
     assert len(calls) == 1
+
+
+def _recrc(data: bytes, e: Entry, payload: bytes) -> bytes:
+    """``data`` with entry ``e`` (of an uncompressed segment) holding ``payload`` (same size)
+    and a CRC that matches it: bytes that frame right but may not decode."""
+    size = struct.pack(">i", len(payload))
+    crc = zlib.crc32(payload, zlib.crc32(size))
+    return data[: e.start + 8] + payload + struct.pack(">I", crc) + data[e.end :]
+
+
+def _one_loop(fx: Fixture, data: bytes, **kw: Any) -> list[tuple[int, int, bytes, Any]]:
+    """iter_mutations' output, in _decoded's form (rows, or the error with its offset)."""
+    out = []
+    tables = tables_by_raw_id(fx.tables.values())
+    for start, end, payload, updates, error in iter_mutations(
+        data, fx.file, fx.tables.get, tables, limit=fx.limit, **kw
+    ):
+        if error is not None:
+            assert updates == []
+            got: Any = (type(error).__name__, str(error), error.offset)
+        else:
+            got = _decoded(payload, None, lambda *_, u=updates: u)
+        out.append((start, end, payload, got))
+    return out
+
+
+@pytest.mark.parametrize("name", ["plain", "lz4", "deflate", "cassandra4"])
+def test_one_loop_reader_yields_what_entries_and_the_generic_decoder_give(name: str) -> None:
+    """iter_mutations (framing, CRCs and the compiled readers in one generator) against
+    iter_entries + decode_mutation_generic: the same entries, rows and errors, on the real
+    segment, with a table filter, and on copies whose mutations are damaged under a valid
+    CRC (uncompressed segments)."""
+    fx = Fixture(name)
+    lookup = fx.tables.get
+    entries = list(iter_entries(fx.data, fx.file, limit=fx.limit))
+    want = [
+        (e.start, e.end, e.data, _decoded(e.data, lookup, decode_mutation_generic)) for e in entries
+    ]
+    assert repr(_one_loop(fx, fx.data)) == repr(want)
+
+    def golden(t: TableDef) -> bool:
+        return t.keyspace == "golden"
+
+    filtered = _one_loop(fx, fx.data, decode_table=golden)
+    assert [w[:3] for w in want] == [f[:3] for f in filtered]
+    kept = [f for f, e in zip(filtered, entries, strict=True) if f[3] != []]
+    assert kept == [w for w, e in zip(want, entries, strict=True) if golden(lookup(_table_id(e)))]
+    assert len(kept) >= 9  # the golden operations (each its own mutation)
+    if read_descriptor(fx.data, fx.file).compression is not None:
+        return
+    errors = 0
+    for e in entries[::2]:
+        for cut in (0, 1, 17, 25, len(e.data) // 2, len(e.data) - 3):
+            payload = e.data[:cut] + bytes([e.data[cut] ^ 0x5A]) + e.data[cut + 1 :]
+            bad = _recrc(fx.data, e, payload)
+            got = _one_loop(fx, bad, after=e.start)[0]  # from the damaged entry on
+            assert repr(got) == repr(
+                (e.start, e.end, payload, _decoded(payload, lookup, decode_mutation_generic))
+            )
+            errors += isinstance(got[3], tuple)
+    assert errors > 50  # the damaged copies did fail, with the generic decoder's error
+
+
+def _table_id(e: Entry) -> uuid.UUID:
+    return uuid.UUID(bytes=e.data[1:17])
