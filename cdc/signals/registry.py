@@ -1,7 +1,7 @@
 """Where signals from outside the database find a running task (REST, tests).
 
-A task that accepts signals (``signal.data.collection`` set, ``rest`` among
-``signal.enabled.channels``) registers a receiver under its connector name while it streams;
+A task that accepts signals (``signal.data.collection`` set or ``read.only=true``, ``rest``
+among ``signal.enabled.channels``) registers a receiver under its connector name while it streams;
 ``POST /connectors/{name}/signals`` hands the signal to it. Process-wide: the worker and its
 engines share one process.
 """

@@ -591,7 +591,7 @@ class App:
             return Response(status, answer)
         raise Conflict(
             f"Connector {name} has no running task here that accepts signals (it needs "
-            "signal.data.collection, and rest in signal.enabled.channels)"
+            "signal.data.collection or read.only=true, and rest in signal.enabled.channels)"
         )
 
     def reset_offsets(self, req: Request, p: dict[str, str]) -> Response:
