@@ -69,15 +69,12 @@ class UnknownTable(MutationError):
         self.table_id = table_id
 
 
-class CellValue(NamedTuple):
-    """One column of a row as the event shows it: ``value`` (None for a deleted cell),
-    ``deletion_ts`` (microseconds: when a tombstone was written or when a TTL expires; None
-    otherwise) and ``set`` (the column was written by this mutation). A named tuple, not a
-    frozen dataclass: one is built per cell, and a tuple is built three times faster."""
-
-    value: Any
-    deletion_ts: int | None
-    set: bool = True
+#: One column of a row as the event shows it: ``(value, deletion_ts, set)``: the value (None
+#: for a deleted cell), ``deletion_ts`` (microseconds: when a tombstone was written or when a
+#: TTL expires; None otherwise) and ``set`` (the column was written by this mutation, always
+#: True here). A plain tuple, read by unpacking: one is built per cell, and a named tuple
+#: costs four times as much to build (0.12 µs against 0.03).
+CellValue = tuple[Any, int | None, bool]
 
 
 class RowChange(NamedTuple):
@@ -327,7 +324,6 @@ def _helpers() -> dict[str, Any]:
             _generic_body=_generic_body,
             _columns_at=_columns_at,
             _vint=read_unsigned_vint,
-            _CV=CellValue,
             _RowChange=RowChange,
             _PU=PartitionUpdate,
         )
@@ -571,7 +567,7 @@ def _cell(
         value = (path, raw)
     else:
         value = col.decode(raw)
-    return CellValue(value, deletion_ts), ts
+    return (value, deletion_ts, True), ts
 
 
 def _complex(
@@ -600,8 +596,8 @@ def _complex(
     for _ in range(n):
         cell, ts = _cell(r, h, col, t, row_ts, row_ttl, row_ldt, complex_=True)
         newest = max(newest, ts)
-        if isinstance(cell.value, tuple):
-            elems.append(cell.value)
+        if isinstance(cell[0], tuple):
+            elems.append(cell[0])
     value: Any
     if t.name == "map":
         value = {decode_value(t.params[0], k): decode_value(t.params[1], v) for k, v in elems}
@@ -611,4 +607,4 @@ def _complex(
         value = [decode_value(t.params[0], v) for _, v in elems]
     if not elems and deletion_ts is not None:
         value = None
-    return CellValue(value, deletion_ts), newest
+    return (value, deletion_ts, True), newest

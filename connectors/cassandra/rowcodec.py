@@ -129,7 +129,7 @@ def _cell_lines(L: list[str], ind: str, i: int, col: ColumnDef, insert: bool) ->
         L.append(f"{ind}    if t > newest:")
         L.append(f"{ind}        newest = t")
     _value(L, ind + "    ", col, "x", f"_DEC{i}")
-    L.append(f"{ind}    c{i} = _tnew(_CV, (x, None, True))")
+    L.append(f"{ind}    c{i} = (x, None, True)")
     L.append(f"{ind}else:")
     _generic_cell(L, ind + "    ", i)
 
@@ -198,7 +198,7 @@ def _cells(
         L.append(f"{ind}    {', '.join(f'x{i}' for i in run)}, = {name}(data, pos)")
         L.append(f"{ind}    pos += {st.size}")
         for i in run:
-            L.append(f"{ind}    c{i} = _tnew(_CV, (x{i}, None, True))")
+            L.append(f"{ind}    c{i} = (x{i}, None, True)")
         L.append(f"{ind}else:")
         for i in run:
             _cell_lines(L, ind + "    ", i, cols[i], insert)
@@ -242,7 +242,7 @@ def _prefix_lines(
     L.append(f"{ind}        row_ts = ((row_ts + {1 << 63}) & {(1 << 64) - 1}) - {1 << 63}")
     L.append(f"{ind}    newest = row_ts")
     for i in first:
-        L.append(f"{ind}    c{i} = _tnew(_CV, (x{i}, None, True))")
+        L.append(f"{ind}    c{i} = (x{i}, None, True)")
     return runs[1:] if first else runs
 
 
@@ -409,7 +409,7 @@ def compile_partition(table: TableDef, helpers: Mapping[str, Any]) -> PartitionF
     ``_partition_key``, ``_generic_row`` (one row or marker the generic way, returns the
     position after it), ``_generic_body`` (a body reading every row the generic way, for
     ``cols``), ``_columns_at`` (a header column set: columns and the position after it),
-    ``_vint``, ``_CV`` (CellValue), ``_RowChange`` and ``_PU`` (PartitionUpdate).
+    ``_vint``, ``_RowChange`` and ``_PU`` (PartitionUpdate).
 
     Once the first column set is met, a partition reader with that set's rows inline
     replaces this one as ``table.compiled["partition"]``."""

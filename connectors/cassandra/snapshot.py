@@ -23,7 +23,6 @@ from cdc.snapshot_modes import snapshot_incomplete
 from cdc.spi import SnapshotSource, Snapshotter, SourceContext, TableId
 from connectors.cassandra.commitlog import list_segments, read_cdc_index
 from connectors.cassandra.cqltypes import CqlType
-from connectors.cassandra.mutation import CellValue
 from connectors.cassandra.offsets import START, CommitLogPosition
 from connectors.cassandra.schema import core_table, table_id
 from connectors.cassandra.snapshot_record import PENDING, record_for
@@ -140,7 +139,7 @@ class _Steps:
 
 def table_rows(state: TaskState, t: TableDef) -> Iterator[list[list[Any]]]:
     """A table's rows in batches, in the core table's column order: key values, then a
-    :class:`CellValue` per regular column."""
+    ``CellValue`` (``(value, None, True)``) per regular column."""
     from cassandra import ConsistencyLevel
     from cassandra.query import SimpleStatement
 
@@ -155,7 +154,7 @@ def table_rows(state: TaskState, t: TableDef) -> Iterator[list[list[Any]]]:
     batch: list[list[Any]] = []
     for r in state.session().execute(stmt):
         row = [driver_value(c.type, v) for c, v in zip(cols, r, strict=True)]
-        row[nkey:] = [CellValue(v, None, True) for v in row[nkey:]]
+        row[nkey:] = [(v, None, True) for v in row[nkey:]]
         batch.append(row)
         if len(batch) >= 1024:
             yield batch

@@ -100,10 +100,10 @@ def cell_schema(base: Schema) -> Schema:
 
 def _cell_converter(inner: ValueConverter | None) -> ValueConverter:
     def convert(cell: CellValue) -> dict[str, Any]:
-        v = cell.value
+        v, deletion_ts, set_ = cell
         if v is not None and inner is not None:
             v = inner(v)
-        return {"value": v, "deletion_ts": cell.deletion_ts, "set": cell.set}
+        return {"value": v, "deletion_ts": deletion_ts, "set": set_}
 
     return convert
 

@@ -58,7 +58,7 @@ class Fixture:
 
 
 def _cells(row: RowChange) -> dict[str, Any]:
-    return {k: v.value for k, v in row.cells.items()}
+    return {k: v[0] for k, v in row.cells.items()}
 
 
 @pytest.mark.parametrize("name", ["plain", "lz4", "deflate", "cassandra4"])
@@ -91,14 +91,14 @@ def test_golden_segment_decodes_every_operation(name: str) -> None:
         "bl": b"\xca\xfe",
         "dec": "12.345",
     }
-    assert all(c.deletion_ts is None and c.set for c in rows[0].cells.values())
+    assert all(deletion_ts is None and set_ for _, deletion_ts, set_ in rows[0].cells.values())
     assert _cells(rows[1]) == {"v": "upd"}  # only the changed column
     assert _cells(rows[2]) == {"s": ["x", "y"], "m": {"k": 7}, "l": [9], "fl": [1, 2]}
-    deleted = rows[3].cells["n"]
-    assert deleted.value is None and deleted.deletion_ts is not None
+    value, deletion_ts, set_ = rows[3].cells["n"]
+    assert value is None and deletion_ts is not None and set_
     assert rows[4].cells == {}
-    ttl = rows[5].cells["v"]
-    assert ttl.value == "ttl" and ttl.deletion_ts is not None  # expires: when, in µs
+    value, deletion_ts, _ = rows[5].cells["v"]
+    assert value == "ttl" and deletion_ts is not None  # expires: when, in µs
     assert _cells(rows[6]) == {"st": "static"}
     assert _cells(rows[8]) == {"v": "last"}
 
