@@ -226,6 +226,32 @@ class ReadOnlyScenarios:
         resume_after_stop(db, spies)
         nothing_written(db, spies)
 
+    def test_changes_the_read_saw_keep_their_reads(self, db: Db, spies: list[Spy]) -> None:
+        changes_the_read_saw(db, spies)
+        nothing_written(db, spies)
+
+
+def changes_the_read_saw(db: Db, spies: list[Spy]) -> None:
+    """Read-only windows tell older from newer changes by the read's own snapshot: a change
+    committed before the chunk's read but streamed after it (here: while the streaming
+    thread reads the maximum key) is older than the read and keeps the row's read event; one
+    committed after the read drops it."""
+    db.sql(
+        "CREATE TABLE b78 (id int PRIMARY KEY, v varchar(20))",
+        "INSERT INTO b78 VALUES (1, 'a'), (2, 'b')",
+    )
+    cfg = db.config("b78", snapshot_mode=db.no_data)
+    topic = db.topic(cfg, "b78")
+    with db.h.running(cfg) as run:
+        db.h.wait_streaming(run)
+        spy = spies[-1]
+        spy.after_max.append(lambda: db.sql("UPDATE b78 SET v = 'b2' WHERE id = 2"))
+        spy.after_read.append(lambda: db.sql("UPDATE b78 SET v = 'a2' WHERE id = 1"))
+        db.signal(["b78"])
+        events = read(db, topic, 3)
+    assert summary(events) == [("u", 2), ("u", 1), ("r", 2)]
+    assert events[-1].after == {"id": 2, "v": "b2"}
+
 
 def nothing_written(db: Db, spies: list[Spy]) -> None:
     """No watermark row was written, the signal table is empty, and every chunk was read."""
