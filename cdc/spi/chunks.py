@@ -5,6 +5,8 @@ window, the de-duplication against streamed events, the offsets. A connector onl
 small questions about its database on a connection of its own (never the replication
 session): the largest key of a table, the next rows in key order, and how to write a
 watermark row into the signal table so that it appears in the log between the chunk's reads.
+A connector that can place a read in its log without writing (:class:`ReadOnlyChunkReader`)
+also serves ``read.only=true``.
 
 Keys are tuples of the values the connector's own rows carry for the key columns (the same
 representation its snapshot rows have), in the order of ``key_columns``; the core stores them

@@ -26,9 +26,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from psycopg import sql
 
 from cdc.config import Config
+from cdc.errors import FatalError
 from cdc.spi import Table, TableId
 from cdc.spi.chunks import Key
 from connectors.postgres import connection as pgconn
@@ -109,7 +111,14 @@ class PostgresChunkReader:
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         # the first statement takes the transaction's snapshot: the chunk's SELECT sees
         # exactly what pg_current_snapshot() describes here
-        self._low = _watermark(conn)
+        try:
+            self._low = _watermark(conn)
+        except psycopg.errors.UndefinedFunction as exc:
+            conn.execute("ROLLBACK")
+            raise FatalError(
+                "read.only=true needs PostgreSQL 13 or later (pg_current_snapshot()); set "
+                f"read.only=false to write watermark rows instead ({exc})"
+            ) from exc
 
     def end_chunk_read(self) -> PgReadWindow:
         conn = self.conn
