@@ -330,14 +330,20 @@ class IncrementalSnapshot:
     def execute(self, signal: Signal) -> None:
         """Run one signal; a malformed one is logged with the reason and skipped. A signal
         from the Kafka topic leaves its position in the offsets (also when skipped: reading
-        it again would skip it again)."""
-        state = self.extra
+        it again would skip it again). The position goes into the offsets before the signal
+        runs: the reads it starts may go out at once (read-only chunks of an idle database)
+        and their offsets must say the signal was taken."""
+        state, previous = self.extra, self.signal_position
+        if signal.position is not None:
+            self.signal_position = signal.position
+            self._update_extra()
         try:
             self._execute(signal)
         except SignalError as exc:
             self._notice(f"signal {signal.id!r} ({signal.type}) skipped: {exc}")
-        if signal.position is not None and not any(s is signal for s in self.pending):
-            self.signal_position = signal.position
+        if signal.position is not None and any(s is signal for s in self.pending):
+            # put back to run later (a blocking snapshot waits for a row event): not taken
+            self.signal_position = previous
             self._update_extra()
         if self.extra != state and (not self.active or self.paused):
             # nothing else may be emitted for a while (idle database, paused snapshot): an

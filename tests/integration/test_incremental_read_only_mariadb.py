@@ -1,6 +1,7 @@
 """Read-only incremental snapshots (``read.only=true``) on the real MariaDB through Kafka: the
 seed's K1…K6 figure, resume and concurrent writers with windows placed by GTID positions
-instead of watermark rows; nothing is written to the signal table."""
+instead of watermark rows, signals through the Kafka signal topic; nothing is written to the
+signal table."""
 
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ pytestmark = [pytest.mark.mariadb, pytest.mark.kafka]
 @pytest.fixture(scope="module")
 def db(mariadb: MySqlInfo, kafka: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Db]:
     tmp = tmp_path_factory.mktemp("inc_ro")
-    # the binlog heartbeat (no write) runs REST signals promptly on an idle database
-    yield from scenarios.mariadb_db(
-        mariadb, kafka, tmp, read_only={"binlog_heartbeat_interval_ms": 200}
-    )
+    # signals through the Kafka signal topic; the binlog heartbeat (no write) runs them
+    # promptly on an idle database
+    settings = {"binlog_heartbeat_interval_ms": 200, "signal_enabled_channels": "kafka"}
+    yield from scenarios.mariadb_db(mariadb, kafka, tmp, read_only=settings)
 
 
 @pytest.fixture

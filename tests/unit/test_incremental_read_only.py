@@ -4,10 +4,12 @@ streamed transactions are older than a chunk read, and when the stream has passe
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from cdc.signals import model
 from cdc.snapshot.incremental import IncrementalSnapshot, SignalledContext
+from cdc.snapshot.incremental_state import SIGNAL_OFFSET
 from connectors.mysql.chunks import MySqlReadWindow
 from connectors.mysql.config import CONFIG_DEF as MYSQL_DEF
 from connectors.mysql.gtid import parse_gtid_set
@@ -109,6 +111,18 @@ def test_idle_database_chunks_close_at_once_without_writes() -> None:
     h.pump()
     assert h.events() == [("r", 1), ("r", 2), ("r", 3)]
     assert len(db.queries) == 3 and db.written == [] and not h.inc.active
+
+
+def test_reads_sent_at_once_carry_the_kafka_signals_position() -> None:
+    """A Kafka signal whose reads go out before it returns (an idle database): their offsets
+    already hold its topic position, so a restart after them does not run it again."""
+    h, db = read_only_harness()
+    db.rows[K.id][1] = (1, "v")
+    h.inc.submit(replace(snapshot_signal(), position=5))
+    db.insert((7, "x"), NOPK)
+    h.pump()
+    reads = [r for r in h.records if r.value is not None and r.value["op"] == "r"]
+    assert [r.source_offset[SIGNAL_OFFSET] for r in reads] == [5]
 
 
 def test_a_streamed_transaction_the_read_does_not_see_makes_it_read_again() -> None:
