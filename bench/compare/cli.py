@@ -25,6 +25,10 @@ WORKLOADS: dict[str, Callable[[Ctx], None]] = {
     **RUNS_WORKLOADS,
     "W8": incremental.incremental_workload,
 }
+MARIADB_WORKLOADS: dict[str, Callable[[Ctx], None]] = {
+    **mariadb_runs.WORKLOADS,
+    "W8": incremental.mariadb_workload,
+}
 DATABASES = ("postgres", "mariadb")
 
 
@@ -43,13 +47,13 @@ def plan(workloads: list[str], databases: list[str]) -> list[tuple[str, Callable
     if "postgres" in databases:
         steps += [(w, WORKLOADS[w]) for w in workloads]
     if "mariadb" in databases:
-        missing = [w for w in workloads if w not in mariadb_runs.WORKLOADS]
+        missing = [w for w in workloads if w not in MARIADB_WORKLOADS]
         if missing:
-            print(f"note: {', '.join(missing)} have no MariaDB variant (W1, W1b, W4, W5 do)")
+            print(f"note: {', '.join(missing)} have no MariaDB variant (W1, W1b, W4, W5, W8 do)")
         steps += [
-            (mariadb_runs.label(w), mariadb_runs.WORKLOADS[w])
+            (mariadb_runs.label(w), MARIADB_WORKLOADS[w])
             for w in workloads
-            if w in mariadb_runs.WORKLOADS
+            if w in MARIADB_WORKLOADS
         ]
     if not steps:
         raise SystemExit("nothing to run for these workloads and databases")

@@ -86,16 +86,19 @@ def start_maria(
     topic_prefix: str,
     snapshot_mode: str,
     tag: str,
+    extra: dict[str, str] | None = None,
 ) -> Running:
     """Start tidemark or Debezium Server on the MariaDB database. The offsets and the schema
     history live in the run directory (``opts.workdir/tag/name``), so a primed state can be
     copied there beforehand. ``snapshot_mode`` uses Debezium 3.x names (``no_data``,
-    ``initial``); tidemark follows the 1.2 contract, where ``no_data`` is ``schema_only``."""
+    ``initial``); tidemark follows the 1.2 contract, where ``no_data`` is ``schema_only``.
+    ``extra``: more connector keys for both (W8's signal table and chunk size)."""
     run_dir = opts.workdir / tag / name
     run_dir.mkdir(parents=True, exist_ok=True)
     server_id = next(_SERVER_IDS)
     if name == "tidemark":
         cfg = _tidemark_config(opts, db, topic_prefix, snapshot_mode, server_id, run_dir)
+        cfg.update(extra or {})
         settings = {
             "connector": "mysql",
             "offsets_file": str(run_dir / "offsets.json"),
@@ -119,6 +122,7 @@ def start_maria(
             offset_flush_ms=opts.offset_flush_ms,
             http_port=debezium.new_http_port(),
         )
+        props.update({f"debezium.source.{k}": v for k, v in (extra or {}).items()})
         started = time.time()
         handle = debezium.start(opts.debezium_home, opts.java, run_dir, props, opts.jvm_opts)
         return Running(
