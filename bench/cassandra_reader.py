@@ -98,8 +98,8 @@ def python_reader(segments: list[Path], tables: Any, runs: int) -> list[dict[str
             # table) comes with its error
             for _, _, _, updates, _ in iter_mutations(data, name, lookup, by_raw, limit=limit):
                 mutations += 1
-                for u in updates:
-                    rows += len(u.rows)
+                for _, update_rows, _ in updates:
+                    rows += len(update_rows)
         cpu, wall = time.process_time() - c0, time.perf_counter() - t0
         out.append({"run": run, "mutations": mutations, "rows": rows, "cpu_s": cpu, "wall_s": wall})
         print("python", out[-1])

@@ -14,7 +14,7 @@ import struct
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from cdc.errors import ConnectorError
 from connectors.cassandra.cqltypes import CqlType, CqlTypeError, decode_value
@@ -77,32 +77,18 @@ class UnknownTable(MutationError):
 CellValue = tuple[Any, int | None, bool]
 
 
-class RowChange(NamedTuple):
-    """One row (or a whole partition) changed by a partition update (a named tuple: one is
-    built per row).
-
-    ``kind``: ``insert`` (the row has a liveness timestamp: an INSERT), ``update`` (cells
-    only), ``row_delete``, ``partition_delete``. ``clustering`` is None for a partition
-    delete and for the static row."""
-
-    table: TableDef
-    kind: str
-    partition_key: list[Any]
-    clustering: list[Any] | None
-    cells: dict[str, CellValue]
-    #: the newest write timestamp in the row (microseconds)
-    timestamp: int
-    static: bool = False
-
-
-class PartitionUpdate(NamedTuple):
-    """The rows one mutation changed in one partition of ``table`` (a named tuple: one is
-    built per mutation)."""
-
-    table: TableDef
-    rows: list[RowChange]
-    #: range tombstone markers (range deletes): counted, not emitted
-    range_tombstones: int = 0
+#: One row (or a whole partition) changed by a partition update: ``(table, kind,
+#: partition_key, clustering, cells, timestamp, static)``. ``kind``: ``insert`` (the row has
+#: a liveness timestamp: an INSERT), ``update`` (cells only), ``row_delete``,
+#: ``partition_delete``; ``clustering`` is None for a partition delete and for the static
+#: row; ``cells`` by column name; ``timestamp`` the newest write timestamp in the row
+#: (microseconds); ``static`` True for the static row. A plain tuple, read by unpacking, as
+#: :data:`CellValue`: one is built per row.
+RowChange = tuple[TableDef, str, list[Any], list[Any] | None, dict[str, CellValue], int, bool]
+#: The rows one mutation changed in one partition of a table: ``(table, rows,
+#: range_tombstones)``, the last being the number of range tombstone markers (range deletes:
+#: counted, not emitted). A plain tuple, one per mutation.
+PartitionUpdate = tuple[TableDef, list[RowChange], int]
 
 
 SchemaLookup = Callable[[uuid.UUID], TableDef | None]
@@ -241,7 +227,7 @@ def _partition(r: _Reader, lookup: SchemaLookup) -> PartitionUpdate:
     rows: list[RowChange] = []
     markers = 0
     if flags & _IS_EMPTY:
-        return PartitionUpdate(table, rows, 0)
+        return (table, rows, 0)
     min_ts = r.vint() + TIMESTAMP_EPOCH
     min_ldt = r.vint() + DELETION_TIME_EPOCH
     min_ttl = r.vint()
@@ -251,7 +237,7 @@ def _partition(r: _Reader, lookup: SchemaLookup) -> PartitionUpdate:
     if flags & _HAS_PARTITION_DELETION:
         ts = h.ts(r)
         ldt = h.ldt(r)
-        rows.append(RowChange(table, "partition_delete", key, None, {}, ts))
+        rows.append((table, "partition_delete", key, None, {}, ts, False))
         _ = ldt
     if flags & _HAS_STATIC_ROW:
         row_flags = r.byte()
@@ -273,7 +259,7 @@ def _partition(r: _Reader, lookup: SchemaLookup) -> PartitionUpdate:
         row = _row(r, h, table, key, row_flags, ext)
         if row is not None:
             rows.append(row)
-    return PartitionUpdate(table, rows, markers)
+    return (table, rows, markers)
 
 
 # -- the fast path ------------------------------------------------------------------------
@@ -324,8 +310,6 @@ def _helpers() -> dict[str, Any]:
             _generic_body=_generic_body,
             _columns_at=_columns_at,
             _vint=read_unsigned_vint,
-            _RowChange=RowChange,
-            _PU=PartitionUpdate,
         )
     return _HELPERS
 
@@ -377,7 +361,7 @@ def _generic_body(table: TableDef, cols: list[ColumnDef]) -> Callable[..., Any]:
             v, pos = read_unsigned_vint(data, pos)
             ts = ((v + min_ts + _SIGN) & _MASK64) - _SIGN
             _, pos = read_unsigned_vint(data, pos)  # the local deletion time
-            rows.append(RowChange(table, "partition_delete", key, None, {}, ts))
+            rows.append((table, "partition_delete", key, None, {}, ts, False))
         if flags & _HAS_ROW_ESTIMATE:
             _, pos = read_unsigned_vint(data, pos)
         header = (table, rows, key, min_ts, min_ldt, min_ttl, cols)
@@ -385,7 +369,7 @@ def _generic_body(table: TableDef, cols: list[ColumnDef]) -> Callable[..., Any]:
             row_flags = data[pos]
             pos += 1
             if row_flags & _END_OF_PARTITION:
-                return PartitionUpdate(table, rows, markers), pos
+                return (table, rows, markers), pos
             pos, marker = _generic_row(data, pos, row_flags, *header)
             markers += marker
 
@@ -502,7 +486,7 @@ def _row(
         newest = max(newest, ts)
         cells[col.name] = cell
     kind = "row_delete" if deleted else ("insert" if row_ts is not None else "update")
-    return RowChange(table, kind, key, clustering, cells, newest, static)
+    return (table, kind, key, clustering, cells, newest, static)
 
 
 def _cell(

@@ -194,7 +194,7 @@ def _cells(
             offsets.append(at)
             at += 1 + cols[i].fixed
         checks = " and ".join(f"data[pos + {o}] == 8" if o else "data[pos] == 8" for o in offsets)
-        L.append(f"{ind}if pos + {st.size} <= len(data) and {checks}:")
+        L.append(f"{ind}if pos + {st.size} <= ld and {checks}:")
         L.append(f"{ind}    {', '.join(f'x{i}' for i in run)}, = {name}(data, pos)")
         L.append(f"{ind}    pos += {st.size}")
         for i in run:
@@ -229,7 +229,7 @@ def _prefix_lines(
     st = struct.Struct(fmt)
     ns["_PREFIX"] = st.unpack_from
     checks = (["h == 0"] if ccols else []) + ["tb < 128"] + [f"f{i} == 8" for i in first]
-    L.append(f"{ind}if pos + {st.size} <= len(data):")
+    L.append(f"{ind}if pos + {st.size} <= ld:")
     L.append(f"{ind}    {', '.join(names)}, = _PREFIX(data, pos)")
     L.append(f"{ind}    fast = {' and '.join(checks)}")
     L.append(f"{ind}else:")
@@ -273,12 +273,12 @@ def _row_lines(
         L.append(f"{body}row_ts = None")
         L.append(f"{body}newest = 0")
     _cells(L, body, cols, runs, insert, ns)
-    L.append(f"{ind}if pos > len(data):")
+    L.append(f"{ind}if pos > ld:")
     L.append(f"{ind}    raise IndexError('read past the end of the mutation')")
     cells = ", ".join(f"{c.name!r}: c{i}" for i, c in enumerate(cols))
     kind = "insert" if insert else "update"
     fields = f"_TABLE, {kind!r}, key, clustering, {{{cells}}}, newest, False"
-    L.append(f"{ind}rows.append(_tnew(_RowChange, ({fields})))")
+    L.append(f"{ind}rows.append(({fields}))")
 
 
 def _body_lines(
@@ -296,7 +296,7 @@ def _body_lines(
         f"{b}    ts = ((v + min_ts + {1 << 63}) & {(1 << 64) - 1}) - {1 << 63}",
         f"{b}    _, pos = _vint(data, pos)",  # the local deletion time
         f"{b}    fields = (_TABLE, 'partition_delete', key, None, {{}}, ts, False)",
-        f"{b}    rows.append(_tnew(_RowChange, fields))",
+        f"{b}    rows.append(fields)",
         f"{b}if flags & 16:",  # HAS_ROW_ESTIMATE
         f"{b}    if data[pos] < 128:",
         f"{b}        pos += 1",
@@ -309,7 +309,7 @@ def _body_lines(
     ]
     _row_lines(L, b + "        ", table, cols, True, ns)
     L.append(f"{b}    elif rf & 1:")  # END_OF_PARTITION
-    L.append(f"{b}        return _tnew(_PU, (_TABLE, rows, markers)), pos")
+    L.append(f"{b}        return (_TABLE, rows, markers), pos")
     L.append(f"{b}    elif rf == {FAST_ROW_FLAGS[0]}:")
     _row_lines(L, b + "        ", table, cols, False, ns)
     L.append(f"{b}    else:")
@@ -320,7 +320,7 @@ def _body_lines(
 
 def body_source(table: TableDef, cols: Sequence[ColumnDef], ns: dict[str, Any]) -> str:
     """:func:`_body_lines` as a function of the partition's header."""
-    L = ["def body(data, pos, flags, key, min_ts, min_ldt, min_ttl):"]
+    L = ["def body(data, pos, flags, key, min_ts, min_ldt, min_ttl):", "    ld = len(data)"]
     _body_lines(L, "    ", table, cols, ns)
     return "\n".join(L) + "\n"
 
@@ -335,13 +335,14 @@ def partition_source(
     pk = table.partition_key
     L = [
         "def partition(data, pos):",
+        "    ld = len(data)",  # the mutation's end: every read is checked against it
         "    n = data[pos]",
         "    if n < 128:",
         "        pos += 1",
         "    else:",
         "        n, pos = _vint(data, pos)",
         "    end = pos + n",
-        "    if end > len(data):",
+        "    if end > ld:",
         "        raise IndexError('read past the end of the mutation')",
     ]
     name = pk[0].type.name if len(pk) == 1 else ""
@@ -364,7 +365,7 @@ def partition_source(
         "    else:",
         "        x = _EXTRA[min_ts]",
         "        pos = end + 2 + x",
-        "        if pos > len(data):",
+        "        if pos > ld:",
         "            raise IndexError('read past the end of the mutation')",
         "        min_ts = _from_bytes(data[end + 1:pos], 'big') & _MASK[x]",
         f"    min_ts += {TIMESTAMP_EPOCH}",
@@ -409,12 +410,11 @@ def compile_partition(table: TableDef, helpers: Mapping[str, Any]) -> PartitionF
     ``_partition_key``, ``_generic_row`` (one row or marker the generic way, returns the
     position after it), ``_generic_body`` (a body reading every row the generic way, for
     ``cols``), ``_columns_at`` (a header column set: columns and the position after it),
-    ``_vint``, ``_RowChange`` and ``_PU`` (PartitionUpdate).
+    and ``_vint``.
 
     Once the first column set is met, a partition reader with that set's rows inline
     replaces this one as ``table.compiled["partition"]``."""
     ns: dict[str, Any] = dict(helpers)
-    ns["_tnew"] = tuple.__new__
     ns["_from_bytes"] = int.from_bytes
     ns["_EXTRA"] = VINT_EXTRA
     ns["_MASK"] = VINT_MASK

@@ -255,25 +255,25 @@ class CassandraStreaming(StreamingSource):
         if error is not None:
             self._bad(file, start, error)
             return
-        rows = [
-            (u.table, r) for u in updates if self._captured(u.table) for r in u.rows if not r.static
-        ]
-        m.unsupported += sum(u.range_tombstones for u in updates)
-        m.unsupported += sum(1 for u in updates for r in u.rows if r.static)
+        # a row is (table, kind, key, clustering, cells, timestamp, static): static rows
+        # and range tombstones are not captured (the seed lists them as unsupported)
+        rows = [r for t, t_rows, _ in updates if self._captured(t) for r in t_rows if not r[6]]
+        m.unsupported += sum(ranges for _, _, ranges in updates)
+        m.unsupported += sum(1 for _, t_rows, _ in updates for r in t_rows if r[6])
         last = len(rows) - 1
-        for i, (table, row) in enumerate(rows):
+        for i, row in enumerate(rows):
             if i < skip_rows:
                 continue
             offset: dict[str, Any] = {"file": file, "pos": end}
             if i < last:
                 offset = {"file": file, "pos": start, "row": i + 1}
-            self._emit(ctx, table, row, file, end, offset)
+            self._emit(ctx, row, file, end, offset)
         if rows:
             gauges = ctx.metrics.streaming
             now_ms = int(time.time() * 1000)
             gauges.last_event_ms = now_ms
             # the newest write timestamp is the client's clock: never report a negative lag
-            gauges.ms_behind_source = max(0, now_ms - max(r.timestamp for _, r in rows) // 1000)
+            gauges.ms_behind_source = max(0, now_ms - max(r[5] for r in rows) // 1000)
 
     def _decoded_table(self, first: TableDef) -> bool:
         """Whether to decode a mutation whose first table is ``first``: only those of
@@ -294,21 +294,21 @@ class CassandraStreaming(StreamingSource):
     def _emit(
         self,
         ctx: SourceContext,
-        t: TableDef,
         row: RowChange,
         file: str,
         pos: int,
         offset: dict[str, Any],
     ) -> None:
-        key = list(row.partition_key)
-        key += row.clustering if row.clustering is not None else [None] * len(t.clustering)
-        op = _OPS[row.kind]
+        t, kind, partition_key, clustering, cells, timestamp, _ = row
+        key = list(partition_key)
+        key += clustering if clustering is not None else [None] * len(t.clustering)
+        op = _OPS[kind]
         if op is Operation.DELETE:
             values = key + [None] * len(t.regular)
         else:
-            values = key + [row.cells.get(c.name) for c in t.regular]
+            values = key + [cells.get(c.name) for c in t.regular]
         source = {
-            "ts_ms": row.timestamp // 1000,
+            "ts_ms": timestamp // 1000,
             "snapshot": False,
             "cluster": self.state.schema().cluster_name,
             "keyspace": t.keyspace,
@@ -316,8 +316,8 @@ class CassandraStreaming(StreamingSource):
             "table": t.name,
             "file": file,
             "pos": pos,
-            "ts_micro": row.timestamp,
-            "ts_us": row.timestamp,  # envelope.version=3: the write time in µs
+            "ts_micro": timestamp,
+            "ts_us": timestamp,  # envelope.version=3: the write time in µs
         }
         ctx.emit_row(op, table_id(t), None, values, source, offset)
 
