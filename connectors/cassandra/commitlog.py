@@ -41,8 +41,8 @@ _NAME = re.compile(r"^CommitLog-(\d+)-(\d+)\.log$")
 _INT = struct.Struct(">i")
 _UINT = struct.Struct(">I")
 _INT_UINT = struct.Struct(">iI")
-#: CRC32 of an entry's 4-byte size, by size (the same few sizes recur)
-_SIZE_CRCS: dict[int, int] = {}
+#: entry heads (4-byte size, CRC32 of the size) found right, by their 8 bytes: (size, CRC)
+_HEADS: dict[bytes, tuple[int, int]] = {}
 
 
 class CommitLogError(Exception):
@@ -203,6 +203,35 @@ def _first_id(payload: bytes) -> bytes:
     return payload[pos : pos + 16]
 
 
+def _entry_head(
+    body: bytes, pos: int, file: str, body_start: int, heads: dict[bytes, tuple[int, int]]
+) -> tuple[int, int, int]:
+    """An entry's size and size CRC at ``pos`` checked: ``(size, CRC32 of the size, end of
+    the mutation)``, size 0 for the end of the entries. A right pair is remembered in
+    ``heads`` by its 8 bytes (the same few sizes recur)."""
+    n = len(body)
+    if n - pos >= 8:
+        size, size_crc = _INT_UINT.unpack_from(body, pos)
+    else:
+        (size,) = _INT.unpack_from(body, pos)  # zero padding, or an error below
+        size_crc = -1
+    if size == 0:
+        return 0, 0, pos
+    if size < 10:
+        raise CommitLogError(file, body_start + pos, f"invalid mutation size {size}")
+    end = pos + 8 + size
+    if end + 4 > n:
+        raise TruncatedSegment(
+            file, body_start + pos, f"a {size}-byte mutation runs past its section"
+        )
+    known = zlib.crc32(body[pos : pos + 4])
+    if known != size_crc:
+        raise ChecksumMismatch(file, body_start + pos, "mutation size CRC mismatch")
+    if len(heads) < 4096:
+        heads[body[pos : pos + 8]] = (size, known)
+    return size, known, end
+
+
 @dataclass(frozen=True)
 class Damage:
     """A section whose entries from ``error.pos`` up to ``skipped_to`` were passed over."""
@@ -283,8 +312,8 @@ def _read(
     decompress = _decompressor(desc, file)
     crc32 = zlib.crc32
     new_tuple = tuple.__new__  # Entry(...) without its Python-level __new__
-    size_crcs = _SIZE_CRCS
-    size_and_crc = _INT_UINT.unpack_from
+    heads = _HEADS
+    heads_get = heads.get
     unpack_uint = _UINT.unpack_from
     tables_get = tables.get
     phys = desc.header_end
@@ -340,27 +369,18 @@ def _read(
         n = len(body)
         try:
             while n - pos >= 4:
-                if n - pos >= 8:
-                    size, size_crc = size_and_crc(body, pos)
+                head = heads_get(body[pos : pos + 8])
+                if head is not None:  # a size met before, with its CRC: both are right
+                    size, known = head
+                    end = pos + 8 + size
+                    if end + 4 > n:
+                        raise TruncatedSegment(
+                            file, body_start + pos, f"a {size}-byte mutation runs past its section"
+                        )
                 else:
-                    (size,) = _INT.unpack_from(body, pos)  # zero padding, or an error below
-                    size_crc = -1
-                if size == 0:
-                    break  # end-of-segment marker / zero padding
-                if size < 10:
-                    raise CommitLogError(file, body_start + pos, f"invalid mutation size {size}")
-                end = pos + 8 + size
-                if end + 4 > n:
-                    raise TruncatedSegment(
-                        file, body_start + pos, f"a {size}-byte mutation runs past its section"
-                    )
-                known = size_crcs.get(size)
-                if known is None:
-                    known = crc32(body[pos : pos + 4])
-                    if len(size_crcs) < 4096:
-                        size_crcs[size] = known
-                if known != size_crc:
-                    raise ChecksumMismatch(file, body_start + pos, "mutation size CRC mismatch")
+                    size, known, end = _entry_head(body, pos, file, body_start, heads)
+                    if size == 0:
+                        break  # end-of-segment marker / zero padding
                 payload = body[pos + 8 : end]
                 if crc32(payload, known) != unpack_uint(body, end)[0]:
                     raise ChecksumMismatch(file, body_start + pos, "mutation CRC mismatch")

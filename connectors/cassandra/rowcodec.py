@@ -208,14 +208,20 @@ def _prefix_lines(
     L: list[str], ind: str, table: TableDef, cols: Sequence[ColumnDef], ns: dict[str, Any]
 ) -> list[list[int]] | None:
     """An INSERT row's usual start in one ``struct`` call: the clustering values (header 0:
-    all present), a one-byte row timestamp delta, and the first run of fixed-width cells
-    with the row's timestamp. Emits ``if fast:`` with that branch open, and returns the runs
-    of cells left to read after it (None: no such prefix, nothing emitted)."""
+    all present), a one-byte row timestamp delta, the first run of fixed-width cells with
+    the row's timestamp, and the flags and one-byte length of a text cell after them.
+    Emits ``if fast:`` with that branch open, and returns the runs of cells left to read
+    after it (None: no such prefix, nothing emitted)."""
     ccols = table.clustering
     if not all(_packable(c) for c in ccols):
         return None
     runs = _runs(cols)
     first = runs[0] if runs and _packable(cols[runs[0][0]]) else []
+    rest = runs[1:] if first else runs
+    text = None  # the text cell whose head the struct reads too
+    if rest and not cols[rest[0][0]].type.multi_cell and cols[rest[0][0]].type.name in _TEXT:
+        text = rest[0][0]
+        rest = rest[1:]
     fmt = ">"
     names: list[str] = []
     if ccols:
@@ -226,9 +232,13 @@ def _prefix_lines(
     for i in first:
         fmt += "B" + _UNPACK[cols[i].type.name].format[1:]
         names += [f"f{i}", f"x{i}"]
+    checks = (["h == 0"] if ccols else []) + ["tb < 128"] + [f"f{i} == 8" for i in first]
+    if text is not None:
+        fmt += "BB"  # flags 0x08 (the row's timestamp), a length under 128
+        names += [f"f{text}", f"n{text}"]
+        checks += [f"f{text} == 8", f"n{text} < 128"]
     st = struct.Struct(fmt)
     ns["_PREFIX"] = st.unpack_from
-    checks = (["h == 0"] if ccols else []) + ["tb < 128"] + [f"f{i} == 8" for i in first]
     L.append(f"{ind}if pos + {st.size} <= ld:")
     L.append(f"{ind}    {', '.join(names)}, = _PREFIX(data, pos)")
     L.append(f"{ind}    fast = {' and '.join(checks)}")
@@ -243,7 +253,11 @@ def _prefix_lines(
     L.append(f"{ind}    newest = row_ts")
     for i in first:
         L.append(f"{ind}    c{i} = (x{i}, None, True)")
-    return runs[1:] if first else runs
+    if text is not None:
+        L.append(f"{ind}    e = pos + n{text}")
+        L.append(f"{ind}    c{text} = (data[pos:e].decode(), None, True)")
+        L.append(f"{ind}    pos = e")
+    return rest
 
 
 def _row_lines(
