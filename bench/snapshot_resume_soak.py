@@ -1,15 +1,17 @@
 """Issue 16's acceptance run for resumable initial snapshots, on demand:
 
     .venv/bin/python -m bench.snapshot_resume_soak [--db postgres|mariadb] [--rows 500000]
-                                                   [--kills 10] [--writers 4] [--flush-ms 100]
+                                                   [--kills 10] [--writers 4] [--chunk 1024]
+                                                   [--flush-ms 60000]
 
 A table of ``--rows`` rows is snapshotted by a connector task in its own process while
 ``--writers`` threads insert, update and delete rows all the time. The task is SIGKILLed
 ``--kills`` times at random points inside the snapshot; each restart must resume from the
-stored batch (the rows read again per kill are counted: the rows after the stored resume key
-that the killed attempt had already sent), and once the writers stop, the last event of every
-key in the topic must equal the table (deletes included). Prints one line per kill and the
-verdict; exits 1 when the topic does not equal the table.
+stored chunk (the rows read again per kill are counted: the rows after the stored resume key
+that the killed attempt had already sent; at most ``--chunk`` per kill, whatever the offset
+flush interval, Kafka Connect's default of a minute here), and once the writers stop, the last
+event of every key in the topic must equal the table (deletes included). Prints one line per
+kill and the verdict; exits 1 when the topic does not equal the table.
 
 Each killed attempt's log is kept in the run's temporary folder (printed at the end). Needs
 the dev stack (``tidemark dev up postgres mariadb kafka``). The test suite runs the
@@ -30,7 +32,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.integration.test_engine_crash import finish, read_all, start
+from tests.integration.test_engine_crash import end_offset, finish, read_all, start
 from tests.integration.test_snapshot_resume import last_rows, stored
 from worker.dev.stack import Stack, default_home
 
@@ -114,13 +116,31 @@ class Writers:
             t.join()
 
 
+def reread_per_kill(events: list[dict[str, Any]], ends: list[int]) -> list[int]:
+    """Rows each restart read again: ``op=r`` events after kill k whose key an earlier
+    attempt had already read (counted until the next kill)."""
+    seen: set[int] = set()
+    out, start = [], 0
+    for end in [*ends, len(events)]:
+        again = 0
+        for e in events[start:end]:
+            if e["op"] == "r":
+                key = int(e["after"]["id"])
+                again += key in seen
+                seen.add(key)
+        out.append(again)
+        start = end
+    return out[1:]  # the first attempt read nothing again
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--db", choices=("postgres", "mariadb"), default="postgres")
     ap.add_argument("--rows", type=int, default=500_000)
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--writers", type=int, default=4)
-    ap.add_argument("--flush-ms", type=int, default=100)
+    ap.add_argument("--chunk", type=int, default=BATCH, help="snapshot.resumable.chunk.size")
+    ap.add_argument("--flush-ms", type=int, default=60_000, help="offset.flush.interval.ms")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
     rnd = random.Random(args.seed)
@@ -138,11 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     if mysql:
         cfg["snapshot.fetch.size"] = str(BATCH)
+    cfg["snapshot.resumable.chunk.size"] = str(args.chunk)
     offsets, spec = tmp / "offsets.json", tmp / "spec.json"
     doc = {"kind": "mysql" if mysql else "postgres", "bootstrap": h.kafka}
     doc["offsets"] = {"file": str(offsets)}
     topic = h.topic(cfg, "big")
     t0 = time.monotonic()
+    ends: list[int] = []  # the topic's end after each kill: where the next attempt's events start
     with Writers(h, args.rows, args.writers) as writers:
         for kill in range(1, args.kills + 1):
             if mysql:
@@ -163,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             proc.kill()
             _, err = proc.communicate()
             (tmp / f"attempt-{kill}.stderr").write_bytes(err)
+            ends.append(end_offset(h.kafka, topic))
             point = stored(offsets, cfg)
             if not point.get("snapshot"):
                 print(f"kill {kill}: the snapshot had finished; stopping the kills")
@@ -190,15 +213,18 @@ def main(argv: list[str] | None = None) -> int:
     got = last_rows(events)
     reads = Counter(int(e["after"]["id"]) for e in events if e["op"] == "r")
     again = sum(n - 1 for n in reads.values())
+    per_kill = reread_per_kill(events, ends)
     missing = len(set(want) - set(got))
     stale = sum(1 for k in want if k in got and got[k] != want[k])
     extra = len(set(got) - set(want))
     print(
         f"{args.db}: {args.rows} rows, {kill} kills, {args.writers} writers ({changes} changes) "
         f"in {time.monotonic() - t0:.0f} s; rows read more than once: {again} "
-        f"({again / max(kill, 1):.0f} per kill, batch {BATCH}, offset flush {args.flush_ms} ms); "
+        f"({again / max(kill, 1):.0f} per kill, max {max(per_kill, default=0)}; batch {BATCH}, "
+        f"chunk {args.chunk}, offset flush {args.flush_ms} ms); "
         f"topic vs table: missing {missing}, stale {stale}, extra {extra}"
     )
+    print(f"rows read again per kill: {per_kill}")
     print(f"attempt logs in {tmp}")
     if hasattr(h, "dispose"):
         h.dispose()

@@ -127,6 +127,23 @@ def _filter(name: str, alias: str, doc: str) -> ConfigField:
     )
 
 
+def resumable_chunk_field() -> ConfigField:
+    """``snapshot.resumable.chunk.size``, for the connectors whose snapshots resume
+    (``snapshot.resumable``; ``cdc.snapshot.driver``)."""
+    return ConfigField(
+        "snapshot.resumable.chunk.size",
+        Kind.INT,
+        10240,
+        validator=at_least(1),
+        group=GROUP_SNAPSHOT,
+        doc="tidemark: with snapshot.resumable, the snapshot stops after every this many rows "
+        "of a table read in key order until Kafka acknowledged them and their offset is "
+        "stored, so a crash reads at most this many rows again (rounded up to the read "
+        "batch), whatever offset.flush.interval.ms. Each stop costs a producer round trip "
+        "and an offset write: smaller re-reads less after a crash, larger reads faster.",
+    )
+
+
 def common_def(**defaults: Any) -> ConfigDef:
     def d(name: str, fallback: Any) -> Any:
         return defaults.get(name.replace(".", "_"), fallback)

@@ -77,6 +77,7 @@ class Engine:
             metrics=self.metrics,
             existing_topics=lambda: self.sink.existing_topics(f"{self.server}."),
             stopping=self._stopping,
+            wake_task=self.queue.wake,
         )
 
     @property
@@ -132,7 +133,7 @@ class Engine:
                     next_sink_poll = now + 0.02
                 if self.sink.error is not None:
                     raise SinkError(f"Kafka rejected a record: {self.sink.error}")
-                self.coordinator.serve_store_request(self._commit)
+                self.coordinator.serve_store_request(self._commit, self.queue.taken_total)
                 if time.monotonic() >= next_commit:
                     self._commit()
                     next_commit = time.monotonic() + interval
@@ -149,7 +150,10 @@ class Engine:
         self.delivery.process(batch)
 
     def _commit(self) -> None:
+        taken = self.queue.taken_total  # every record taken so far was handed to the producer
         self.delivery.commit()
+        if self.writer.pending is None:
+            self.coordinator.stored(taken)
 
     # -- stop -----------------------------------------------------------------------------------
     def stop(self) -> None:

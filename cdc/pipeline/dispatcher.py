@@ -130,6 +130,8 @@ class EventDispatcher:
         self._progress_hook: Callable[[TableId, int, int | None], None] | None = None
         #: set by the engine: records a snapshot's start durably, returns the resume offset
         self.snapshot_start_hook: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+        #: set by the engine: waits until the records handed over so far have stored offsets
+        self.snapshot_chunk_hook: Callable[[int], None] | None = None
         self._next_end_marker = 0.0
         #: records not yet handed to the queue while a source runs ``batched`` (else None)
         self._held: list[SourceRecord] | None = None
@@ -170,6 +172,13 @@ class EventDispatcher:
         if hook is None:
             return dict(position)
         return hook(position)
+
+    def snapshot_chunk_done(self) -> None:
+        hook = self.snapshot_chunk_hook
+        if hook is None:
+            return
+        self.flush()
+        hook(self.queue.put_total)
 
     def snapshot_table_completed(self, table_id: TableId, rows: int) -> None:
         snap = self.metrics.snapshot

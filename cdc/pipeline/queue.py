@@ -47,6 +47,11 @@ class ChangeEventQueue(Generic[T]):
         self._error: BaseException | None = None
         self._closed = False
         self.blocked_seconds = 0.0
+        #: items ever put and ever taken: a position in the stream of records both threads
+        #: can name (a resumable snapshot waits until the offsets of its earlier chunks are
+        #: stored, counted in records taken; see ``SourceCoordinator.snapshot_chunk_done``)
+        self.put_total = 0
+        self.taken_total = 0
 
     # -- producer side ----------------------------------------------------------------------
     def put(self, item: T) -> None:
@@ -63,6 +68,7 @@ class ChangeEventQueue(Generic[T]):
             if self._closed:
                 raise QueueClosed("the change event queue is closed")
             items.append(item)
+            self.put_total += 1
             if len(items) == 1 or len(items) >= self.max_batch_size:
                 self._not_empty.notify()
 
@@ -95,6 +101,7 @@ class ChangeEventQueue(Generic[T]):
                     done += min(room, total - done)
                 if was_empty or len(items) >= self.max_batch_size:
                     self._not_empty.notify()
+            self.put_total += total
 
     def _put_sized(self, item: T) -> None:
         assert self.size_of is not None and self._sizes is not None
@@ -115,6 +122,7 @@ class ChangeEventQueue(Generic[T]):
             self._items.append(item)
             self._sizes.append(size)
             self._bytes += size
+            self.put_total += 1
             if len(self._items) == 1 or len(self._items) >= self.max_batch_size:
                 self._not_empty.notify()
 
@@ -148,8 +156,15 @@ class ChangeEventQueue(Generic[T]):
                 pop = sizes.popleft
                 self._bytes -= sum(pop() for _ in range(n))
             if n:
+                self.taken_total += n
                 self._not_full.notify_all()
             return batch
+
+    def wake(self) -> None:
+        """End a ``poll`` that waits on an empty queue now (it returns nothing), so the
+        consumer serves a request made meanwhile without waiting for its timeout."""
+        with self._lock:
+            self._not_empty.notify_all()
 
     def close(self) -> None:
         with self._lock:

@@ -23,9 +23,12 @@ check that their log still holds it.
 **Resuming an interrupted snapshot.** Every row's offset says which tables were read whole
 before it (``snapshot_done``), which table it belongs to (``snapshot_table``) and, for a
 table read in key order, the key of the last row of the batch before its own
-(``snapshot_after``). A restart after a crash (the stored offset is that of a row Kafka
-acknowledged, and every row before it) skips the tables read whole and reads the current one
-from after that key: at most one batch is read again. The rows still to read come from the
+(``snapshot_after``; the last row of a batch names its own key). A restart after a crash (the
+stored offset is that of a row Kafka acknowledged, and every row before it) skips the tables
+read whole and reads the current one from after that key. Every
+``snapshot.resumable.chunk.size`` rows the source waits until the last one's offset is stored
+(``SourceContext.snapshot_chunk_done``) before it reads on, so at most a chunk is read again,
+whatever ``offset.flush.interval.ms``. The rows still to read come from the
 new attempt's snapshot, which is newer than the first one's; that is safe only when
 streaming hands over from the *first* attempt's position (the coordinator's rule), so that
 every change since is replayed on top: a connector lets a snapshot resume only when its log
@@ -48,6 +51,8 @@ log = logging.getLogger("tidemark.snapshot")
 
 #: how often a table's progress is reported (metrics and log), in rows
 PROGRESS_EVERY_ROWS = 10_000
+#: ``snapshot.resumable.chunk.size``'s default
+DEFAULT_CHUNK_ROWS = 10_240
 
 Row = Sequence[Any]
 
@@ -99,11 +104,13 @@ def run_snapshot(
     include_data: bool,
     handover: dict[str, Any] | None = None,
     resume: ResumePoint | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
 ) -> dict[str, Any]:
     """Run the steps; returns the offset streaming starts from (``handover`` if given: the
     caller already recorded the restart position, as for newly added tables). ``resume``:
     where an interrupted attempt got to; only given when streaming hands over from that
-    attempt's position (see the module docstring)."""
+    attempt's position (see the module docstring). ``chunk_rows``:
+    ``snapshot.resumable.chunk.size``."""
     total = len(STEPS)
     completed = False
 
@@ -137,7 +144,8 @@ def run_snapshot(
             if resume is not None:
                 scans = resume.apply(scans)
             step(6, f" ({len(scans)} table(s))")
-            emit_scans(ctx, scans, steps.read(scans), resume.done if resume else frozenset())
+            done = resume.done if resume else frozenset()
+            emit_scans(ctx, scans, steps.read(scans), done, chunk_rows)
         elif handover is None:
             handover = position
         completed = True
@@ -152,6 +160,7 @@ def emit_scans(
     scans: list[TableScan],
     batches: Iterable[tuple[TableScan, Sequence[Row] | None]],
     done: frozenset[str] = frozenset(),
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
 ) -> None:
     """The rows step: every table's rows as ``op=r`` events, with progress and completion.
     Each table's row offsets name the tables read whole before its first row (``done``:
@@ -167,6 +176,7 @@ def emit_scans(
                 continue
             if id(scan) not in started:
                 started.add(id(scan))
+                scan.chunk_rows = chunk_rows
                 scan.offset = {
                     **scan.offset,
                     "snapshot_done": sorted(read_whole),
@@ -237,6 +247,9 @@ class TableScan:
     key_of: Callable[[Row], list[Any] | None] | None = None
     #: read the rows after this key only (set when a snapshot resumes, see ResumePoint)
     after: list[Any] | None = None
+    #: in key order: rows between two waits for the stored offset (``snapshot_chunk_done``)
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
+    _unstored: int = field(default=0, init=False, repr=False)
 
     @property
     def id(self) -> TableId:
@@ -249,18 +262,32 @@ class TableScan:
 
     def emit(self, ctx: SourceContext, batch: Sequence[Row]) -> None:
         """Emit a batch of rows as ``op=r`` events; report progress every
-        :data:`PROGRESS_EVERY_ROWS` rows and stop between batches when asked. In key order,
-        the batch's offset says after which key it starts (read again if it is not
-        acknowledged), and the next batch starts after its last row."""
+        :data:`PROGRESS_EVERY_ROWS` rows and stop between batches when asked.
+
+        In key order a batch's rows' offsets say after which key it starts (read again if
+        not all of it is acknowledged), its last row's offset says after its own key (all of
+        it is); once ``chunk_rows`` rows went out since the last wait, the source waits until
+        that last offset is stored (``snapshot_chunk_done``) before it reads on, so a crash
+        re-reads at most a chunk (rounded up to a batch) however long the offset flush
+        interval."""
         emit, tid, source, offset = ctx.emit, self.table.id, self.source, self.offset
-        key_of = self.key_of
-        if key_of is not None and batch:
-            offset = {**offset, "snapshot_after": self.after}
-            self.after = key_of(batch[-1])
         read, op = RowChange, Operation.READ
         before = self.rows
-        for row in batch:
-            emit(read(op, tid, None, row, source, offset))
+        key_of = self.key_of
+        if key_of is not None and batch:
+            start = {**offset, "snapshot_after": self.after}
+            self.after = key_of(batch[-1])
+            for row in batch[:-1]:
+                emit(read(op, tid, None, row, source, start))
+            end = {**offset, "snapshot_after": self.after}
+            emit(read(op, tid, None, batch[-1], source, end))
+            self._unstored += len(batch)
+            if self._unstored >= self.chunk_rows:
+                ctx.snapshot_chunk_done()
+                self._unstored = 0
+        else:
+            for row in batch:
+                emit(read(op, tid, None, row, source, offset))
         count = self.rows = before + len(batch)
         if count // PROGRESS_EVERY_ROWS != before // PROGRESS_EVERY_ROWS:
             ctx.snapshot_progress(tid, count, self.estimate)

@@ -1074,3 +1074,6 @@ class SignalledContext:
 
     def snapshot_starting(self, position: Mapping[str, Any]) -> dict[str, Any]:
         return self.d.snapshot_starting(position)
+
+    def snapshot_chunk_done(self) -> None:
+        self.d.snapshot_chunk_done()

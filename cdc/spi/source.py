@@ -76,6 +76,11 @@ class SourceContext(Protocol):
 
     def snapshot_table_completed(self, table_id: TableId, rows: int) -> None: ...
 
+    def snapshot_chunk_done(self) -> None:
+        """A snapshot read in key order emitted a chunk whose rows' offsets say where to
+        resume: returns once that offset is stored, so a crash re-reads at most one chunk
+        (``cdc.snapshot.driver``). May block: that is the bound."""
+
     def snapshot_starting(self, position: Mapping[str, Any]) -> dict[str, Any]:
         """Called by a snapshot source once it knows the position its snapshot is consistent
         with (the offset streaming would start from after it), before it emits its first

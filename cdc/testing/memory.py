@@ -201,6 +201,8 @@ class MemorySnapshot(SnapshotSource):
                 emitted += 1
                 if emitted == self.fail_after_rows:
                     raise RuntimeError(f"memory.snapshot.fail.after.rows={emitted} reached")
+            # a table is its own chunk: not resumable, but the wait is exercised
+            ctx.snapshot_chunk_done()
             ctx.snapshot_table_completed(table.id, len(rows))
         return {"pos": int(resume["pos"])}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdc.common_config import common_def, database_filter_fields
+from cdc.common_config import common_def, database_filter_fields, resumable_chunk_field
 from cdc.config import ConfigDef, ConfigField, Kind, at_least, exclusive, one_of, valid_regex_list
 
 CAPTURE_MODES = (
@@ -151,6 +151,7 @@ MONGODB_FIELDS = ConfigDef(
             "while the oplog holds its position; integer, string and ObjectId _ids only. "
             "false: an interrupted snapshot copies every collection again.",
         ),
+        resumable_chunk_field(),
         ConfigField(
             "snapshot.fetch.size",
             Kind.INT,

@@ -258,7 +258,7 @@ class MongoDbConnector(Connector):
                 c["snapshot.resumable"],
             )
 
-        return MongoSnapshot(steps)
+        return MongoSnapshot(steps, int(c["snapshot.resumable.chunk.size"]))
 
     def _holders(self) -> list[Client] | None:
         """Where the snapshot reads documents: through the server configured (a replica set

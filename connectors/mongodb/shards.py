@@ -165,6 +165,9 @@ class _ShardContext:
     def snapshot_starting(self, position: Mapping[str, Any]) -> dict[str, Any]:
         raise NotImplementedError("a shard's stream does not snapshot")
 
+    def snapshot_chunk_done(self) -> None:
+        raise NotImplementedError("a shard's stream does not snapshot")
+
 
 @dataclass
 class _Reader:

@@ -272,11 +272,20 @@ def one_id_class(coll: Any, after: Sequence[Any]) -> bool:
 
 
 class MongoSnapshot(SnapshotSource):
-    def __init__(self, make_steps: Callable[[SourceContext], MongoSnapshotSteps]) -> None:
+    def __init__(
+        self, make_steps: Callable[[SourceContext], MongoSnapshotSteps], chunk_rows: int
+    ) -> None:
         self.make_steps = make_steps
+        self.chunk_rows = chunk_rows
 
     def execute(
         self, ctx: SourceContext, previous_offset: Mapping[str, Any] | None, include_data: bool
     ) -> dict[str, Any]:
         resume = ResumePoint.of(previous_offset)
-        return run_snapshot(ctx, self.make_steps(ctx), include_data=include_data, resume=resume)
+        return run_snapshot(
+            ctx,
+            self.make_steps(ctx),
+            include_data=include_data,
+            resume=resume,
+            chunk_rows=self.chunk_rows,
+        )

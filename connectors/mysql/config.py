@@ -11,7 +11,12 @@ import random
 import re
 from typing import Any
 
-from cdc.common_config import common_def, connection_fields, database_filter_fields
+from cdc.common_config import (
+    common_def,
+    connection_fields,
+    database_filter_fields,
+    resumable_chunk_field,
+)
 from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, exclusive, one_of, split_list
 from cdc.history import history_config_def
 
@@ -262,6 +267,7 @@ MYSQL_FIELDS = ConfigDef(
             "Kafka acknowledged instead of starting over (tables read whole are skipped); "
             "false restarts an interrupted snapshot from the beginning.",
         ),
+        resumable_chunk_field(),
         ConfigField(
             "snapshot.new.tables",
             Kind.STRING,

@@ -138,7 +138,13 @@ class SnapshotRun:
     def run(self, recovery: bool) -> dict[str, Any]:
         self.recovery = recovery
         resume = None if self.recovery else ResumePoint.of(self.previous)
-        out = run_snapshot(self.ctx, self, include_data=self.include_data, resume=resume)
+        out = run_snapshot(
+            self.ctx,
+            self,
+            include_data=self.include_data,
+            resume=resume,
+            chunk_rows=int(self.cfg["snapshot.resumable.chunk.size"]),
+        )
         # Streaming from an earlier position needs the schema as of that position.
         self.state.schema_ready = out == self.own
         if recovery:
@@ -307,7 +313,8 @@ class SnapshotRun:
                 )
                 self.conn = conn
                 scans = [self._scan_of(t, rows_offset, position) for t in tables]
-                emit_scans(self.ctx, scans, self.read(scans))
+                chunk_rows = int(self.cfg["snapshot.resumable.chunk.size"])
+                emit_scans(self.ctx, scans, self.read(scans), chunk_rows=chunk_rows)
                 if not self.table_locks:
                     myconn.execute(conn, "COMMIT")
             finally:

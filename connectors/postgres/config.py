@@ -5,7 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cdc.common_config import common_def, connection_fields, schema_filter_fields
+from cdc.common_config import (
+    common_def,
+    connection_fields,
+    resumable_chunk_field,
+    schema_filter_fields,
+)
 from cdc.config import ConfigDef, ConfigField, Kind, at_least, one_of
 from connectors.postgres.identity import validate_autoset
 
@@ -257,6 +262,7 @@ PG_FIELDS = ConfigDef(
             "snapshot.max.threads=1; false reads tables in physical order (no sort or index "
             "scan) and restarts an interrupted snapshot from the beginning.",
         ),
+        resumable_chunk_field(),
         ConfigField(
             "status.update.interval.ms",
             Kind.LONG,

@@ -158,7 +158,14 @@ class PostgresSnapshot(SnapshotSource):
         resume: ResumePoint | None = None,
     ) -> dict[str, Any]:
         steps = _Steps(self.cfg, ctx, schema, tables, include_data, keep_slot, kept_from)
-        return run_snapshot(ctx, steps, include_data=include_data, handover=handover, resume=resume)
+        return run_snapshot(
+            ctx,
+            steps,
+            include_data=include_data,
+            handover=handover,
+            resume=resume,
+            chunk_rows=int(self.cfg["snapshot.resumable.chunk.size"]),
+        )
 
 
 class _Steps:

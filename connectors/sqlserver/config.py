@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdc.common_config import common_def, connection_fields, schema_filter_fields
+from cdc.common_config import (
+    common_def,
+    connection_fields,
+    resumable_chunk_field,
+    schema_filter_fields,
+)
 from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, one_of
 from cdc.errors import ConfigError
 
@@ -150,6 +155,7 @@ SQLSERVER_FIELDS = ConfigDef(
             "batch (and skips tables already read) while the change tables hold its LSN. "
             "false: an interrupted snapshot reads every table again.",
         ),
+        resumable_chunk_field(),
         ConfigField(
             "include.schema.changes",
             Kind.BOOLEAN,

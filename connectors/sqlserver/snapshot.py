@@ -348,7 +348,13 @@ class SqlServerSnapshot(SnapshotSource):
         steps = SqlServerSnapshotSteps(self.cfg, ctx, include_data)
         resume = ResumePoint.of(previous_offset)
         with self.hold():
-            offset = run_snapshot(ctx, steps, include_data=include_data, resume=resume)
+            offset = run_snapshot(
+                ctx,
+                steps,
+                include_data=include_data,
+                resume=resume,
+                chunk_rows=int(self.cfg["snapshot.resumable.chunk.size"]),
+            )
         self.registered.update(steps.registered)
         return offset
 
@@ -369,6 +375,12 @@ def snapshot_added(
     log.info("database %s has no stored position: snapshotting it", database)
     steps = SqlServerSnapshotSteps(cfg, ctx, include_data, [database], others, between)
     with hold():
-        run_snapshot(ctx, steps, include_data=include_data, handover=others.offset())
+        run_snapshot(
+            ctx,
+            steps,
+            include_data=include_data,
+            handover=others.offset(),
+            chunk_rows=int(cfg["snapshot.resumable.chunk.size"]),
+        )
     registered.update(steps.registered)
     return steps.dbs[0].pos

@@ -65,20 +65,36 @@ def hold_chunks(connector: Connector, chunks: int) -> None:
 
 def hold_snapshot_rows(rows: int) -> None:
     """The initial snapshot's row emission blocks for good once ``rows`` rows were handed to
-    the core (``hold_after_snapshot_rows``): the task thread still sends and stores offsets
-    of what was emitted, so a test kills the child inside the snapshot on any machine."""
+    the core (``hold_after_snapshot_rows``), in the middle of a batch when that is where the
+    count falls: the task thread still sends what was emitted and stores its offsets, so a
+    test kills the child inside the snapshot (and inside a chunk) on any machine."""
     from cdc.snapshot import driver
 
     emit = driver.TableScan.emit
     emitted = 0
 
+    class Holding:
+        """The source context, with an ``emit`` that blocks at the count."""
+
+        def __init__(self, ctx: Any) -> None:
+            self._ctx = ctx
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._ctx, name)
+
+        def emit(self, event: Any) -> None:
+            nonlocal emitted
+            if emitted >= rows:
+                flush = getattr(self._ctx, "flush", None)
+                if callable(flush):
+                    flush()  # what the dispatcher holds back goes to the task thread
+                print("HELD", flush=True)
+                threading.Event().wait()
+            self._ctx.emit(event)
+            emitted += 1
+
     def held(self: driver.TableScan, ctx: Any, batch: Sequence[Any]) -> None:
-        nonlocal emitted
-        if emitted >= rows:
-            print("HELD", flush=True)
-            threading.Event().wait()
-        emit(self, ctx, batch)
-        emitted += len(batch)
+        emit(self, Holding(ctx), batch)
 
     setattr(driver.TableScan, "emit", held)  # noqa: B010 (mypy: no assignment to a method)
 

@@ -38,7 +38,8 @@ from tests.integration.test_snapshot_resume import alive
 pytestmark = [pytest.mark.mongodb, pytest.mark.kafka]
 
 ROWS, BATCH, SMALL = 3000, 1024, 300  # BATCH: the snapshot's batches of rows
-HOLD = SMALL + 2 * BATCH  # held with batch 3 of the big collection unsent
+HALF = BATCH // 2
+HOLD = SMALL + 2 * BATCH + HALF  # held half-way through batch 3 of the big collection
 
 
 @pytest.fixture
@@ -75,26 +76,29 @@ def test_mongodb_snapshot_resumes_after_the_stored_id(
             "capture.mode": "oplog",
             "mongodb.oplog.poll.interval.ms": "50",
             "tombstones.on.delete": "false",
+            "snapshot.resumable.chunk.size": str(BATCH),  # a chunk per batch
         },
     )
     server = cfg["name"]
     offsets, spec = tmp_path / "offsets.json", tmp_path / "spec.json"
     doc = {"kind": "mongodb", "bootstrap": kafka, "offsets": {"file": str(offsets)}}
     spec.write_text(
-        json.dumps({**doc, "config": cfg, "flush_ms": 50, "hold_after_snapshot_rows": HOLD})
+        # a minute's offset flush interval: only the chunk gate stores offsets before the kill
+        json.dumps({**doc, "config": cfg, "flush_ms": 60_000, "hold_after_snapshot_rows": HOLD})
     )
     small_topic, big_topic = f"{server}.{db.name}.a_small", f"{server}.{db.name}.b_big"
     proc = start(spec)
     try:
         deadline = time.monotonic() + 60
-        while stored(offsets, server).get("snapshot_after") != [{"$oid": str(ids[BATCH - 1])}]:
+        want_after = [{"$oid": str(ids[2 * BATCH - 1])}]  # batch 2's last row, stored
+        while stored(offsets, server).get("snapshot_after") != want_after:
             alive(proc)
             assert time.monotonic() < deadline, f"stored offset {stored(offsets, server)}"
             time.sleep(0.05)
-        # a row of batch 2 is acknowledged, not yet all of it: the held child sends it all
-        while len(read_topic(kafka, big_topic, timeout=10, settle=0.1)) < 2 * BATCH:
+        # and half of batch 3 is in Kafka, its offsets not stored
+        while len(read_topic(kafka, big_topic, timeout=10, settle=0.1)) < HOLD - SMALL:
             alive(proc)
-            assert time.monotonic() < deadline, "batch 2 never reached the topic"
+            assert time.monotonic() < deadline, "half of batch 3 never reached the topic"
     finally:
         proc.kill()  # SIGKILL
         proc.communicate()
@@ -131,11 +135,13 @@ def test_mongodb_snapshot_resumes_after_the_stored_id(
     assert (got_big, got_small) == (want_big, want_small)
     # the collection copied whole is not copied again: only its changes are streamed
     assert [e.op for e in small_events[small_before:]] == ["u", "d", "c"]
-    # the big one resumed after the stored _id: the unacknowledged batch is read again
+    # the big one resumed after the last stored chunk: the half chunk sent after it is read
+    # again, nothing before
     again = [e.key["id"] for e in big_events[len(first) :] if e.op == "r"]
-    assert again[0] == key_id(ids[BATCH])
+    assert again[0] == key_id(ids[2 * BATCH])
     reads = Counter(e.key["id"] for e in big_events if e.op == "r")
-    assert sum(n - 1 for n in reads.values()) <= BATCH  # at most one batch read twice
+    # (but for ids[2 * BATCH + 6], sent in that half and deleted before the restart)
+    assert sum(n - 1 for n in reads.values()) == HALF - 1
     gone = {key_id(ids[11]), key_id(ids[2 * BATCH + 6])}
     assert set(reads) >= {key_id(i) for i in ids[:ROWS]} - gone
 

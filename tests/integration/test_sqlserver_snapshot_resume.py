@@ -58,6 +58,7 @@ class _SqlServerDb(Db):
     def config(self, **overrides: Any) -> dict[str, Any]:
         include = overrides.pop("table_include_list").replace("public.", f"{self.h.dbname}.dbo.")
         cfg = self.h.config(**overrides, table_include_list=include, snapshot_fetch_size=str(BATCH))
+        cfg["snapshot.resumable.chunk.size"] = str(BATCH)  # a chunk per batch
         if self.h.second is not None:
             cfg["database.names"] = f"{self.h.dbname},{self.h.second}"
             cfg["table.include.list"] += f",{self.h.second}.dbo.c_other"

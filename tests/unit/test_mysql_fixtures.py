@@ -59,6 +59,9 @@ class Ctx:
     def snapshot_progress(self, table_id: TableId, rows: int, total: int | None) -> None:
         return None
 
+    def snapshot_chunk_done(self) -> None:
+        return None
+
     def rows(self) -> list[RowChange]:
         return [e for e in self.events if isinstance(e, RowChange)]
 
