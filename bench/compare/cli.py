@@ -73,7 +73,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--db",
         default=DEFAULT_DATABASES,
-        help="postgres, mariadb or both (comma-separated); MariaDB runs W1, W1b, W4 and W5 "
+        help="postgres, mariadb or both (comma-separated); MariaDB runs W1, W1b, W4, W5 and W8 "
         f"(default {DEFAULT_DATABASES})",
     )
     p.add_argument("--rows", type=int, default=None, help="events for W1/W1b/W2 (1,000,000)")
