@@ -315,6 +315,12 @@ class SourceCoordinator:
             # kept until this attempt stores a row offset of its own: a crash before that
             # still resumes where the interrupted attempt got to
             marker.update(self._resume.fields())
+        if self.stopping.is_set():
+            # A stopped engine's source thread, still in a retry or connect when the engine
+            # gave up on it: its task may run elsewhere by now, and this write (outside any
+            # transaction, unfenced) would land after the new owner's offsets, so the next
+            # start would redo the snapshot and stream again from this stale origin.
+            raise InterruptedError(f"{self.name}: stopped before the snapshot's first row")
         self.store.put(self.name, self.writer.partition, marker)
         self.writer.snapshot_origin = resume
         self.writer.snapshot_resume = self._resume.fields() if self._resume else None
