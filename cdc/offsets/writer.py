@@ -50,6 +50,9 @@ class OffsetWriter:
         #: while a snapshot that resumes an interrupted one runs: how far that one got
         #: (``cdc.snapshot.driver.ResumePoint.fields``), until this one's rows say more
         self.snapshot_resume: dict[str, Any] | None = None
+        #: offsets are written inside the task's Kafka transactions with their records
+        #: (exactly-once): nothing else may store one beside them, unfenced
+        self.transactional = False
 
     def stored_form(self, offset: dict[str, Any]) -> dict[str, Any]:
         """The offset as stored: a snapshot row's offset carries the snapshot's resume

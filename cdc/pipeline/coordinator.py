@@ -321,7 +321,11 @@ class SourceCoordinator:
             # transaction, unfenced) would land after the new owner's offsets, so the next
             # start would redo the snapshot and stream again from this stale origin.
             raise InterruptedError(f"{self.name}: stopped before the snapshot's first row")
-        self.store.put(self.name, self.writer.partition, marker)
+        if not self.writer.transactional:
+            # Exactly-once: no marker. Rows are visible only with their offsets, which carry
+            # the origin (OffsetWriter.stored_form); a crash before the first commit leaves
+            # nothing to replay, and a marker outside the transactions is not fenced.
+            self.store.put(self.name, self.writer.partition, marker)
         self.writer.snapshot_origin = resume
         self.writer.snapshot_resume = self._resume.fields() if self._resume else None
         log.info("%s: snapshot under way; resume position %s recorded", self.name, resume)

@@ -262,6 +262,7 @@ class ExactlyOnceDelivery(Delivery):
     def __init__(self, *, store: KafkaOffsetStore, **parts: Any) -> None:
         super().__init__(store=store, **parts)
         self.kafka_store = store
+        self.writer.transactional = True
 
     def start(self) -> None:
         # Fence first, then read offsets (Kafka Connect's order): fencing waits for the

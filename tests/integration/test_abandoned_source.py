@@ -8,6 +8,12 @@ snapshot's start (``{"snapshot": true, "snapshot_origin": ...}``) in the offsets
 any transaction, after the new owner had stored its own offsets. The next owner then took
 the snapshot for interrupted, redid it and streamed again from that stale origin: every row
 twice for a ``read_committed`` consumer even with exactly-once.
+
+With exactly-once the snapshot's start is not recorded at all: its rows are visible only with
+their offsets, which carry the origin. A task that dies before its first commit (a kill -9
+right after the connector's first snapshot began, also seen in that test) leaves no offsets,
+so the next owner snapshots afresh and streams from its own snapshot, not from the dead
+attempt's origin (whose changes the new snapshot already holds: seen twice before).
 """
 
 from __future__ import annotations
@@ -19,10 +25,13 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient  # type: ignore[attr-defined]
 
 from cdc.engine import Engine, EngineSettings
+from cdc.offsets.kafka import KafkaOffsetStore
 from cdc.offsets.memory import MemoryOffsetStore
 from cdc.spi import SnapshotSource, SourceContext
+from cdc.testing.kafka_reader import read_topic
 from cdc.testing.memory import MemoryConnector, MemoryDatabase, MemorySnapshot
 from tests.integration.engine_runner import start_engine
 
@@ -87,3 +96,61 @@ def test_source_thread_of_a_stopped_engine_stores_no_snapshot_marker(kafka: str)
     time.sleep(0.1)
     assert store.get(server, partition) == {"pos": 1}, store.get(server, partition)
     assert not run.errors, run.errors
+
+
+def test_exactly_once_task_dead_before_its_first_commit_snapshots_afresh(kafka: str) -> None:
+    server, dbname = "eoabandon" + uuid.uuid4().hex[:6], "db" + uuid.uuid4().hex[:6]
+    db = MemoryDatabase(dbname)
+    db.create_table("items", [("id", "int"), ("v", "text")], ["id"])
+    db.transaction([("c", "items", (i, "a")) for i in range(1, 6)])
+    cfg = {
+        "name": server,
+        "database.server.name": server,
+        "memory.database": dbname,
+        "poll.interval.ms": "20",
+    }
+    settings = EngineSettings(
+        producer={"bootstrap.servers": kafka},
+        exactly_once=True,
+        transactional_id=f"{server}-0",
+        shutdown_timeout_ms=300,
+    )
+    topic = f"{server}.{dbname}.items"
+    store = KafkaOffsetStore(kafka, f"{server}-offsets", partitions=3)
+    try:
+        # The first attempt records its start, then dies before any row is committed.
+        first = MemoryConnector(cfg)
+        engine = Engine(first, first.config, store, settings)
+        started, release = threading.Event(), threading.Event()
+        record_start = engine.dispatcher.snapshot_start_hook
+        assert record_start is not None
+
+        def hold(position: Mapping[str, Any]) -> dict[str, Any]:
+            origin = record_start(position)
+            started.set()
+            release.wait(30)
+            return origin
+
+        engine.dispatcher.snapshot_start_hook = hold
+        run = start_engine(engine, first)
+        assert started.wait(30), "the first snapshot did not start"
+        run.stop()
+        release.set()
+        store.refresh()
+        assert store.get(server, first.source_partition()) is None
+        # Changes while no task runs; the next one's snapshot holds them.
+        db.transaction([("u", "items", (i, "b")) for i in range(1, 6)])
+        second = MemoryConnector(cfg)
+        engine = Engine(second, second.config, store, settings)
+        run = start_engine(engine, second)
+        try:
+            db.transaction([("c", "items", (6, "c"))])
+            events = read_topic(kafka, topic, min_count=6, isolation="read_committed")
+        finally:
+            run.stop()
+        assert not run.errors, run.errors
+    finally:
+        store.close()
+        AdminClient({"bootstrap.servers": kafka}).delete_topics([topic, f"{server}-offsets"])
+    images = sorted((e.after["id"], e.after["v"]) for e in events if e.after)
+    assert images == [(1, "b"), (2, "b"), (3, "b"), (4, "b"), (5, "b"), (6, "c")], images
