@@ -34,6 +34,10 @@ transactions streamed must all be visible to it: one streamed an instant before 
 became visible (PostgreSQL removes it from the running set after writing the commit record)
 would leave the buffer older than an event already sent, so the chunk is read again.
 
+With ``snapshot.max.threads`` > 1 (and watermark rows), step 2 is done by several reader
+threads at once, one key range each, every chunk in a window of its own, emitted in key order
+(:mod:`cdc.snapshot.incremental_parallel`).
+
 :class:`SignalledContext` is what the streaming source sees instead of the dispatcher when
 signals are configured: it forwards everything and observes the signal table and the table
 being snapshotted on the way.
@@ -58,6 +62,7 @@ from cdc.pipeline.dispatcher import EventDispatcher
 from cdc.signals import model
 from cdc.signals.model import Signal, SignalError
 from cdc.signals.notifications import Notifier
+from cdc.snapshot.incremental_parallel import ParallelChunks, reader_threads
 from cdc.snapshot.incremental_state import (
     SIGNAL_OFFSET,
     Collection,
@@ -87,6 +92,10 @@ OPEN_SUFFIX = "-open"
 CLOSE_SUFFIX = "-close"
 #: not a signal: the offset keys are to be computed again on the streaming thread
 _REFRESH = Signal("", "tidemark-refresh")
+#: not a signal: a reader thread's chunk read failed (re-raised on the streaming thread)
+_READ_FAILED = Signal("", "tidemark-read-failed")
+#: ``chunk_id`` while chunks are read by several readers (:mod:`.incremental_parallel`)
+_PARALLEL = "parallel"
 
 
 class IncrementalSnapshot:
@@ -163,6 +172,29 @@ class IncrementalSnapshot:
         #: told the position of a signal whose effect a stored offset holds (the channel
         #: commits its consumer offset after it)
         self.on_signal_durable: Callable[[int], None] | None = None
+        #: chunks read by several readers at once (``snapshot.max.threads`` > 1)
+        self.parallel: ParallelChunks | None = None
+        threads = reader_threads(reader)
+        if threads > 1 and read_only:
+            log.info(
+                "%s: read.only=true reads incremental snapshot chunks one at a time "
+                "(snapshot.max.threads=%d applies with watermark rows)",
+                name,
+                threads,
+            )
+        elif threads > 1:
+            self.parallel = ParallelChunks(
+                reader,  # type: ignore[arg-type]
+                threads,
+                name=name,
+                on_error=lambda: self.submit(_READ_FAILED),
+            )
+            self.reader.parallel = self.parallel
+        #: the transactions streamed last are noted (``recent``): read-only reads and placed
+        #: parallel reads must see every one streamed before them
+        self.track_recent = read_only or (
+            self.parallel is not None and self.parallel.checks_visibility
+        )
 
     def check_signal_table(self) -> None:
         """The signal table must exist and be captured: its rows reach the core only
@@ -244,6 +276,17 @@ class IncrementalSnapshot:
     def streamed(self, before: Sequence[Any] | None, after: Sequence[Any] | None) -> None:
         """An event of the table being snapshotted: inside the window, its keys (old and
         new) leave the buffer."""
+        parallel = self.parallel
+        if parallel is not None and parallel.chunks:
+            keys = []
+            for row in (before, after):
+                if row is not None:
+                    try:
+                        keys.append(self._dedup(row))
+                    except Exception:  # a partial before image without key values
+                        log.debug("no key in %r", row, exc_info=True)
+            parallel.streamed(keys)
+            return
         if not self.window_open or not self.buffer:
             return
         dedup = self._dedup
@@ -273,6 +316,10 @@ class IncrementalSnapshot:
             )
         except SignalError as exc:
             self._notice(f"signal skipped: {exc}")
+            return
+        if signal.type in (model.WINDOW_OPEN, model.WINDOW_CLOSE) and self.parallel is not None:
+            if self.parallel.watermark(signal.id, self.recent):
+                self._parallel_closed(source, offset)
             return
         if signal.type == model.WINDOW_OPEN:
             if self.chunk_id is not None and signal.id == self.chunk_id + OPEN_SUFFIX:
@@ -324,6 +371,10 @@ class IncrementalSnapshot:
                 signal = self.pending.popleft()
             if signal is _REFRESH:
                 self._update_extra()
+            elif signal is _READ_FAILED:
+                error = self.parallel.error if self.parallel is not None else None
+                if error is not None:
+                    raise error
             else:
                 self.execute(signal)
 
@@ -612,6 +663,8 @@ class IncrementalSnapshot:
             return self._read_read_only(upto)
         assert self.signal_table is not None
         signal_tid = _table_id_of(self.signal_table, self.d, self.reader)
+        if self.parallel is not None:
+            return self._read_parallel(self.parallel, upto, signal_tid)
         chunk_id = uuid.uuid4().hex
         # the last chunk's reads (held in the source's batch) go downstream now, not after
         # this chunk's query: a slow query must not hold back their delivery and offsets
@@ -626,6 +679,52 @@ class IncrementalSnapshot:
         self.chunk_id = chunk_id
         self.window_open = False
         return True
+
+    def _read_parallel(self, parallel: ParallelChunks, upto: Key, signal_tid: TableId) -> bool:
+        """Hand the next ranges to the reader threads (:mod:`.incremental_parallel`); False
+        when none is in flight and none is left."""
+        ctx, table = self.context, self.table
+        assert table is not None
+        self.chunks_read += parallel.schedule(
+            table,
+            self._key_columns,
+            ctx.last_key,
+            upto,
+            self.chunk_size,
+            ctx.collections[0].condition,
+            signal_tid,
+            self.reader,  # type: ignore[arg-type]
+        )
+        if not parallel.chunks:
+            return False
+        self.chunk_id = _PARALLEL
+        return True
+
+    def _parallel_closed(self, source: dict[str, Any], offset: dict[str, Any]) -> None:
+        """A chunk's close watermark: emit every chunk that is ready, in key order, then
+        hand out the next ranges (or go on with the next table)."""
+        parallel = self.parallel
+        assert parallel is not None
+        while self.table is not None:
+            ready = parallel.pop_ready(self._dedup)
+            if ready is None:
+                break
+            chunk, rows = ready
+            self._chunk_last, self._chunk_full = chunk.upto, True
+            self._emit_chunk(rows, source, offset)  # the table's last range ends it
+        if (
+            self.table is not None
+            and self.active
+            and not self.paused
+            and not self.d.stop_event.is_set()
+            and self.context.maximum_key is not None
+        ):
+            assert self.signal_table is not None
+            signal_tid = _table_id_of(self.signal_table, self.d, self.reader)
+            self._read_parallel(parallel, self.context.maximum_key, signal_tid)
+        if not parallel.chunks:
+            self.chunk_id = None
+            self._advance()
 
     def _read_read_only(self, upto: Key) -> bool:
         """A chunk read in one consistent read placed by the stream's own positions; the
@@ -784,11 +883,15 @@ class IncrementalSnapshot:
         table = self.table
         name = short_name(table.id) if table is not None else self.context.collections[0].id
         log.info(
-            "%s: incremental snapshot of %s completed: %d rows emitted, %d chunk queries",
+            "%s: incremental snapshot of %s completed: %d rows emitted, %d chunk queries%s",
             self.name,
             name,
             self.rows,
             self.chunks_read,
+            ""
+            if self.parallel is None
+            else f" by {self.parallel.threads} readers, at most "
+            f"{self.parallel.max_in_flight} at once",
         )
         self._scanned(name, "SUCCEEDED" if self.rows else "EMPTY", self.rows)
         self._drop_first()
@@ -821,6 +924,8 @@ class IncrementalSnapshot:
         self.window = None
         self.context.maximum_key = self.context.last_key = None
         self._kinds.clear()
+        if self.parallel is not None:
+            self.parallel.reset()
 
     def _finish(self, *, aborted: bool = False) -> None:
         if self.active:
@@ -885,6 +990,8 @@ class _LockedReader:
     def __init__(self, inner: ChunkReader) -> None:
         self.inner = inner
         self.lock = threading.RLock()  # a signal submitted from inside a reader call
+        #: the reader threads of parallel chunks, stopped with this reader
+        self.parallel: ParallelChunks | None = None
 
     def tables(self) -> list[TableId]:
         with self.lock:
@@ -916,6 +1023,20 @@ class _LockedReader:
         with self.lock:
             return self.inner.estimate_rows(table)
 
+    def chunk_end(
+        self,
+        table: Table,
+        key_columns: Sequence[str],
+        after: Key | None,
+        upto: Key,
+        size: int,
+        condition: str | None,
+    ) -> Key | None:
+        with self.lock:
+            return self.inner.chunk_end(  # type: ignore[attr-defined,no-any-return]
+                table, key_columns, after, upto, size, condition
+            )
+
     def write_watermark(self, signal_table: TableId, signal_id: str, kind: str) -> None:
         with self.lock:
             self.inner.write_watermark(signal_table, signal_id, kind)
@@ -935,6 +1056,8 @@ class _LockedReader:
             self.lock.release()
 
     def close(self) -> None:
+        if self.parallel is not None:
+            self.parallel.close()
         with self.lock:
             self.inner.close()
 
@@ -1028,7 +1151,7 @@ class SignalledContext:
             kind = s.kind(table_id)
         extra = s.extra
         passed = False
-        if s.read_only:
+        if s.track_recent:
             recent = s.recent
             if not recent or recent[-1][2] != transaction_id or transaction_id is None:
                 recent.append((source, offset, transaction_id))

@@ -105,3 +105,31 @@ class ReadOnlyChunkReader(ChunkReader, Protocol):
     def end_chunk_read(self) -> ReadWindow:
         """End that read and note the high watermark (what has committed by now)."""
         ...
+
+
+class ParallelChunkReader(ChunkReader, Protocol):
+    """A :class:`ChunkReader` whose chunks of one table several readers may read at once
+    (``snapshot.max.threads`` > 1, watermark rows): the core first asks where each chunk
+    ends (:meth:`chunk_end`, a keys-only query), then hands the ranges to readers of their
+    own (:meth:`fork`)."""
+
+    #: ``snapshot.max.threads``: how many chunks may be read at once
+    max_threads: int
+
+    def fork(self) -> ParallelChunkReader:
+        """Another reader of the same source, on a connection of its own (used by one
+        reader thread)."""
+        ...
+
+    def chunk_end(
+        self,
+        table: Table,
+        key_columns: Sequence[str],
+        after: Key | None,
+        upto: Key,
+        size: int,
+        condition: str | None,
+    ) -> Key | None:
+        """The key of the ``size``-th row with ``after < key <= upto`` in key order (keys
+        only, no rows read); None when fewer rows are left."""
+        ...

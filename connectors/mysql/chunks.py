@@ -6,7 +6,9 @@ converters treat them alike; key values are the driver's values and go back as q
 parameters. The connector learns table structure from its schema history, not from the
 catalog, so :meth:`describe` says None: the core waits until streaming declares the table.
 Every statement commits on its own (autocommit) on a connection of its own, so the open
-watermark is in the binlog before the chunk is read and the close watermark after.
+watermark is in the binlog before the chunk is read and the close watermark after. With
+``snapshot.max.threads`` > 1 each reader thread gets a :meth:`fork` (a connection of its own)
+and :meth:`chunk_end` places the ranges (``LIMIT 1 OFFSET``, keys only).
 
 With ``read.only=true`` nothing is written: the chunk is read in a ``START TRANSACTION WITH
 CONSISTENT SNAPSHOT`` transaction, and GTIDs say where it stands. The low watermark is what
@@ -41,6 +43,11 @@ class MySqlChunkReader:
         self._conn: Any = None
         self._info: myconn.ServerInfo | None = None
         self._low: GtidSet | None = None
+        #: readers of one table's chunks at once (``snapshot.max.threads``)
+        self.max_threads = int(cfg.get("snapshot.max.threads") or 1)
+
+    def fork(self) -> MySqlChunkReader:
+        return MySqlChunkReader(self.cfg)
 
     @property
     def conn(self) -> Any:
@@ -80,20 +87,29 @@ class MySqlChunkReader:
         limit: int,
         condition: str | None,
     ) -> list[Sequence[Any]]:
-        keys = "(" + ", ".join(_quote(k) for k in key_columns) + ")"
-        marks = "(" + ", ".join(["%s"] * len(key_columns)) + ")"
-        where, args = [f"{keys} <= {marks}"], list(upto)
-        if after is not None:
-            where.insert(0, f"{keys} > {marks}")
-            args = [*after, *upto]
-        if condition:
-            where.append(f"({condition})")
+        where, args = _range(key_columns, after, upto, condition)
         order = ", ".join(_quote(k) for k in key_columns)
-        query = (
-            f"{select_statement(table)} WHERE {' AND '.join(where)} "
-            f"ORDER BY {order} LIMIT {int(limit)}"
-        )
+        query = f"{select_statement(table)} WHERE {where} ORDER BY {order} LIMIT {int(limit)}"
         return [list(r) for r in myconn.query(self.conn, query, args)]
+
+    def chunk_end(
+        self,
+        table: Table,
+        key_columns: Sequence[str],
+        after: Key | None,
+        upto: Key,
+        size: int,
+        condition: str | None,
+    ) -> Key | None:
+        keys = ", ".join(_quote(k) for k in key_columns)
+        where, args = _range(key_columns, after, upto, condition)
+        row = myconn.query_one(
+            self.conn,
+            f"SELECT {keys} FROM {qualified(table.id)} WHERE {where} ORDER BY {keys} "
+            f"LIMIT 1 OFFSET {max(int(size) - 1, 0)}",
+            args,
+        )
+        return tuple(row) if row else None
 
     def estimate_rows(self, table: Table) -> int | None:
         row = myconn.query_one(
@@ -146,6 +162,21 @@ class MySqlChunkReader:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _range(
+    key_columns: Sequence[str], after: Key | None, upto: Key, condition: str | None
+) -> tuple[str, list[Any]]:
+    """``after < key <= upto`` (and the condition) as a WHERE clause and its parameters."""
+    keys = "(" + ", ".join(_quote(k) for k in key_columns) + ")"
+    marks = "(" + ", ".join(["%s"] * len(key_columns)) + ")"
+    where, args = [f"{keys} <= {marks}"], list(upto)
+    if after is not None:
+        where.insert(0, f"{keys} > {marks}")
+        args = [*after, *upto]
+    if condition:
+        where.append(f"({condition})")
+    return " AND ".join(where), args
 
 
 @dataclass

@@ -248,6 +248,15 @@ MYSQL_FIELDS = ConfigDef(
             "history from the current schema).",
         ),
         ConfigField(
+            "snapshot.max.threads",
+            Kind.INT,
+            1,
+            validator=at_least(1),
+            group="Snapshot",
+            doc="Connections that read the chunks of an incremental snapshot's table at once "
+            "(with watermark rows; the initial snapshot reads with one connection).",
+        ),
+        ConfigField(
             "snapshot.locking.mode",
             Kind.STRING,
             "minimal",

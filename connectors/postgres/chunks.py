@@ -6,7 +6,9 @@ table's converters need nothing new, and key values are that same text: they go 
 the next chunk's query as untyped literals, which PostgreSQL reads with the key column's
 type, and into the offset as plain strings. Each statement runs in its own autocommit
 transaction on a connection of its own: the open watermark commits before the chunk's
-snapshot is taken, and the close watermark after it.
+snapshot is taken, and the close watermark after it. With ``snapshot.max.threads`` > 1 each
+reader thread of :mod:`cdc.snapshot.incremental_parallel` gets a :meth:`fork` (a connection of
+its own), and :meth:`chunk_end` places the ranges with a keys-only ``LIMIT 1 OFFSET`` query.
 
 With ``read.only=true`` nothing is written: :meth:`begin_chunk_read` opens a ``REPEATABLE
 READ`` transaction whose first statement takes its snapshot and reads
@@ -44,6 +46,14 @@ class PostgresChunkReader:
         self.registry = registry
         self._conn: Any = None
         self._low: tuple[PgSnapshot, int] | None = None
+        #: readers of one table's chunks at once (``snapshot.max.threads``)
+        self.max_threads = int(cfg.get("snapshot.max.threads") or 1)
+        #: a commit record can precede, in the WAL, the transaction's leaving the running set:
+        #: parallel reads are placed by :meth:`begin_chunk_read` and checked by the core
+        self.commit_visibility_lag = True
+
+    def fork(self) -> PostgresChunkReader:
+        return PostgresChunkReader(self.cfg, self.registry)
 
     @property
     def conn(self) -> Any:
@@ -81,15 +91,32 @@ class PostgresChunkReader:
         limit: int,
         condition: str | None,
     ) -> list[Sequence[Any]]:
-        keys = sql.SQL("({})").format(_columns(key_columns))
-        bounds: list[sql.Composable] = []
-        if after is not None:
-            bounds.append(sql.SQL("{} > {}").format(keys, _row(after)))
-        bounds.append(sql.SQL("{} <= {}").format(keys, _row(upto)))
         query = sql.SQL("SELECT * FROM {}{} ORDER BY {} LIMIT {}").format(
-            _ident(table.id), _where(bounds, condition), _columns(key_columns), sql.Literal(limit)
+            _ident(table.id),
+            _where(_range(key_columns, after, upto), condition),
+            _columns(key_columns),
+            sql.Literal(limit),
         )
         return list(pgconn.copy_rows(self.conn, query, len(table.columns)))
+
+    def chunk_end(
+        self,
+        table: Table,
+        key_columns: Sequence[str],
+        after: Key | None,
+        upto: Key,
+        size: int,
+        condition: str | None,
+    ) -> Key | None:
+        query = sql.SQL("SELECT {} FROM {}{} ORDER BY {} LIMIT 1 OFFSET {}").format(
+            _columns(key_columns),
+            _ident(table.id),
+            _where(_range(key_columns, after, upto), condition),
+            _columns(key_columns),
+            sql.Literal(max(size - 1, 0)),
+        )
+        rows = list(pgconn.copy_rows(self.conn, query, len(key_columns)))
+        return tuple(rows[0]) if rows else None
 
     def estimate_rows(self, table: Table) -> int | None:
         row = self.conn.execute(
@@ -144,6 +171,16 @@ def _columns(names: Sequence[str]) -> sql.Composable:
 
 def _row(values: Sequence[Any]) -> sql.Composable:
     return sql.SQL("({})").format(sql.SQL(", ").join(sql.Literal(v) for v in values))
+
+
+def _range(key_columns: Sequence[str], after: Key | None, upto: Key) -> list[sql.Composable]:
+    """``after < key <= upto`` (no lower bound when ``after`` is None)."""
+    keys = sql.SQL("({})").format(_columns(key_columns))
+    bounds: list[sql.Composable] = []
+    if after is not None:
+        bounds.append(sql.SQL("{} > {}").format(keys, _row(after)))
+    bounds.append(sql.SQL("{} <= {}").format(keys, _row(upto)))
+    return bounds
 
 
 def _where(bounds: list[sql.Composable], condition: str | None) -> sql.Composable:
