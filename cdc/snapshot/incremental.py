@@ -34,6 +34,12 @@ transactions streamed must all be visible to it: one streamed an instant before 
 became visible (PostgreSQL removes it from the running set after writing the commit record)
 would leave the buffer older than an event already sent, so the chunk is read again.
 
+A reader with ``commit_visibility_lag`` (PostgreSQL: a commit record is in the WAL an instant
+before new snapshots see the transaction) also places each watermark read
+(``begin_chunk_read``/``end_chunk_read``): at the open watermark, the last transactions
+streamed before it must all be visible to the read, else the chunk is read again between new
+watermarks (its rows could be older than an event already sent).
+
 With ``snapshot.max.threads`` > 1 (and watermark rows), step 2 is done by several reader
 threads at once, one key range each, every chunk in a window of its own, emitted in key order
 (:mod:`cdc.snapshot.incremental_parallel`).
@@ -190,11 +196,18 @@ class IncrementalSnapshot:
                 on_error=lambda: self.submit(_READ_FAILED),
             )
             self.reader.parallel = self.parallel
-        #: the transactions streamed last are noted (``recent``): read-only reads and placed
-        #: parallel reads must see every one streamed before them
-        self.track_recent = read_only or (
-            self.parallel is not None and self.parallel.checks_visibility
+        #: a commit can be in the source's log before new snapshots see it (PostgreSQL):
+        #: each chunk read is placed (its snapshot noted) and checked at its open watermark
+        self.placed = bool(getattr(reader, "commit_visibility_lag", False)) and callable(
+            getattr(reader, "begin_chunk_read", None)
         )
+        #: the placed read of the chunk between its watermarks, and how often in a row a
+        #: read had to be done again
+        self._chunk_read: ReadWindow | None = None
+        self._stale_reads = 0
+        #: the transactions streamed last are noted (``recent``): read-only and placed reads
+        #: must see every one streamed before them
+        self.track_recent = read_only or self.placed
 
     def check_signal_table(self) -> None:
         """The signal table must exist and be captured: its rows reach the core only
@@ -324,6 +337,7 @@ class IncrementalSnapshot:
         if signal.type == model.WINDOW_OPEN:
             if self.chunk_id is not None and signal.id == self.chunk_id + OPEN_SUFFIX:
                 self.window_open = True
+                self._check_placed_read()
             return
         if signal.type == model.WINDOW_CLOSE:
             if self.chunk_id is not None and signal.id == self.chunk_id + CLOSE_SUFFIX:
@@ -670,7 +684,14 @@ class IncrementalSnapshot:
         # this chunk's query: a slow query must not hold back their delivery and offsets
         self.d.flush()
         self.reader.write_watermark(signal_tid, chunk_id + OPEN_SUFFIX, model.WINDOW_OPEN)
-        rows = self._query(upto)
+        if self.placed:
+            self.reader.begin_chunk_read()
+            try:
+                rows = self._query(upto)
+            finally:
+                self._chunk_read = self.reader.end_chunk_read()
+        else:
+            rows = self._query(upto)
         if not rows:
             return False
         self.reader.write_watermark(signal_tid, chunk_id + CLOSE_SUFFIX, model.WINDOW_CLOSE)
@@ -725,6 +746,37 @@ class IncrementalSnapshot:
         if not parallel.chunks:
             self.chunk_id = None
             self._advance()
+
+    def _check_placed_read(self) -> None:
+        """The chunk's open watermark was streamed: every transaction streamed before it must
+        be visible to the chunk's read. One streamed an instant before its commit became
+        visible (PostgreSQL writes the commit record first) is older than the watermark but
+        missing from the rows, which would then be older than an event already sent: the
+        chunk is dropped and read again, between new watermarks."""
+        window, self._chunk_read = self._chunk_read, None
+        if window is None:
+            return
+        stale = next((r for r in self.recent if window.older(*r) is False), None)
+        if stale is None:
+            self._stale_reads = 0
+            return
+        self._stale_reads += 1
+        if self._stale_reads > 50:
+            raise FatalError(
+                f"{self.name}: transaction {stale[2]} stays invisible to chunk reads although "
+                "it was streamed"
+            )
+        log.info(
+            "%s: transaction %s was streamed before the chunk's open watermark but is not "
+            "visible to its read; reading it again (%d)",
+            self.name,
+            stale[2],
+            self._stale_reads,
+        )
+        self.buffer = {}
+        self.chunk_id = None
+        self.window_open = False
+        self._advance()
 
     def _read_read_only(self, upto: Key) -> bool:
         """A chunk read in one consistent read placed by the stream's own positions; the
@@ -917,6 +969,7 @@ class IncrementalSnapshot:
         self._update_extra()
 
     def _leave_table(self) -> None:
+        self._chunk_read = None
         self.table = None
         self.buffer = {}
         self.chunk_id = None

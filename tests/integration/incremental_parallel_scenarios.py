@@ -60,10 +60,6 @@ class ParallelSpy(Spy):
     def max_threads(self) -> int:
         return int(self.inner.max_threads)  # type: ignore[attr-defined]
 
-    @property
-    def commit_visibility_lag(self) -> bool:
-        return bool(getattr(self.inner, "commit_visibility_lag", False))
-
     def fork(self) -> ParallelSpy:
         inner = self.inner.fork()  # type: ignore[attr-defined]
         return ParallelSpy(

@@ -40,6 +40,11 @@ class Spy:
     #: every watermark row written: (signal id, kind)
     watermarks: list[tuple[str, str]] = field(default_factory=list)
 
+    @property
+    def commit_visibility_lag(self) -> bool:
+        """The reader's (PostgreSQL: reads are placed and checked by the core)."""
+        return bool(getattr(self.inner, "commit_visibility_lag", False))
+
     def tables(self) -> list[TableId]:
         return self.inner.tables()
 
