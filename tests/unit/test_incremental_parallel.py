@@ -149,3 +149,36 @@ def test_rows_inserted_into_a_range_after_its_end_was_placed_are_read(h: Harness
     until(lambda: closes(h) == 3)
     h.pump()
     assert [k for op, k in h.events() if op == "r"] == [1, 2, 2.5, 3, 4, 5, 6, 7, 8, 9]
+
+
+def test_pause_lets_the_chunks_in_flight_finish_and_hands_out_no_more(h: Harness) -> None:
+    for i in range(10, 16):
+        h.db.rows[K.id][i] = (i, f"v{i}")
+    held = db(h).gates[None] = threading.Event()
+    h.db.signal("execute-snapshot", {"data-collections": ["db.k"]})
+    h.pump()
+    h.db.signal("pause-snapshot", None, "p")
+    h.pump()
+    held.set()
+    until(lambda: closes(h) == 3)
+    h.pump()
+    assert [k for _, k in h.events()] == list(range(1, 10))
+    assert h.inc.paused and h.inc.chunks_read == 3
+    h.db.signal("resume-snapshot", None, "r")
+    h.pump()
+    until(lambda: closes(h) == 5)
+    h.pump()
+    assert [k for _, k in h.events()] == list(range(1, 16))
+    assert not h.inc.active
+
+
+def test_stop_snapshot_drops_the_chunks_in_flight(h: Harness) -> None:
+    held = db(h).gates[None] = threading.Event()
+    h.db.signal("execute-snapshot", {"data-collections": ["db.k"]})
+    h.pump()
+    h.db.signal("stop-snapshot", {"data-collections": ["db.k"]}, "s2")
+    h.pump()
+    held.set()
+    h.inc.reader.close()  # waits for the reads still running (the others were cancelled)
+    h.pump()
+    assert h.events() == [] and not h.inc.active
