@@ -86,8 +86,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="development size: 20k rows, 100k snapshot rows, 1 run, no warm-up, W5 at "
-        "1,000 rows/s for 20 s, 5 s idle",
+        help="development size: 20k rows (W1/W1b/W2/W3/W8), 100k snapshot rows, 1 run, no "
+        "warm-up, W5 at 1,000 rows/s for 20 s, 5 s idle",
     )
     p.add_argument("--contenders", default="tidemark,debezium,limit")
     p.add_argument("--profile", choices=sorted(PROFILES), default="default")
