@@ -44,7 +44,7 @@ from connectors.mysql.errors import (
     UnparseableDdl,
     describe_position,
 )
-from connectors.mysql.gtid import GtidSet
+from connectors.mysql.gtid import GtidSet, MariaDbGtidSet
 from connectors.mysql.json_values import apply_json_diff, normalize
 from connectors.mysql.new_tables import NewTablesGate
 from connectors.mysql.row_images import COLS_BITMAP, PLACEHOLDERS, RESELECTED, refusal
@@ -119,6 +119,10 @@ class BinlogProcessor:
         # transaction
         self.in_txn = False
         self.txn_gtid: str | None = None
+        #: the open transaction's MariaDB GTID as numbers, when the decoder parsed it
+        self.txn_parts: tuple[int, int, int] | None = None
+        #: the position as a MariaDB set that takes parsed GTIDs (None: use ``add``)
+        self.maria_gtids = gtids if isinstance(gtids, MariaDbGtidSet) else None
         self.txn_id: str | None = None
         self.began = False
         self.events_done = 0
@@ -194,7 +198,10 @@ class BinlogProcessor:
         if isinstance(event, raw.Rows | ev.RowsEvent):
             self.rows(event)
             return
-        if isinstance(event, raw.MariadbGtid | ev.MariadbGtidEvent):
+        if isinstance(event, raw.MariadbGtid):
+            self.begin_gtid(event, event.gtid, standalone=bool(event.flags & _FL_STANDALONE))
+            self.txn_parts = event.parts
+        elif isinstance(event, ev.MariadbGtidEvent):
             self.begin_gtid(event, event.gtid, standalone=bool(event.flags & _FL_STANDALONE))
         elif isinstance(event, ev.GtidEvent):
             self.begin_gtid(event, event.gtid, standalone=True)
@@ -246,6 +253,7 @@ class BinlogProcessor:
             self.in_txn = False
         self.restart_file, self.restart_pos = self.file, self.start_of(event)
         self.txn_gtid = gtid
+        self.txn_parts = None
         self.txn_id = gtid
         self.ts_sec = int(event.timestamp)
         self.server_id = int(event.packet.server_id)
@@ -286,7 +294,12 @@ class BinlogProcessor:
             self._deliver(item)
 
     def _end(self, event: Any, *, committed: bool) -> None:
-        if self.txn_gtid is not None and self.gtids is not None:
+        parts = self.txn_parts
+        if parts is not None and self.maria_gtids is not None and self.txn_gtid is not None:
+            # the decoder's MariaDB GTID: no parsing, and no new text for a one-domain position
+            self.gtids_text = self.maria_gtids.add_parts(*parts, self.txn_gtid)
+            self.metrics.gtid_set = self.gtids_text
+        elif self.txn_gtid is not None and self.gtids is not None:
             try:
                 self.gtids.add(self.txn_gtid)
             except ValueError:
@@ -299,7 +312,7 @@ class BinlogProcessor:
             self.offset_keys = self.offset_keys_after_gate
         txn_id = self.txn_id
         self.in_txn = False
-        self.txn_gtid = self.txn_id = None
+        self.txn_gtid = self.txn_id = self.txn_parts = None
         self.began = False
         self.events_done = 0
         self.emitted = (0, 0)
@@ -410,7 +423,7 @@ class BinlogProcessor:
                 self.state.register_applied(self.ctx, a)
         schema_events = self._schema_events(changes, sql, db, source, position)
         if standalone:
-            self.txn_gtid = self.txn_id = None
+            self.txn_gtid = self.txn_id = self.txn_parts = None
             self.thread = self.query = None
             self.skip_events = self.skip_rows = 0
             self.resuming_txn = False

@@ -21,9 +21,12 @@ import struct
 from collections.abc import Iterator
 from typing import Any
 
+from pymysql.connections import Connection  # type: ignore[import-untyped]
+from pymysql.protocol import MysqlPacket  # type: ignore[import-untyped]
 from pymysqlreplication.packet import BinLogPacketWrapper
 
-from connectors.mysql.connection import BinlogReader
+from connectors.mysql import framing
+from connectors.mysql.connection import BinlogReader, _TableMapDedup
 from connectors.mysql.rows_decoder import TableDecoder, read_rows
 
 _HEADER = struct.Struct("<IBIII")  # timestamp, type, server id, event size, log pos
@@ -73,9 +76,11 @@ class Event:
 
 
 class MariadbGtid(Event):
-    __slots__ = ("flags", "gtid")
+    __slots__ = ("flags", "gtid", "parts")
     flags: int
     gtid: str
+    #: (domain, server id, sequence number): ``gtid`` unparsed
+    parts: tuple[int, int, int]
 
 
 class Xid(Event):
@@ -171,12 +176,15 @@ class RawBinlogReader(BinlogReader):
         in_packet = getattr(r, name + "allowed_events_in_packet")
         decoders: dict[int, tuple[Any, TableDecoder]] = {}
         post_header: list[int] | None = None
-        read_packet = r._stream_connection._read_packet
         unpack_header = _HEADER.unpack_from
+        stream = r._stream_connection
+        encoding = getattr(stream, "encoding", "utf8")
+        packets = _payloads(stream)
+        seen: set[bytes] = set()  # TABLE_MAP bodies since the last rotation (_TableMapDedup)
 
-        def library_event(pkt: Any) -> Any:
+        def library_event(d: bytes) -> Any:
             return BinLogPacketWrapper(
-                pkt,
+                MysqlPacket(d, encoding),
                 r.table_map,
                 r._ctl_connection,
                 r.mysql_version,
@@ -195,14 +203,17 @@ class RawBinlogReader(BinlogReader):
                 post_header,
             )
 
-        while True:
-            pkt = read_packet()
-            if pkt.is_eof_packet():
-                r.close()
-                return
-            if not pkt.is_ok_packet():
+        for d in packets:
+            first = d[0]
+            if first:
+                if first == 0xFE and len(d) < 9:  # EOF: the server ended the stream
+                    r.close()
+                    return
+                if first == 0xFF:
+                    MysqlPacket(d, encoding).raise_for_error()
                 continue
-            d = pkt.get_all_data()
+            if len(d) < 20:
+                continue
             timestamp, kind, server_id, size, log_pos = unpack_header(d, 1)
             end = 1 + size - checksum
             rows = _ROWS.get(kind)
@@ -231,6 +242,7 @@ class RawBinlogReader(BinlogReader):
                 gtid = MariadbGtid(timestamp, server_id, size, log_pos)
                 gtid.flags = flags
                 gtid.gtid = f"{domain}-{server_id}-{seq}"
+                gtid.parts = (domain, server_id, seq)
                 yield gtid
             elif kind == XID_EVENT:
                 yield Xid(timestamp, server_id, size, log_pos)
@@ -241,8 +253,14 @@ class RawBinlogReader(BinlogReader):
                 note.sql_statement = bytes(d[20:end])
                 yield note
             else:
-                wrapped = library_event(pkt)
-                event = wrapped.event
+                if kind == TABLE_MAP_EVENT:
+                    body = d[20:-4]  # equal bytes: the map the library already holds
+                    if body in seen:
+                        continue
+                    seen.add(body)
+                elif kind == ROTATE_EVENT:
+                    seen.clear()
+                event = library_event(d).event
                 if kind == ROTATE_EVENT and timestamp != 0:
                     r.table_map = {}
                     decoders.clear()
@@ -253,6 +271,20 @@ class RawBinlogReader(BinlogReader):
                     r.table_map[event.table_id] = event.get_table()
                 if event is not None and event.__class__ in allowed:
                     yield event
+
+
+def _payloads(stream: Any) -> Iterator[bytes]:
+    """The stream connection's packet payloads: read off the socket by :mod:`framing` for a
+    PyMySQL connection, else through its ``_read_packet`` (recorded streams in the tests,
+    fixture capture)."""
+    if isinstance(stream, _TableMapDedup) and type(stream._conn) is Connection:
+        return framing.payloads(stream._conn)
+    return _read_packets(stream._read_packet)
+
+
+def _read_packets(read_packet: Any) -> Iterator[bytes]:
+    while True:
+        yield read_packet().get_all_data()
 
 
 def _extra(post_header: list[int] | None, kind: int, known: int) -> int:

@@ -225,6 +225,8 @@ class MariaDbGtidSet(GtidSet):
 
     def __init__(self, text: str | None = None) -> None:
         self._domains: dict[int, tuple[int, int]] = {}
+        #: the text of a one-domain position, kept by :meth:`add_parts` (None: build it)
+        self._text: str | None = None
         if text:
             for item in text.replace("\n", "").split(","):
                 if item.strip():
@@ -248,6 +250,18 @@ class MariaDbGtidSet(GtidSet):
         mine = self._domains.get(domain)
         if mine is None or seq >= mine[1]:
             self._domains[domain] = (server, seq)
+            self._text = None
+
+    def add_parts(self, domain: int, server: int, seq: int, gtid: str) -> str:
+        """:meth:`add` of an already parsed GTID (``gtid`` is its ``domain-server-seq``
+        text), returning the position's text: with one domain that is ``gtid`` itself, so
+        the binlog's commit path builds no string per transaction."""
+        domains = self._domains
+        mine = domains.get(domain)
+        if mine is None or seq >= mine[1]:
+            domains[domain] = (server, seq)
+            self._text = gtid if len(domains) == 1 else None
+        return str(self)
 
     def is_contained_within(self, other: GtidSet) -> bool:
         if not isinstance(other, MariaDbGtidSet):
@@ -285,7 +299,12 @@ class MariaDbGtidSet(GtidSet):
         return not self._domains
 
     def __str__(self) -> str:
-        return ",".join(f"{d}-{s}-{q}" for d, (s, q) in sorted(self._domains.items()))
+        text = self._text
+        if text is None or len(self._domains) != 1:
+            text = ",".join(f"{d}-{s}-{q}" for d, (s, q) in sorted(self._domains.items()))
+            if len(self._domains) == 1:
+                self._text = text
+        return text
 
 
 # -- helpers ----------------------------------------------------------------------------------

@@ -124,3 +124,23 @@ def test_restart_set_latest_and_earliest() -> None:
         new_channel_position="earliest",
     )
     assert str(maria_early) == "0-1-10"
+
+
+def test_mariadb_add_parts_gives_the_text_add_gives() -> None:
+    """The binlog commit path adds parsed GTIDs and reuses the GTID's text for a one-domain
+    position; every step must print exactly what ``add`` + ``str`` print."""
+    steps = [(0, 1, 5), (0, 1, 6), (0, 2, 7), (0, 1, 3), (1, 9, 2), (0, 1, 8), (1, 9, 1)]
+    for start in ("", "0-1-4", "2-3-10,0-1-1"):
+        fast, slow = MariaDbGtidSet(start), MariaDbGtidSet(start)
+        for domain, server, seq in steps:
+            gtid = f"{domain}-{server}-{seq}"
+            slow.add(gtid)
+            assert fast.add_parts(domain, server, seq, gtid) == str(slow)
+            assert str(fast) == str(slow) and fast.contains(gtid) == slow.contains(gtid)
+        copied = fast.copy()
+        copied.add("0-1-99")
+        assert str(copied).startswith("0-1-99") and "0-1-99" not in str(fast)
+    one = MariaDbGtidSet()
+    assert one.add_parts(0, 1, 5, "0-1-5") == "0-1-5"
+    assert one.with_(MariaDbGtidSet("0-2-9")).__str__() == "0-2-9" and str(one) == "0-1-5"
+    assert str(one.retain(lambda s: False)) == ""
