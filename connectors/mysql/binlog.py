@@ -173,7 +173,8 @@ class BinlogProcessor:
     @staticmethod
     def start_of(event: Any) -> int:
         packet = event.packet
-        return max(int(packet.log_pos) - int(packet.event_size), 0)
+        start: int = packet.log_pos - packet.event_size
+        return start if start > 0 else 0
 
     def _emit(self, item: SourceEvent) -> None:
         if self.buffer is not None:

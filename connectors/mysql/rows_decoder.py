@@ -175,33 +175,35 @@ def _json(d: bytes, p: int, length_size: int) -> tuple[Any, int]:
 
 
 def _decimal_reader(precision: int, scale: int) -> Callable[[bytes, int], tuple[Any, int]]:
+    """DECIMAL(precision, scale): groups of nine digits in four big-endian bytes, the partial
+    groups at both ends in fewer, all bytes inverted for a negative value and the top bit
+    flipped. Read as the unscaled integer and made a ``Decimal`` of exponent ``-scale`` (the
+    library's value: its digits, sign and exponent, a negative zero included)."""
     integral = precision - scale
     uncomp_int, comp_int = divmod(integral, 9)
     uncomp_frac, comp_frac = divmod(scale, 9)
     head, tail = _COMPRESSED[comp_int], _COMPRESSED[comp_frac]
     size = head + 4 * (uncomp_int + uncomp_frac) + tail
+    groups = range(head, head + 4 * (uncomp_int + uncomp_frac), 4)
+    tail_factor = 10**comp_frac
+    flip = 1 << (8 * size - 1)
+    invert = (1 << (8 * size)) - 1
+    exponent = f"E-{scale}"
+    make = decimal.Decimal
 
     def read(d: bytes, p: int) -> tuple[Any, int]:
-        raw = bytearray(d[p : p + size])
-        first = raw[0]
-        mask = 0 if first & 0x80 else -1
-        parts = ["" if mask == 0 else "-"]
-        raw[0] = first ^ 0x80
-        q = 0
-        if head:
-            parts.append(str(int.from_bytes(raw[:head], "big", signed=True) ^ mask))
-            q = head
-        for _ in range(uncomp_int):
-            parts.append(f"{_BE_I32(raw, q)[0] ^ mask:09d}")
-            q += 4
-        parts.append(".")
-        for _ in range(uncomp_frac):
-            parts.append(f"{_BE_I32(raw, q)[0] ^ mask:09d}")
-            q += 4
+        raw = d[p : p + size]
+        negative = not raw[0] & 0x80
+        if negative:
+            raw = (int.from_bytes(raw, "big") ^ flip ^ invert).to_bytes(size, "big")
+        else:
+            raw = (int.from_bytes(raw, "big") ^ flip).to_bytes(size, "big")
+        u = int.from_bytes(raw[:head], "big") if head else 0
+        for q in groups:
+            u = u * 1_000_000_000 + int.from_bytes(raw[q : q + 4], "big")
         if tail:
-            value = int.from_bytes(raw[q : q + tail], "big", signed=True) ^ mask
-            parts.append(f"{value:0{comp_frac}d}")
-        return decimal.Decimal("".join(parts)), p + size
+            u = u * tail_factor + int.from_bytes(raw[size - tail :], "big")
+        return make(f"-{u}{exponent}" if negative else f"{u}{exponent}"), p + size
 
     return read
 

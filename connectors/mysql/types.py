@@ -238,8 +238,18 @@ def _datetime_conv(zero: int | None, adjust: bool, divisor: int) -> Conv:
     return convert
 
 
+_Y1000 = dt.datetime(1000, 1, 1)
+
+
 def _timestamp_conv(zero: str | None) -> Conv:
     def convert(value: Any) -> str | None:
+        if type(value) is dt.datetime and value.tzinfo is None and value > _Y1000:
+            # the binlog's (naive, UTC) value: its ISO text is the ZonedTimestamp's, with the
+            # fraction's trailing zeros cut (years < 1000 differ: strftime does not pad them)
+            if value == _EPOCH_NAIVE:
+                return zero
+            iso = value.isoformat()
+            return iso + "Z" if len(iso) == 19 else iso.rstrip("0") + "Z"
         if isinstance(value, dt.datetime):
             if value.tzinfo is None and value == _EPOCH_NAIVE:
                 return zero  # the binlog's zero TIMESTAMP (epoch second 0 cannot be stored)
@@ -285,9 +295,25 @@ def _timestamp_v3(convert: Conv, fsp: int | None) -> Conv:
     """Debezium 3.x's TIMESTAMP: binlog values padded to the column's fsp (DBZ-5996), the
     snapshot's values (:class:`SnapshotTimestamp`) in the unpadded ISO form."""
     padded = logical.fixed_fraction(convert, fsp)
-    if padded is convert:
-        return convert
+    if padded is convert or fsp is None or fsp > 6:
+        return convert if padded is convert else _unpadded_snapshot(convert, padded)
+    bare = "." + "0" * fsp + "Z"  # a whole second, padded
 
+    def timestamp(value: Any) -> Any:
+        if (
+            type(value) is dt.datetime
+            and value.tzinfo is None
+            and value > _Y1000
+            and value != _EPOCH_NAIVE
+        ):  # the binlog's value (see _timestamp_conv), padded
+            iso = value.isoformat()
+            return iso + bare if len(iso) == 19 else iso[: 20 + fsp] + "Z"
+        return convert(value) if type(value) is SnapshotTimestamp else padded(value)
+
+    return timestamp
+
+
+def _unpadded_snapshot(convert: Conv, padded: Conv) -> Conv:
     def timestamp(value: Any) -> Any:
         return convert(value) if type(value) is SnapshotTimestamp else padded(value)
 

@@ -7,7 +7,9 @@ loop and event classes (the reference, ``BinlogReader``), once with the raw-pack
 
 from __future__ import annotations
 
+import decimal
 import json
+import random
 import struct
 from pathlib import Path
 from typing import Any
@@ -174,3 +176,61 @@ def test_absent_columns_are_marked() -> None:
     assert decoder.partial(b"\x01") and not decoder.partial(b"\x03")
     values, end = image(b"\x00" + struct.pack("<i", -7), 0)
     assert values[0] == -7 and repr(values[1]) == "ABSENT" and end == 5
+
+
+_DIG2BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+
+
+def _mysql_decimal(negative: bool, whole: str, fraction: str, precision: int, scale: int) -> bytes:
+    """MySQL's decimal2bin of ``whole.fraction`` (digit strings) for DECIMAL(precision, scale)."""
+    intg = precision - scale
+    whole, fraction = whole.rjust(intg, "0"), fraction.ljust(scale, "0")
+    out = bytearray()
+    lead = intg % 9
+    if lead:
+        out += int(whole[:lead]).to_bytes(_DIG2BYTES[lead], "big")
+    for i in range(lead, intg, 9):
+        out += int(whole[i : i + 9]).to_bytes(4, "big")
+    full = scale // 9 * 9
+    for i in range(0, full, 9):
+        out += int(fraction[i : i + 9]).to_bytes(4, "big")
+    if scale % 9:
+        out += int(fraction[full:]).to_bytes(_DIG2BYTES[scale % 9], "big")
+    if negative:
+        out = bytearray(b ^ 0xFF for b in out)
+    out[0] ^= 0x80
+    return bytes(out)
+
+
+def test_decimal_reader_on_every_precision_and_scale() -> None:
+    """The unscaled-integer reader gives the Decimal of the digits the bytes hold: same digits,
+    sign (negative zero included) and exponent -scale, as the library's text reading does;
+    up to DECIMAL(65,30), at an offset, followed by other bytes."""
+    rng = random.Random(18)
+    cases = 0
+    for precision in range(1, 66):
+        for scale in {0, 1, precision // 2, min(precision, 30), min(precision - 1, 9), 8, 10}:
+            if not 0 <= scale <= min(precision, 30):
+                continue
+            read = _decimal_reader(precision, scale)
+            intg = precision - scale
+            for _ in range(12):
+                negative = rng.random() < 0.5
+                kind = rng.randrange(4)
+                if kind == 0:  # zero (a negative zero too)
+                    whole, fraction = "0" * intg, "0" * scale
+                elif kind == 1:  # all nines: the largest magnitude
+                    whole, fraction = "9" * intg, "9" * scale
+                else:
+                    whole = "".join(rng.choice("0123456789") for _ in range(intg))
+                    fraction = "".join(rng.choice("0123456789") for _ in range(scale))
+                data = _mysql_decimal(negative, whole, fraction, precision, scale)
+                value, end = read(b"xy" + data + b"\xff\x00", 2)
+                text = (
+                    ("-" if negative else "") + (whole or "0") + ("." + fraction if scale else "")
+                )
+                expected = decimal.Decimal(text)
+                assert end == 2 + len(data)
+                assert value.as_tuple() == expected.as_tuple(), (precision, scale, text)
+                cases += 1
+    assert cases > 3000

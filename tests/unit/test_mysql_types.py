@@ -414,3 +414,56 @@ def test_propagated_source_types() -> None:
     )
     assert name["__debezium.source.column.type"] == "VARCHAR"
     assert name["__debezium.source.column.length"] == "20"
+
+
+def test_binlog_timestamp_text_equals_the_strftime_form() -> None:
+    """TIMESTAMP → ZonedTimestamp text: the binlog's naive datetimes take an isoformat fast
+    path; it must give exactly the text of logical.zoned_timestamp_str (+ the fsp padding of
+    envelope.version=3) on boundary values, every fraction precision and the zero epoch."""
+    from cdc.schema import logical
+    from connectors.mysql import types
+
+    values: list[Any] = []
+    for base in (
+        dt.datetime(1970, 1, 1, 0, 0, 1),
+        dt.datetime(1999, 12, 31, 23, 59, 59),
+        dt.datetime(2038, 1, 19, 3, 14, 7),
+        dt.datetime(1000, 1, 1, 0, 0, 1),
+        dt.datetime(999, 12, 31, 23, 59, 59),  # below the fast path (strftime's %Y)
+        dt.datetime(9999, 12, 31, 23, 59, 59),
+    ):
+        for micro in (0, 1, 10, 100_000, 120_000, 500, 999_999, 123_456, 100):
+            values.append(base.replace(microsecond=micro))
+    values += [
+        dt.datetime(1970, 1, 1),  # the zero TIMESTAMP
+        dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
+        dt.datetime(2024, 2, 29, 13, 45, 59, 100_000, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+        types.SnapshotTimestamp(2024, 2, 29, 13, 45, 59, 100_000),
+        types.SnapshotTimestamp(2024, 2, 29, 13, 45, 59),
+        "2024-02-29 13:45:59.5",
+        "0000-00-00 00:00:00",
+    ]
+
+    def reference(zero: str | None) -> Any:
+        def convert(value: Any) -> Any:
+            if isinstance(value, dt.datetime):
+                if value.tzinfo is None and value == dt.datetime(1970, 1, 1):
+                    return zero
+            else:
+                parsed = types._parse_datetime(str(value))
+                if parsed is None:
+                    return zero
+                value = parsed
+            return logical.zoned_timestamp_str(value)
+
+        return convert
+
+    for zero in ("1970-01-01T00:00:00Z", None):
+        plain = types._timestamp_conv(zero)
+        ref = reference(zero)
+        assert [plain(v) for v in values] == [ref(v) for v in values]
+        for fsp in (None, 0, 1, 2, 3, 4, 5, 6):
+            padded = logical.fixed_fraction(ref, fsp)
+            fast = types._timestamp_v3(plain, fsp)
+            expected = [ref(v) if type(v) is types.SnapshotTimestamp else padded(v) for v in values]
+            assert [fast(v) for v in values] == expected, fsp
