@@ -170,8 +170,11 @@ def is_mysql_error(exc: BaseException) -> bool:
 
 def _ssl_options(cfg: Config) -> dict[str, Any] | None:
     mode = cfg["database.ssl.mode"]
-    if mode in ("disabled", "preferred"):
-        # PyMySQL cannot fall back from TLS to plain text; "preferred" connects without TLS.
+    if mode == "disabled":
+        # PyMySQL >= 2.2 negotiates TLS by default whenever the server offers it
+        return {"ssl_disabled": True}
+    if mode == "preferred":
+        # PyMySQL's default: TLS when the server offers it (>= 2.2; older ones connect without)
         return None
     ctx = ssl.create_default_context(cafile=cfg.get("database.ssl.ca"))
     if cfg.get("database.ssl.cert"):
