@@ -164,10 +164,11 @@ def start_capture(
 
 
 def spawn_tidemark(
-    cfg: dict[str, Any], settings: dict[str, Any], run_dir: Path
+    cfg: dict[str, Any], settings: dict[str, Any], run_dir: Path, cwd: Path = ROOT
 ) -> tuple[subprocess.Popen[bytes], float, Path]:
     """Start ``bench.compare.tidemark_child`` with its config saved next to its log; returns
-    the process, the instant it was spawned and the log path."""
+    the process, the instant it was spawned and the log path. ``cwd``: the checkout whose
+    code runs (``python -m`` imports from it first)."""
     (run_dir / "tidemark-config.json").write_text(
         json.dumps({"connector": cfg, "engine": settings}, indent=2)
     )
@@ -182,7 +183,7 @@ def spawn_tidemark(
                 json.dumps(cfg),
                 json.dumps(settings),
             ],
-            cwd=ROOT,
+            cwd=cwd,
             log=log,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )

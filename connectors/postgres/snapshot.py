@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 from psycopg import sql
 
 from cdc.config import Config
-from cdc.snapshot.driver import ResumePoint, TableScan, in_batches, one_by_one, run_snapshot
+from cdc.snapshot.driver import ResumePoint, TableScan, one_by_one, run_snapshot
 from cdc.snapshot.driver import select_override as _select_override
 from cdc.spi import SnapshotSource, SourceContext, Table, TableId
 from connectors.postgres import connection as pgconn
@@ -41,6 +41,7 @@ from connectors.postgres.setup import (
     wait_for_inactive_slot,
 )
 from connectors.postgres.snapshot_chunks import ParallelReader, split_table
+from connectors.postgres.snapshot_rows import text_batches
 from connectors.postgres.types import Modes, TypeRegistry
 
 log = logging.getLogger("tidemark.postgres.snapshot")
@@ -165,6 +166,8 @@ class PostgresSnapshot(SnapshotSource):
             handover=handover,
             resume=resume,
             chunk_rows=int(self.cfg["snapshot.resumable.chunk.size"]),
+            # Runs before streaming, never inside its batched block.
+            batched=True,
         )
 
 
@@ -289,7 +292,7 @@ class _Steps:
             yield from one_by_one(
                 scans,
                 self.ctx.stop_event.is_set,
-                lambda s: in_batches(pgconn.copy_rows(conn, _query(s), s.plan.ncols)),
+                lambda s: text_batches(conn, _query(s), s.plan.ncols),
             )
             return
         chunks = [

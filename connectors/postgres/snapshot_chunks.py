@@ -8,7 +8,7 @@ table, or — for a plain table bigger than :data:`MIN_SPLIT_PAGES` — a range 
 version has exactly one ctid, so the ranges cover a table exactly once; the last range is
 open-ended because the table may have grown past the page count ``pg_class`` remembers.
 
-Readers only fetch (COPY, parsed by psycopg); every row is emitted by the calling thread, in
+Readers only fetch (``snapshot_rows.text_batches``); every row is emitted by the calling thread, in
 batches taken from a bounded queue. The dispatcher and the queue therefore keep a single
 producer, and a slow Kafka still holds back the readers (backpressure) instead of filling
 memory. The gain is overlap: while the emitting thread builds events, the readers wait on
@@ -28,7 +28,7 @@ from typing import Any
 
 from psycopg import sql
 
-from connectors.postgres import connection as pgconn
+from connectors.postgres.snapshot_rows import text_batches
 
 log = logging.getLogger("tidemark.postgres.snapshot")
 
@@ -113,7 +113,7 @@ class ParallelReader:
             self.close()
 
     def close(self) -> None:
-        """Stop the readers; a reader blocked in COPY is cancelled on its connection."""
+        """Stop the readers; a reader blocked in its query is cancelled on its connection."""
         self._cancel.set()
         for conn in self._connections:
             with contextlib.suppress(Exception):
@@ -138,15 +138,12 @@ class ParallelReader:
                     chunk = self._work.get_nowait()
                 except queue.Empty:
                     return
-                batch: list[tuple[Any, ...]] = []
-                for row in pgconn.copy_rows(conn, chunk.query, chunk.ncols):
-                    batch.append(row)
-                    if len(batch) >= BATCH_ROWS:
+                with contextlib.closing(
+                    text_batches(conn, chunk.query, chunk.ncols, BATCH_ROWS)
+                ) as batches:
+                    for batch in batches:
                         if not self._put((chunk.table_index, batch)):
                             return
-                        batch = []
-                if batch and not self._put((chunk.table_index, batch)):
-                    return
                 if not self._put((chunk.table_index, None)):
                     return
         except BaseException as exc:  # handed to the emitting thread, which raises it

@@ -74,7 +74,7 @@ def hold_snapshot_rows(rows: int) -> None:
     emitted = 0
 
     class Holding:
-        """The source context, with an ``emit`` that blocks at the count."""
+        """The source context, with an ``emit``/``emit_row`` that blocks at the count."""
 
         def __init__(self, ctx: Any) -> None:
             self._ctx = ctx
@@ -82,7 +82,7 @@ def hold_snapshot_rows(rows: int) -> None:
         def __getattr__(self, name: str) -> Any:
             return getattr(self._ctx, name)
 
-        def emit(self, event: Any) -> None:
+        def _count(self) -> None:
             nonlocal emitted
             if emitted >= rows:
                 flush = getattr(self._ctx, "flush", None)
@@ -90,8 +90,15 @@ def hold_snapshot_rows(rows: int) -> None:
                     flush()  # what the dispatcher holds back goes to the task thread
                 print("HELD", flush=True)
                 threading.Event().wait()
-            self._ctx.emit(event)
             emitted += 1
+
+        def emit(self, event: Any) -> None:
+            self._count()
+            self._ctx.emit(event)
+
+        def emit_row(self, *args: Any) -> None:
+            self._count()
+            self._ctx.emit_row(*args)
 
     def held(self: driver.TableScan, ctx: Any, batch: Sequence[Any]) -> None:
         emit(self, Holding(ctx), batch)
