@@ -240,6 +240,8 @@ class TableDecoder:
         #: the library's column objects (type, metadata, charset, names)
         self.columns = columns
         self.count = len(columns)
+        #: the processor's ``TableId`` of this map's table, set on first use
+        self.tid: Any = None
         self._images: dict[bytes, Image] = {}
         self.full = ((1 << self.count) - 1).to_bytes((self.count + 7) // 8, "little")
 
