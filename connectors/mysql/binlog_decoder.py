@@ -203,77 +203,78 @@ class RawBinlogReader(BinlogReader):
                 post_header,
             )
 
-        for d in packets:
-            first = d[0]
-            if first:
-                if first == 0xFE and len(d) < 9:  # EOF: the server ended the stream
-                    r.close()
-                    return
-                if first == 0xFF:
-                    MysqlPacket(d, encoding).raise_for_error()
-                continue
-            if len(d) < 20:
-                continue
-            timestamp, kind, server_id, size, log_pos = unpack_header(d, 1)
-            end = 1 + size - checksum
-            rows = _ROWS.get(kind)
-            if rows is not None:
-                table_id = int.from_bytes(d[20:26], "little")
-                mapped = decoders.get(table_id)
-                table = r.table_map.get(table_id)
-                if table is None:
-                    continue  # as the library: rows of a table it has no map for
-                if mapped is None or mapped[0] is not table:
-                    mapped = decoders[table_id] = (table, TableDecoder(table.columns))
-                event = Rows(timestamp, server_id, size, log_pos)
-                event.op, known = rows
-                event.kind = kind
-                event.table_id = table_id
-                event.schema = table.schema
-                event.table = table.table
-                event.columns = table.columns
-                event.decoder = mapped[1]
-                event._data = d
-                event._start = _extra(post_header, kind, known)
-                event._end = end
-                yield event
-            elif kind == MARIADB_GTID_EVENT:
-                seq, domain, flags = _MARIADB_GTID.unpack_from(d, 20)
-                gtid = MariadbGtid(timestamp, server_id, size, log_pos)
-                gtid.flags = flags
-                gtid.gtid = f"{domain}-{server_id}-{seq}"
-                gtid.parts = (domain, server_id, seq)
-                yield gtid
-            elif kind == XID_EVENT:
-                yield Xid(timestamp, server_id, size, log_pos)
-            elif kind == QUERY_EVENT:
-                yield _query(d, end, timestamp, server_id, size, log_pos, post_header)
-            elif kind == MARIADB_ANNOTATE_ROWS_EVENT:
-                note = Annotate(timestamp, server_id, size, log_pos)
-                note.sql_statement = bytes(d[20:end])
-                yield note
-            else:
-                if kind == TABLE_MAP_EVENT:
-                    body = d[20:-4]  # equal bytes: the map the library already holds
-                    if body in seen:
-                        continue
-                    seen.add(body)
-                elif kind == ROTATE_EVENT:
-                    seen.clear()
-                event = library_event(d).event
-                if kind == ROTATE_EVENT and timestamp != 0:
-                    r.table_map = {}
-                    decoders.clear()
-                elif kind == FORMAT_DESCRIPTION_EVENT and event is not None:
-                    r.mysql_version = event.mysql_version
-                    post_header = event.post_header_len
-                elif kind == TABLE_MAP_EVENT and event is not None:
-                    r.table_map[event.table_id] = event.get_table()
-                if event is not None and event.__class__ in allowed:
+        for batch in packets:
+            for d in batch:
+                first = d[0]
+                if first:
+                    if first == 0xFE and len(d) < 9:  # EOF: the server ended the stream
+                        r.close()
+                        return
+                    if first == 0xFF:
+                        MysqlPacket(d, encoding).raise_for_error()
+                    continue
+                if len(d) < 20:
+                    continue
+                timestamp, kind, server_id, size, log_pos = unpack_header(d, 1)
+                end = 1 + size - checksum
+                rows = _ROWS.get(kind)
+                if rows is not None:
+                    table_id = int.from_bytes(d[20:26], "little")
+                    mapped = decoders.get(table_id)
+                    table = r.table_map.get(table_id)
+                    if table is None:
+                        continue  # as the library: rows of a table it has no map for
+                    if mapped is None or mapped[0] is not table:
+                        mapped = decoders[table_id] = (table, TableDecoder(table.columns))
+                    event = Rows(timestamp, server_id, size, log_pos)
+                    event.op, known = rows
+                    event.kind = kind
+                    event.table_id = table_id
+                    event.schema = table.schema
+                    event.table = table.table
+                    event.columns = table.columns
+                    event.decoder = mapped[1]
+                    event._data = d
+                    event._start = _extra(post_header, kind, known)
+                    event._end = end
                     yield event
+                elif kind == MARIADB_GTID_EVENT:
+                    seq, domain, flags = _MARIADB_GTID.unpack_from(d, 20)
+                    gtid = MariadbGtid(timestamp, server_id, size, log_pos)
+                    gtid.flags = flags
+                    gtid.gtid = f"{domain}-{server_id}-{seq}"
+                    gtid.parts = (domain, server_id, seq)
+                    yield gtid
+                elif kind == XID_EVENT:
+                    yield Xid(timestamp, server_id, size, log_pos)
+                elif kind == QUERY_EVENT:
+                    yield _query(d, end, timestamp, server_id, size, log_pos, post_header)
+                elif kind == MARIADB_ANNOTATE_ROWS_EVENT:
+                    note = Annotate(timestamp, server_id, size, log_pos)
+                    note.sql_statement = bytes(d[20:end])
+                    yield note
+                else:
+                    if kind == TABLE_MAP_EVENT:
+                        body = d[20:-4]  # equal bytes: the map the library already holds
+                        if body in seen:
+                            continue
+                        seen.add(body)
+                    elif kind == ROTATE_EVENT:
+                        seen.clear()
+                    event = library_event(d).event
+                    if kind == ROTATE_EVENT and timestamp != 0:
+                        r.table_map = {}
+                        decoders.clear()
+                    elif kind == FORMAT_DESCRIPTION_EVENT and event is not None:
+                        r.mysql_version = event.mysql_version
+                        post_header = event.post_header_len
+                    elif kind == TABLE_MAP_EVENT and event is not None:
+                        r.table_map[event.table_id] = event.get_table()
+                    if event is not None and event.__class__ in allowed:
+                        yield event
 
 
-def _payloads(stream: Any) -> Iterator[bytes]:
+def _payloads(stream: Any) -> Iterator[list[bytes]]:
     """The stream connection's packet payloads: read off the socket by :mod:`framing` for a
     PyMySQL connection, else through its ``_read_packet`` (recorded streams in the tests,
     fixture capture)."""
@@ -282,9 +283,9 @@ def _payloads(stream: Any) -> Iterator[bytes]:
     return _read_packets(stream._read_packet)
 
 
-def _read_packets(read_packet: Any) -> Iterator[bytes]:
+def _read_packets(read_packet: Any) -> Iterator[list[bytes]]:
     while True:
-        yield read_packet().get_all_data()
+        yield [read_packet().get_all_data()]
 
 
 def _extra(post_header: list[int] | None, kind: int, known: int) -> int:

@@ -27,44 +27,52 @@ READ_SIZE = 1 << 18
 MAX_FRAME = 0xFFFFFF
 
 
-def payloads(conn: Any) -> Iterator[bytes]:
-    """The payloads of ``conn``'s (a PyMySQL connection) next packets, forever."""
+def payloads(conn: Any) -> Iterator[list[bytes]]:
+    """The payloads of ``conn``'s (a PyMySQL connection) next packets, forever, a list per
+    socket read (see :func:`frames`)."""
     if conn._current_timeout != conn._read_timeout:
         conn._sock.settimeout(conn._read_timeout)
         conn._current_timeout = conn._read_timeout
     return frames(conn._rfile.read1, conn._next_seq_id, conn._force_close)
 
 
-def frames(read1: Callable[[int], bytes], seq: int, close: Callable[[], None]) -> Iterator[bytes]:
+def frames(
+    read1: Callable[[int], bytes], seq: int, close: Callable[[], None]
+) -> Iterator[list[bytes]]:
     """Packet payloads from ``read1`` (``BufferedReader.read1``: what is buffered, else one
     raw read of up to n bytes), the first packet numbered ``seq``; ``close`` on a lost
-    connection."""
+    connection. Each list holds the packets complete after a read, so the consumer resumes
+    this generator once per read, not per packet; a read waits only when no complete
+    packet is left."""
     buf = b""
-    pos = size = 0
+    pos = 0
     parts: list[bytes] = []  # the frames so far of a payload of 16 MiB or more
     while True:
-        if size - pos < 4:
-            buf, pos = _fill(read1, close, buf, pos, 4)
-            size = len(buf)
-        length = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
-        if buf[pos + 3] != seq:
-            _bad_sequence(close, buf[pos + 3], seq)
-        seq = (seq + 1) & 0xFF
-        end = pos + 4 + length
-        if end > size:
-            buf, pos = _fill(read1, close, buf, pos, 4 + length)
-            size = len(buf)
-            end = 4 + length
-        payload = buf[pos + 4 : end]
-        pos = end
-        if length == MAX_FRAME:
-            parts.append(payload)
-            continue
-        if parts:
-            parts.append(payload)
-            payload = b"".join(parts)
-            parts = []
-        yield payload
+        out: list[bytes] = []
+        size = len(buf)
+        need = 4
+        while size - pos >= 4:
+            length = buf[pos] | buf[pos + 1] << 8 | buf[pos + 2] << 16
+            end = pos + 4 + length
+            if end > size:
+                need = 4 + length
+                break
+            if buf[pos + 3] != seq:
+                _bad_sequence(close, buf[pos + 3], seq)
+            seq = (seq + 1) & 0xFF
+            payload = buf[pos + 4 : end]
+            pos = end
+            if length == MAX_FRAME:
+                parts.append(payload)
+                continue
+            if parts:
+                parts.append(payload)
+                payload = b"".join(parts)
+                parts = []
+            out.append(payload)
+        if out:
+            yield out
+        buf, pos = _fill(read1, close, buf, pos, need)
 
 
 def _fill(
