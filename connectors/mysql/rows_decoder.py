@@ -332,14 +332,22 @@ class TableDecoder:
         reader: Callable[[bytes, int], tuple[Any, int]]
         if t == T_NEWDECIMAL:
             reader = _decimal_reader(int(col.precision), int(col.decimals))
-        elif t in (T_TIMESTAMP2, T_DATETIME2, T_TIME2):
+        elif t == T_TIMESTAMP2:
+            return _timestamp2_lines(i, int(col.fsp), env)
+        elif t == T_DATE:
+            env["_ZERO_DATE"], env["_date_cls"] = ZERO_DATE, dt.date
+            return [  # _date, inline
+                "m = d[p] | d[p + 1] << 8 | d[p + 2] << 16",
+                f"v{i} = _date_cls(m >> 9, m >> 5 & 15, m & 31) "
+                "if m >> 9 and m >> 5 & 15 and m & 31 else _ZERO_DATE",
+                "p += 3",
+            ]
+        elif t in (T_DATETIME2, T_TIME2):
             fsp = int(col.fsp)
-            helper = {T_TIMESTAMP2: _timestamp2, T_DATETIME2: _datetime2, T_TIME2: _time2}[t]
+            helper = _datetime2 if t == T_DATETIME2 else _time2
             env[name + "_fsp"] = fsp
             env[name] = helper
             return [f"v{i}, p = {name}(d, p, {name}_fsp)"]
-        elif t == T_DATE:
-            reader = _date
         elif t == T_TIME:
             reader = _time
         elif t == T_DATETIME:
@@ -358,6 +366,21 @@ class TableDecoder:
             reader = _unknown(t)
         env[name] = reader
         return [f"v{i}, p = {name}(d, p)"]
+
+
+def _timestamp2_lines(i: int, fsp: int, env: dict[str, Any]) -> list[str]:
+    """:func:`_timestamp2` as statements of the image function (no call per value)."""
+    env["_EPOCH"], env["_td"], env["_BE_I32"] = _EPOCH, dt.timedelta, _BE_I32
+    lines = [f"v{i} = _EPOCH + _td(seconds=_BE_I32(d, p)[0])"]
+    size = (fsp + 1) // 2
+    if not size:
+        return [*lines, "p += 4"]
+    lines.append(f"m = int.from_bytes(d[p + 4:p + {4 + size}], 'big', signed=True)")
+    if fsp % 2:
+        lines.append("m = int(m / 10)")
+    if fsp != 6:
+        lines.append(f"m *= {10 ** (6 - fsp)}")
+    return [*lines, "if m > 0:", f"    v{i} = v{i}.replace(microsecond=m)", f"p += {4 + size}"]
 
 
 def read_rows(

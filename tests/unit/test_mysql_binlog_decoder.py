@@ -234,3 +234,51 @@ def test_decimal_reader_on_every_precision_and_scale() -> None:
                 assert value.as_tuple() == expected.as_tuple(), (precision, scale, text)
                 cases += 1
     assert cases > 3000
+
+
+def test_inline_timestamp2_and_date_equal_their_helpers() -> None:
+    """TIMESTAMP(0-6) and DATE are read by statements inside the image function; they must
+    give what the helpers ``_timestamp2``/``_date`` (the library's formulas) give: epoch,
+    2038, fractions at every precision (odd ones rounded as the library does), zero and
+    partly-zero dates, NULLs in between."""
+    from connectors.mysql.rows_decoder import _date, _timestamp2
+
+    class Col:
+        def __init__(self, type_: int, fsp: int = 0) -> None:
+            self.type, self.fsp, self.unsigned = type_, fsp, False
+
+    columns = [Col(17, fsp) for fsp in range(7)] + [Col(10)]
+    decoder = TableDecoder(columns)
+    image = decoder.image(b"\xff")
+    rng = random.Random(7)
+    seconds = [0, 1, 59, 86_399, 1_700_000_000, 2_147_483_647]
+    dates = [0, (2024 << 9) | (2 << 5) | 29, (2024 << 9) | 1, (1 << 9) | (1 << 5) | 1, 0x7FFFFF]
+    dates += [(9999 << 9) | (12 << 5) | 31, (2024 << 9) | (13 << 5) | 1]  # month 13 is 0 mod 16
+    for case in range(400):
+        nulls = rng.randrange(256) if case % 4 == 0 else 0
+        body = b""
+        expected: list[Any] = []
+        for k, col in enumerate(columns):
+            if nulls >> k & 1:
+                expected.append(None)
+                continue
+            if col.type == 17:
+                size = (col.fsp + 1) // 2
+                valid = rng.randrange(10**col.fsp) * (10 if col.fsp % 2 else 1)
+                fraction = rng.choice([0, valid, valid, (1 << (8 * size)) - 1]) if size else 0
+                raw = struct.pack(">I", rng.choice(seconds)) + fraction.to_bytes(size, "big")
+                expected.append(_timestamp2(raw, 0, col.fsp)[0])  # all ones: negative
+            else:
+                value = rng.choice(dates)
+                raw = value.to_bytes(3, "little")
+                try:
+                    expected.append(_date(raw, 0)[0])
+                except ValueError:
+                    continue  # an invalid day: both raise
+            body += raw
+        if len(expected) != len(columns):
+            continue
+        data = bytes([nulls]) + body
+        values, end = image(data, 0)
+        assert values == expected and [type(v) for v in values] == [type(v) for v in expected]
+        assert end == len(data)
