@@ -1,7 +1,7 @@
 """PostgreSQL's side of incremental snapshots (:class:`cdc.spi.ChunkReader`).
 
-Rows are read as the initial snapshot reads them (``COPY`` text through
-:func:`~connectors.postgres.connection.copy_rows`, the text the stream carries), so the
+Rows are read as the initial snapshot reads them (every value its text form, the text the
+stream carries: :func:`~connectors.postgres.snapshot_rows.text_rows`), so the
 table's converters need nothing new, and key values are that same text: they go back into
 the next chunk's query as untyped literals, which PostgreSQL reads with the key column's
 type, and into the offset as plain strings. Each statement runs in its own autocommit
@@ -37,6 +37,7 @@ from cdc.spi import Table, TableId
 from cdc.spi.chunks import Key
 from connectors.postgres import connection as pgconn
 from connectors.postgres.schema import PgSchema
+from connectors.postgres.snapshot_rows import text_rows
 from connectors.postgres.types import TypeRegistry
 
 
@@ -79,7 +80,7 @@ class PostgresChunkReader:
             _where([], condition),
             sql.SQL(", ").join(sql.SQL("{} DESC").format(sql.Identifier(k)) for k in key_columns),
         )
-        rows = list(pgconn.copy_rows(self.conn, query, len(key_columns)))
+        rows = text_rows(self.conn, query)
         return tuple(rows[0]) if rows else None
 
     def read_chunk(
@@ -97,7 +98,7 @@ class PostgresChunkReader:
             _columns(key_columns),
             sql.Literal(limit),
         )
-        return list(pgconn.copy_rows(self.conn, query, len(table.columns)))
+        return list(text_rows(self.conn, query))
 
     def chunk_end(
         self,
@@ -115,7 +116,7 @@ class PostgresChunkReader:
             _columns(key_columns),
             sql.Literal(max(size - 1, 0)),
         )
-        rows = list(pgconn.copy_rows(self.conn, query, len(key_columns)))
+        rows = text_rows(self.conn, query)
         return tuple(rows[0]) if rows else None
 
     def estimate_rows(self, table: Table) -> int | None:

@@ -53,6 +53,18 @@ def text_batches(
             _close(stream)  # cancels a query still running (a stop), as closing a COPY does
 
 
+def text_rows(conn: Any, query: sql.Composable) -> list[tuple[Any, ...]]:
+    """All rows of ``query`` (a bounded one: an incremental snapshot's chunk), every value its
+    text form or None, from one result: the loaders are switched to text once the result's
+    types are known, before any row is converted."""
+    with conn.cursor() as cur:
+        cur.execute(query)
+        for column in cur.description or ():
+            cur.adapters.register_loader(column.type_code, TextLoader)
+        rows: list[tuple[Any, ...]] = cur.fetchall()
+        return rows
+
+
 def _close(rows: Iterator[Any]) -> None:
     """Finish a row generator now (its query is cancelled if still running)."""
     close = getattr(rows, "close", None)

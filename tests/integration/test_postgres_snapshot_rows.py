@@ -1,7 +1,8 @@
-"""The snapshot's row reader (``snapshot_rows.text_batches``: a SELECT in libpq's chunked rows
-mode, every column loaded as text) gives exactly the values ``COPY ... TO STDOUT`` gave, the
-reader it replaces: every type family tidemark maps, NULLs, unicode, escapes, extreme values,
-a select override with repeated column names, the resume query, and batch boundaries."""
+"""The snapshot's row readers (``snapshot_rows.text_batches``: a SELECT in libpq's chunked rows
+mode, every column loaded as text; ``text_rows`` for an incremental snapshot's chunk) give
+exactly the values ``COPY ... TO STDOUT`` gave, the reader they replace: every type family
+tidemark maps, NULLs, unicode, escapes, extreme values, a select override with repeated column
+names, the resume query, and batch boundaries."""
 
 from __future__ import annotations
 
@@ -96,6 +97,7 @@ def test_same_values_as_copy(conn: psycopg.Connection[Any], name: str) -> None:
     batches = list(snapshot_rows.text_batches(conn, query, n, size=1024))
     got = [row for batch in batches for row in batch]
     assert got == want
+    assert snapshot_rows.text_rows(conn, query) == want  # the incremental snapshot's chunks
     assert all(type(v) is str for row in got for v in row if v is not None)
     if name == "key order":
         assert [len(b) for b in batches] == [1024, 1024, 452]
