@@ -19,6 +19,13 @@ Reported per contender: wall time, events/s, CPU-seconds of the reading process 
 
 ``python -m bench.mysql_bench child <spec.json>`` is the tidemark side (and the raw reader),
 in its own process so its CPU and RSS are its own.
+
+``python -m bench.mysql_bench ab --trees OLD,NEW [--rows N] [--per-txn K] [--rounds R]``
+compares source trees (e.g. one exported with ``git archive <rev> | tar -x -C /tmp/old``) on
+one backlog of W1-mariadb's ``bench_rows`` (K rows per transaction), alternating the trees
+R times: each drains it from the same primed offset with the harness's connector settings,
+and the CPU-seconds of its process from the first event sent to the last acknowledged one
+(start-up left out) are printed per run with the load average, then the medians.
 """
 
 from __future__ import annotations
@@ -295,10 +302,169 @@ def _report(wall: float, usage: Any, events: int) -> None:
 # -- main -----------------------------------------------------------------------------------
 
 
+# -- before/after on one backlog ------------------------------------------------------------------
+
+AB_PRODUCER = {
+    "acks": "all",
+    "enable.idempotence": True,
+    "linger.ms": 5,
+    "batch.size": 1048576,
+    "compression.type": "lz4",
+    "max.in.flight.requests.per.connection": 5,
+}
+
+
+def ab_child(spec: dict[str, Any]) -> None:
+    """Runs inside the tree under test (its code on PYTHONPATH): drain, print one JSON line."""
+    from cdc.engine import Engine, EngineSettings
+    from cdc.offsets.file import FileOffsetStore
+    from connectors.mysql import MySqlConnector
+    from connectors.mysql.gtid import MariaDbGtidSet
+
+    def cpu() -> float:
+        u = resource.getrusage(resource.RUSAGE_SELF)
+        return u.ru_utime + u.ru_stime
+
+    connector = MySqlConnector(spec["config"])
+    engine = Engine(
+        connector,
+        connector.config,
+        FileOffsetStore(spec["offsets"]),
+        EngineSettings(producer=spec["producer"], offset_flush_interval_ms=250),
+    )
+    thread = threading.Thread(target=engine.run, daemon=True)
+    thread.start()
+    end = MariaDbGtidSet(spec.get("end_gtid") or "")
+    start: tuple[float, float, int] | None = None
+    while thread.is_alive():
+        sent = engine.metrics.records_sent
+        if spec["mode"] == "prime":
+            if engine.metrics.streaming.connected:
+                time.sleep(1.5)  # let the first offset be stored
+                break
+        elif start is None and sent:
+            start = (cpu(), time.monotonic(), sent)
+        done = engine.writer.last_committed
+        if (
+            spec["mode"] == "drain"
+            and done
+            and done.get("gtids")
+            and end.is_contained_within(MariaDbGtidSet(str(done["gtids"])))
+        ):
+            break
+        time.sleep(0.1)
+    else:
+        raise SystemExit("engine stopped early")
+    c1, t1, n1 = cpu(), time.monotonic(), engine.metrics.records_sent
+    engine.stop()
+    thread.join(60)
+    if start is None:
+        print("{}")
+        return
+    c0, t0, n0 = start
+    events = n1 - n0
+    print(json.dumps({"events": events, "cpu_s_per_1m": (c1 - c0) / events * 1e6,
+                      "events_per_s": events / (t1 - t0)}))  # fmt: skip
+
+
+def _ab_run(tree: str, spec: dict[str, Any]) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(spec, f)
+    try:
+        out = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "ab-child", f.name],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=tree,
+            env={**os.environ, "PYTHONPATH": tree},
+        )
+    finally:
+        os.unlink(f.name)
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def ab(argv: list[str]) -> None:
+    import shutil
+    import statistics
+
+    from bench.compare.mariadb import SCHEMA_SQL
+
+    parser = argparse.ArgumentParser(prog="bench.mysql_bench ab")
+    parser.add_argument("--trees", required=True, help="comma-separated source trees")
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--per-txn", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    trees = [str(Path(t).resolve()) for t in args.trees.split(",")]
+    env = stack_env()
+    db = f"bench_ab_{uuid.uuid4().hex[:6]}"
+    producer = {"bootstrap.servers": env["TIDEMARK_KAFKA_BOOTSTRAP"], **AB_PRODUCER}
+    results: dict[str, list[float]] = {t: [] for t in trees}
+    with tempfile.TemporaryDirectory() as tmp:
+        seed = Path(tmp) / "seed"
+        seed.mkdir()
+        cfg = {
+            **connector_config(env, db, seed),
+            "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+            "envelope.version": 3,
+            "include.schema.changes": False,
+            "max.batch.size": 2048,
+            "max.queue.size": 8192,
+            "poll.interval.ms": 500,
+        }
+        sql(env, None, f"DROP DATABASE IF EXISTS `{db}`", f"CREATE DATABASE `{db}`")
+        try:
+            sql(env, db, SCHEMA_SQL[0], SCHEMA_SQL[4])  # bench_rows, load_inserts
+            spec = {"config": cfg, "producer": producer, "offsets": str(seed / "offsets.json")}
+            _ab_run(trees[-1], {**spec, "mode": "prime"})
+            k, n = args.per_txn, args.rows
+            per_loader = -(-n // LOADERS)
+            chunk = -(-per_loader // k) * k  # whole transactions per loader
+            loaders = [
+                threading.Thread(
+                    target=sql,
+                    args=(env, db, f"CALL load_inserts({lo}, {min(chunk, 1 + n - lo)}, {k})"),
+                )
+                for lo in range(1, 1 + n, chunk)
+            ]
+            for t in loaders:
+                t.start()
+            for t in loaders:
+                t.join()
+            end_gtid = str(sql(env, None, "SELECT @@gtid_binlog_pos")[0])
+            for _ in range(args.rounds):
+                for tree in trees:
+                    run = Path(tmp) / f"run-{uuid.uuid4().hex[:6]}"
+                    shutil.copytree(seed, run)
+                    run_cfg = {**cfg, "database.history.file.filename": str(run / "history.jsonl")}
+                    load = os.getloadavg()[0]
+                    r = _ab_run(
+                        tree,
+                        {**spec, "config": run_cfg, "offsets": str(run / "offsets.json"),
+                         "mode": "drain", "end_gtid": end_gtid},
+                    )  # fmt: skip
+                    results[tree].append(r["cpu_s_per_1m"])
+                    print(json.dumps({"tree": tree, "load1": round(load, 1), **r}), flush=True)
+                    shutil.rmtree(run)
+        finally:
+            sql(env, None, f"DROP DATABASE IF EXISTS `{db}`")
+    for tree, cpus in results.items():
+        print(f"{tree}: median {statistics.median(cpus):.1f} CPU-s per 1M ({min(cpus):.1f}-"
+              f"{max(cpus):.1f}), {len(cpus)} runs of {args.rows} events")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["child"]:
         child(json.loads(Path(argv[1]).read_text()))
+        return {}
+    if argv[:1] == ["ab-child"]:
+        ab_child(json.loads(Path(argv[1]).read_text()))
+        return {}
+    if argv[:1] == ["ab"]:
+        ab(argv[1:])
         return {}
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
