@@ -286,6 +286,9 @@ class TableDecoder:
         """Statements that read column ``i`` at ``p`` into ``v{i}`` and advance ``p``."""
         t = col.type
         name = f"c{i}"
+        if t == T_TINY:  # one byte: no struct call
+            value = "d[p]" if col.unsigned else "(d[p] ^ 128) - 128"
+            return [f"v{i} = {value}", "p += 1"]
         ints = _INTS.get((t, bool(col.unsigned)))
         if ints is not None:
             fmt, size = ints
@@ -300,11 +303,11 @@ class TableDecoder:
             length = int(col.length_size) if t == T_BLOB else 2 if col.max_length > 255 else 1
             codec = _codec(col.character_set_name)
             out = [
-                f"m = int.from_bytes(d[p:p + {length}], 'little')",
-                f"p += {length}",
+                f"m = {_le_uint(length)}",
                 # Python decodes b"" to "" even with an unknown codec, so the library does too
-                f"v{i} = d[p:p + m]" + (f".decode({codec!r})" if codec is not None else " or ''"),
-                "p += m",
+                f"v{i} = d[p + {length}:p + {length} + m]"
+                + (f".decode({codec!r})" if codec is not None else " or ''"),
+                f"p += {length} + m",
             ]
             return out
         if t == T_GEOMETRY:
@@ -366,6 +369,15 @@ class TableDecoder:
             reader = _unknown(t)
         env[name] = reader
         return [f"v{i}, p = {name}(d, p)"]
+
+
+def _le_uint(size: int) -> str:
+    """An expression reading the little-endian unsigned ``size``-byte number at ``p``."""
+    if size == 1:
+        return "d[p]"
+    if size == 2:
+        return "d[p] | d[p + 1] << 8"
+    return f"int.from_bytes(d[p:p + {size}], 'little')"
 
 
 def _timestamp2_lines(i: int, fsp: int, env: dict[str, Any]) -> list[str]:

@@ -282,3 +282,25 @@ def test_inline_timestamp2_and_date_equal_their_helpers() -> None:
         values, end = image(data, 0)
         assert values == expected and [type(v) for v in values] == [type(v) for v in expected]
         assert end == len(data)
+
+
+def test_tinyint_and_string_lengths_read_inline() -> None:
+    """TINYINT (signed and unsigned, every byte) and 1/2-byte string lengths read without
+    struct calls give the struct readings."""
+
+    class Col:
+        def __init__(self, type_: int, unsigned: bool = False, max_length: int = 0) -> None:
+            self.type, self.unsigned, self.max_length = type_, unsigned, max_length
+            self.character_set_name = "utf8mb4"
+
+    decoder = TableDecoder([Col(1), Col(1, True), Col(15, max_length=10), Col(15, max_length=300)])
+    image = decoder.image(b"\x0f")
+    for byte in range(256):
+        text = "é" * byte
+        raw = text.encode()
+        data = bytes([0, byte, byte]) + bytes([len(raw) % 256]) + raw[: len(raw) % 256]
+        data += struct.pack("<H", len(raw)) + raw
+        values, end = image(data, 0)
+        signed = struct.unpack("<b", bytes([byte]))[0]
+        assert values == [signed, byte, raw[: len(raw) % 256].decode(), text]
+        assert end == len(data)
