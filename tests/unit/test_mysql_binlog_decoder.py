@@ -304,3 +304,17 @@ def test_tinyint_and_string_lengths_read_inline() -> None:
         signed = struct.unpack("<b", bytes([byte]))[0]
         assert values == [signed, byte, raw[: len(raw) % 256].decode(), text]
         assert end == len(data)
+
+
+def test_error_packet_mid_stream_raises_the_servers_error() -> None:
+    """An ERR packet in the binlog stream (e.g. 1236, the position is gone) raises the
+    server's error with its code, after the events before it were handled."""
+    import pymysql  # type: ignore[import-untyped]
+
+    recording = RECORDINGS["mariadb-10.11-workload.json"]
+    packets = [bytes.fromhex(p) for p in recording["packets"]]
+    message = b"Could not find GTID state requested by slave in any binlog files"
+    error = b"\xff" + struct.pack("<H", 1236) + b"#HY000" + message
+    with pytest.raises(pymysql.err.OperationalError) as info:
+        replay_with(RawBinlogReader, recording, packets[:40] + [error] + packets[40:])
+    assert info.value.args[0] == 1236 and "GTID state" in info.value.args[1]
