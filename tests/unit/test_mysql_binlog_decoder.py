@@ -316,5 +316,5 @@ def test_error_packet_mid_stream_raises_the_servers_error() -> None:
     message = b"Could not find GTID state requested by slave in any binlog files"
     error = b"\xff" + struct.pack("<H", 1236) + b"#HY000" + message
     with pytest.raises(pymysql.err.OperationalError) as info:
-        replay_with(RawBinlogReader, recording, packets[:40] + [error] + packets[40:])
+        replay_with(RawBinlogReader, recording, [*packets[:40], error, *packets[40:]])
     assert info.value.args[0] == 1236 and "GTID state" in info.value.args[1]
