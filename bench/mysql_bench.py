@@ -385,6 +385,16 @@ def _ab_run(tree: str, spec: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _drop_topics(bootstrap: str, part: str) -> None:
+    """Delete the topics this run wrote (their names hold its unique database name)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topics = [t for t in admin.list_topics(timeout=10).topics if part in t]
+    for future in admin.delete_topics(topics).values() if topics else ():
+        future.result()
+
+
 def ab(argv: list[str]) -> None:
     import shutil
     import statistics
@@ -450,6 +460,7 @@ def ab(argv: list[str]) -> None:
                     shutil.rmtree(run)
         finally:
             sql(env, None, f"DROP DATABASE IF EXISTS `{db}`")
+            _drop_topics(env["TIDEMARK_KAFKA_BOOTSTRAP"], f".{db}.")
     for tree, cpus in results.items():
         print(f"{tree}: median {statistics.median(cpus):.1f} CPU-s per 1M ({min(cpus):.1f}-"
               f"{max(cpus):.1f}), {len(cpus)} runs of {args.rows} events")  # fmt: skip
