@@ -82,6 +82,18 @@ def prepare(env: dict[str, str], db: str, rows: int, per_tx: int = 1) -> tuple[s
     return slot_tm, slot_recv, int(row[1])
 
 
+def cleanup(env: dict[str, str], db: str, slots: tuple[str, ...]) -> None:
+    """Drop the bench's slots and database."""
+    with psycopg.connect(dsn(env, "postgres"), autocommit=True) as c:
+        for s in slots:
+            c.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE slot_name = %s AND NOT active",
+                (s,),
+            )
+        c.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
 def run_pg_recvlogical(env: dict[str, str], db: str, slot: str, end_lsn: int) -> dict[str, Any]:
     from connectors.postgres.pgoutput import lsn_to_str
     from worker.dev.postgres import find_bindir
@@ -159,14 +171,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         limit = run_pg_recvlogical(env, db, slot_recv, end_lsn)
         ours = run_tidemark(env, db, slot_tm, end_lsn)
     finally:
-        with psycopg.connect(dsn(env, "postgres"), autocommit=True) as c:
-            for s in (slot_tm, slot_recv):
-                c.execute(
-                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                    "WHERE slot_name = %s AND NOT active",
-                    (s,),
-                )
-            c.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        cleanup(env, db, (slot_tm, slot_recv))
     n = args.rows
     report: dict[str, Any] = {"rows": n}
     print(f"\nPostgreSQL backlog drain, {n} rows, {args.per_tx} per transaction")
