@@ -120,7 +120,24 @@ def test_the_streaming_loops_inline_offsets_are_walposition_offsets() -> None:
         dbname="db",
         xid=771,
         flush_lsn=24022000,
+        row_templates={},
     )
+    row_state._row_template = lambda oid, lsn: _StreamState._row_template(row_state, oid, lsn)  # type: ignore[arg-type]
     position = _StreamState._row_position(row_state, 16384, 24023128)  # type: ignore[arg-type]
     assert position is not None
     assert _dumps(position[2]) == STORED_STREAMING
+    # the next row of the transaction is built from the same template: only lsn and seq move
+    row_state.seq = 2
+    position = _StreamState._row_position(row_state, 16384, 24023128)  # type: ignore[arg-type]
+    assert position is not None
+    assert _dumps(position[2]) == STORED_STREAMING
+    assert position[1] == {
+        "ts_ms": 1732540000123,
+        "snapshot": False,
+        "db": "db",
+        "schema": "public",
+        "table": "t",
+        "txId": 771,
+        "lsn": 24023128,
+        "xmin": None,
+    }
