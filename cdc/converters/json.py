@@ -13,12 +13,13 @@ from __future__ import annotations
 import base64
 import binascii
 import decimal
+import itertools
 import json
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, cast
 
 import orjson
 
@@ -37,6 +38,7 @@ from cdc.converters.base import (
 from cdc.schema.model import Field, Schema, Type
 
 _dumps = orjson.dumps
+_join = b"".join
 _b64 = binascii.b2a_base64
 
 
@@ -155,28 +157,61 @@ def _keeps_null(fx: Fix) -> bool:
 def _generated_struct_fix(active: list[tuple[str, Fix]]) -> Fix:
     """``fix(value)`` rewriting the named fields, with the base class's semantics: missing
     fields are fixed from ``None``; the input comes back as is when no field changed,
-    otherwise a copy with the changed fields replaced (in place, so the key order stays)."""
+    otherwise a copy with the changed fields replaced (in place, so the key order stays).
+
+    A field whose fix is itself a generated struct fix (the envelope's ``before``, ``after``
+    and ``source``) is inlined rather than called: one function per envelope, not four, saves
+    three Python calls per event."""
     ns: dict[str, Any] = {}
     lines = ["def fix_struct(value):", "    if value is None:", "        return None"]
-    lines.append("    get = value.get")
-    for i, (name, fx) in enumerate(active):
-        ns[f"f{i}"] = fx
-        if isinstance(fx, _Fill):
-            ns[f"d{i}"] = fx.default
-            lines.append(f"    n{i} = d{i} if (o{i} := get({name!r})) is None else o{i}")
-        elif _keeps_null(fx):  # a null that stays null needs no call
-            lines.append(f"    n{i} = None if (o{i} := get({name!r})) is None else f{i}(o{i})")
-        else:
-            lines.append(f"    n{i} = f{i}(o{i} := get({name!r}))")
-    same = " and ".join(f"n{i} is o{i}" for i in range(len(active)))
-    lines += [f"    if {same}:", "        return value", "    out = dict(value)"]
-    for i, (name, _) in enumerate(active):
-        lines.append(f"    if n{i} is not o{i}:")
-        lines.append(f"        out[{name!r}] = n{i}")
+    _struct_lines(active, "value", "out", ns, lines, 4, itertools.count())
     lines.append("    return out")
     exec(compile("\n".join(lines) + "\n", "<tidemark:json-struct-fix>", "exec"), ns)
-    fn: Fix = ns["fix_struct"]
-    return fn
+    fn: Any = ns["fix_struct"]
+    fn.struct_fields = active  # what a struct around this one inlines
+    return cast(Fix, fn)
+
+
+def _struct_lines(
+    active: list[tuple[str, Fix]],
+    value: str,
+    result: str,
+    ns: dict[str, Any],
+    lines: list[str],
+    indent: int,
+    ids: Iterator[int],
+) -> None:
+    """Code that sets ``result`` to the fixed copy of the (non-null) dict ``value``, or to
+    ``value`` itself when no field changed; names are numbered per struct, so nested structs
+    inline without clashes."""
+    k = next(ids)
+    pad = " " * indent
+    lines.append(f"{pad}g{k} = {value}.get")
+    names = []
+    for i, (name, fx) in enumerate(active):
+        o, n, f = f"o{k}_{i}", f"n{k}_{i}", f"f{k}_{i}"
+        nested = getattr(fx, "struct_fields", None)
+        if isinstance(fx, _Fill):
+            ns[f] = fx.default
+            lines.append(f"{pad}{n} = {f} if ({o} := g{k}({name!r})) is None else {o}")
+        elif nested is not None:  # a generated struct fix: null stays null, else inline it
+            lines.append(f"{pad}if ({o} := g{k}({name!r})) is None:")
+            lines.append(f"{pad}    {n} = None")
+            lines.append(f"{pad}else:")
+            _struct_lines(nested, o, n, ns, lines, indent + 4, ids)
+        elif _keeps_null(fx):  # a null that stays null needs no call
+            ns[f] = fx
+            lines.append(f"{pad}{n} = None if ({o} := g{k}({name!r})) is None else {f}({o})")
+        else:
+            ns[f] = fx
+            lines.append(f"{pad}{n} = {f}({o} := g{k}({name!r}))")
+        names.append((name, o, n))
+    same = " and ".join(f"{n} is {o}" for _, o, n in names)
+    lines += [f"{pad}if {same}:", f"{pad}    {result} = {value}", f"{pad}else:"]
+    lines.append(f"{pad}    {result} = dict({value})")
+    for name, o, n in names:
+        lines.append(f"{pad}    if {n} is not {o}:")
+        lines.append(f"{pad}        {result}[{name!r}] = {n}")
 
 
 # -- schema <-> JSON ---------------------------------------------------------------------------
@@ -416,7 +451,8 @@ class JsonConverter:
             return head + null_payload + self._tail
         if fix is not None:
             value = fix(value)
-        return head + _dumps(value, default=_default) + self._tail
+        # one join, one copy of the (kilobytes of) schema head; "+ +" would copy it twice
+        return _join((head, _dumps(value, default=_default), self._tail))
 
     def to_connect(
         self, topic: str, data: bytes | None, *, is_key: bool | None = None

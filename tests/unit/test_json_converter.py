@@ -725,6 +725,59 @@ def test_struct_rewrite_keeps_field_order_and_adds_missing_defaults() -> None:
     assert data == b'{"a":null,"b":"y","c":3,"d":1.0}'
 
 
+def test_inlined_nested_struct_fix_matches_the_reference_walk() -> None:
+    """The generated envelope fix inlines its struct fields; on values with nulls, missing
+    fields, defaults, unicode and extreme decimals it gives exactly what the base class's
+    plain struct walk gives, and hands back unchanged structs as they are."""
+    from cdc.converters.base import SchemaRewriter
+    from cdc.converters.json import _JsonRewriter
+
+    class _Reference(_JsonRewriter):
+        _struct = SchemaRewriter._struct  # the loop the generated code replaces
+
+    row = struct(
+        [
+            ("id", INT64),
+            ("price", L.connect_decimal(2).as_optional()),
+            ("name", STRING.as_optional()),
+            ("ratio", FLOAT64.as_optional()),
+        ]
+    ).as_optional()
+    source = struct([("lsn", INT64), ("snapshot", STRING.with_(default="false").as_optional())])
+    plain = struct([("a", STRING)]).as_optional()
+    envelope = struct(
+        [("before", row), ("after", row), ("source", source), ("other", plain), ("op", STRING)]
+    )
+    fast = _JsonRewriter(numeric_decimals=False, replace_null_with_default=True).compile(envelope)
+    ref = _Reference(numeric_decimals=False, replace_null_with_default=True).compile(envelope)
+    assert fast is not None and ref is not None
+    rows = [
+        None,
+        {"id": 1, "price": D("12.34"), "name": "x", "ratio": 0.5},
+        {"id": -(2**63), "price": D("-99999999.99"), "name": "naïve ☃ \u0000", "ratio": None},
+        {"id": 2**63 - 1, "price": None, "name": None, "ratio": math.nan},
+        {"id": 3, "price": D("0.1"), "ratio": -math.inf},  # name missing
+    ]
+    for before in rows:
+        for after in rows:
+            for snapshot in (None, "true", "false"):
+                value = {
+                    "before": before,
+                    "after": after,
+                    "source": {"lsn": 7, "snapshot": snapshot},
+                    "other": {"a": "é"},
+                    "op": "u",
+                }
+                assert json.dumps(fast(value), default=str) == json.dumps(ref(value), default=str)
+    unchanged = {
+        "before": None,
+        "after": {"id": 1, "name": "x"},
+        "source": {"lsn": 1, "snapshot": "t"},
+    }
+    assert fast(unchanged) is unchanged
+    assert fast(None) is None
+
+
 def test_numeric_decimal_format() -> None:
     conv = JsonConverter({"decimal.format": "numeric"})
     schema = struct([("p", L.connect_decimal(2)), ("q", L.connect_decimal(2).as_optional())])
