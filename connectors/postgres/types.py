@@ -498,6 +498,13 @@ def _decimal(modes: Modes, typmod: int) -> tuple[Schema, Conv]:
             return logical.variable_scale_value(decimal.Decimal(v))
 
         return logical.variable_scale_decimal(), variable
+    return logical.connect_decimal(scale, precision), _fixed_decimal(scale, None)
+
+
+def _fixed_decimal(scale: int, on_special: Callable[[str], Any] | None) -> Conv:
+    """numeric(p,s) text to its Decimal. NaN and infinities raise, or with ``on_special``
+    become what it returns (the lenient variant of an optional column, built here so the
+    check costs no extra call per value; see ``_null_if_not_representable``)."""
     q = decimal.Decimal(1).scaleb(-scale)
     # PostgreSQL writes a numeric(p,s) value with exactly s digits after the point (never an
     # exponent): such text parses to the quantized value already, half the cost per value.
@@ -506,7 +513,9 @@ def _decimal(modes: Modes, typmod: int) -> tuple[Schema, Conv]:
 
     def fixed(v: str) -> Any:
         if v in SPECIAL_NUMERIC:
-            raise _not_representable(v)
+            if on_special is None:
+                raise _not_representable(v)
+            return on_special(v)
         if point is None:
             if "." not in v and "e" not in v and "E" not in v:
                 return parse(v)
@@ -514,7 +523,8 @@ def _decimal(modes: Modes, typmod: int) -> tuple[Schema, Conv]:
             return parse(v)
         return parse(v).quantize(q, context=_EXACT)
 
-    return logical.connect_decimal(scale, precision), fixed
+    fixed.lenient = lambda on: _fixed_decimal(scale, on)  # type: ignore[attr-defined]
+    return fixed
 
 
 def _temporal(oid: int, typmod: int, modes: Modes) -> tuple[Schema, Conv] | None:
@@ -793,14 +803,22 @@ def _null_if_not_representable(conv: Conv, name: str) -> Conv:
     per column); a required one raises, so the event follows the failure handling mode."""
     warned = False
 
-    def lenient(v: Any) -> Any:
+    def null_for(exc: NotRepresentable) -> None:
         nonlocal warned
+        if not warned:
+            warned = True
+            log.warning("%s: %s; emitting null (logged once per column)", name, exc)
+
+    variant = getattr(conv, "lenient", None)
+    if variant is not None:  # numeric(p,s): the check inside the converter, no wrapper call
+        made: Conv = variant(lambda v: null_for(_not_representable(v)))
+        return made
+
+    def lenient(v: Any) -> Any:
         try:
             return conv(v)
         except NotRepresentable as exc:
-            if not warned:
-                warned = True
-                log.warning("%s: %s; emitting null (logged once per column)", name, exc)
+            null_for(exc)
             return None
 
     return lenient
