@@ -17,6 +17,7 @@ from psycopg import sql
 from connectors.postgres import connection as pgconn
 from connectors.postgres import snapshot_rows
 from tests.integration.conftest import PgInfo
+from tests.integration.pg_harness import PgHarness, read_topic
 
 pytestmark = [pytest.mark.postgres]
 
@@ -125,3 +126,35 @@ def test_closed_early_leaves_the_connection_usable(conn: psycopg.Connection[Any]
     batches.close()
     conn.rollback()
     assert conn.execute("SELECT count(*) FROM t").fetchone() == (2500,)
+
+
+@pytest.mark.kafka
+def test_snapshot_through_kafka_keeps_order_and_markers(postgres: PgInfo, kafka: str) -> None:
+    """Through the engine, with records handed to the queue in runs and a chunk wait every
+    1,024 rows: every row once, in key order, and the 3.x snapshot markers where Debezium
+    puts them (``first``, ``last_in_data_collection``, ``last`` on the very last record)."""
+    h = PgHarness(postgres, kafka, f"tm_snaprows_k_{uuid.uuid4().hex[:8]}")
+    try:
+        h.sql(
+            "CREATE TABLE a (id int PRIMARY KEY, v text)",
+            "CREATE TABLE b (id int PRIMARY KEY, v text)",
+            "INSERT INTO a SELECT g, 'a' || g FROM generate_series(3, 1, -1) g",
+            "INSERT INTO b SELECT g, 'b' || g FROM generate_series(2600, 1, -1) g",
+        )
+        cfg = h.config(
+            table_include_list="public.a,public.b",
+            snapshot_mode="initial_only",
+            envelope_version="3",
+        )
+        cfg["snapshot.resumable.chunk.size"] = "1024"
+        with h.running(cfg) as run:
+            a = read_topic(kafka, h.topic(cfg, "a"), min_count=3)
+            b = read_topic(kafka, h.topic(cfg, "b"), min_count=2600)
+        assert run.errors == []
+        assert [e.after["id"] for e in a] == [1, 2, 3]
+        assert [e.after["id"] for e in b] == list(range(1, 2601))
+        marks = [e.value["source"]["snapshot"] for e in a + b]
+        in_a = ["first", "true", "last_in_data_collection"]
+        assert marks == [*in_a, "first_in_data_collection", *["true"] * 2598, "last"]
+    finally:
+        h.dispose()
