@@ -114,6 +114,8 @@ class _Side:
     handover: dict[str, int] = field(default_factory=dict)
     #: table -> MongoDB rows that are patches to complete from the stored document
     patches: dict[str, int] = field(default_factory=dict)
+    #: table -> worker tasks that emitted rows of it (a key folded by two tasks has two rows)
+    tasks: dict[str, int] = field(default_factory=dict)
 
 
 class ApplyJob:
@@ -308,6 +310,8 @@ class ApplyJob:
                     side.rows[table] = side.rows.get(table, 0) + int(per["rows"])
                     side.handover[table] = side.handover.get(table, 0) + int(per.get("handover", 0))
                     side.patches[table] = side.patches.get(table, 0) + int(per.get("patches", 0))
+                    if int(per["rows"]):
+                        side.tasks[table] = side.tasks.get(table, 0) + 1
             elif r["kind"] == "truncate":
                 pos = list(r["pos"])
                 old = side.truncates.get(r["tbl"])
@@ -430,7 +434,8 @@ class ApplyJob:
                     raise ApplyError(f"batch {batch_id}: {exc}") from None
                 log.info("table %s: %d document(s) patched", table, patched)
                 extra = extra or bool(patched)
-            typed = typed_rows(table_rows, plan, dedupe=len(sources) > 1 or extra)
+            dedupe = extra or (side.tasks.get(table, 0) > 1 and _repeated_keys(table_rows))
+            typed = typed_rows(table_rows, plan, dedupe=dedupe)
             counts = merge_table(
                 self.spark,
                 typed,
@@ -531,6 +536,19 @@ class ApplyJob:
             return rest, out
         extra = kc.records_frame(self.spark, out.merge).select(*rest.columns)
         return rest.unionByName(extra), out
+
+
+def _repeated_keys(rows: Any) -> bool:
+    """Whether some key has more than one row: its changes were folded by two worker tasks
+    (its topic's partition count changed, or two topics feed one table). Rows then need the
+    per-key reduction by position before the MERGE; counting distinct keys is much cheaper
+    than that reduction (a shuffle of the keys only, not a sort of whole rows), and a batch
+    from several partitions rarely needs it."""
+    from pyspark.sql import functions as F
+
+    got = rows.agg(F.count(F.lit(1)).alias("n"), F.count_distinct("key_json").alias("k"))
+    r = got.collect()[0]
+    return bool(r["n"] != r["k"])
 
 
 def _lap(clock: _Clock, table: str | None, phase: str) -> None:
