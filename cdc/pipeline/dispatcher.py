@@ -104,6 +104,12 @@ class EventDispatcher:
             "name": server_name,
         }
         self.envelope_version = envelope_version
+        #: the ``source`` keys every event starts with (1.2 envelope only; None with 3.x,
+        #: whose source is shaped per event). A connector may build its row sources with
+        #: them in front, once per transaction: such a source is used as it is, not merged.
+        self.source_prefix: dict[str, Any] | None = (
+            None if envelope_version == V3 else self._source_prefix
+        )
         #: the snapshot's first/last markers (Debezium 3.x envelope only, while snapshotting)
         self._marks: SnapshotMarks | None = None
         if envelope_version == V3:
@@ -323,6 +329,7 @@ class EventDispatcher:
             )
             error.__cause__ = exc
             if event is None:
+                source = self._connector_source(source)
                 event = RowChange(
                     op, table_id, before_row, after_row, source, offset, transaction_id, partial
                 )
@@ -331,7 +338,7 @@ class EventDispatcher:
         held = self._held
         post = self.post_processor
         if post is not None:
-            rest = (before_row, source, offset, transaction_id)
+            rest = (before_row, self._connector_source(source), offset, transaction_id)
             noted = post.note(ts, op_code, after_row, partial, rest, records, len(held or ()))
             if noted and held is None:
                 records = post.resolve(records, self.partition, self.queue.put_many)
@@ -346,6 +353,14 @@ class EventDispatcher:
         phase.total_events_seen += 1
         if self._heartbeat_s:
             self._maybe_heartbeat(offset)
+
+    def _connector_source(self, source: dict[str, Any]) -> dict[str, Any]:
+        """The source as the connector would give it without ``source_prefix`` (what an
+        event handed to the failure handler carries, whichever way it was built)."""
+        if "version" not in source:
+            return source
+        prefix = self._source_prefix
+        return {k: v for k, v in source.items() if k not in prefix}
 
     def _route(self, table_id: TableId) -> Any:
         """None when the table is filtered out, its schema when registered (both cached),
@@ -377,7 +392,11 @@ class EventDispatcher:
     ) -> list[SourceRecord]:
         now = time.time_ns() // 1_000_000
         self.phase.last_event_ms = now
-        source = {**self._source_prefix, **connector_source}
+        source = (
+            connector_source
+            if "version" in connector_source  # built with source_prefix in front
+            else {**self._source_prefix, **connector_source}
+        )
         value_fn = ts.value_from_partial_row if partial else ts.value_from_row
         before = None if before_row is None else value_fn(before_row)
         after = None if after_row is None else value_fn(after_row)

@@ -401,6 +401,10 @@ class _StreamState:
         #: per relation OID, the open transaction's shared part of its rows' source and
         #: offset (see ``_row_template``)
         self.row_templates: dict[int, Any] = {}
+        #: the keys the dispatcher puts in front of every source, put there by the template
+        #: instead (one merge per row fewer); empty when the context does not offer them
+        prefix = getattr(ctx, "source_prefix", None)
+        self.source_prefix: dict[str, Any] = dict(prefix) if isinstance(prefix, dict) else {}
         self.handlers: dict[type, Any] = {
             po.Insert: self.row,
             po.Update: self.row,
@@ -673,6 +677,7 @@ class _StreamState:
             template = (
                 tid,
                 {
+                    **self.source_prefix,
                     "ts_ms": self.commit_ts_ms,
                     "snapshot": False,
                     "db": self.dbname,

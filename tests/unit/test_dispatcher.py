@@ -262,6 +262,42 @@ def test_failure_modes_warn_skip_and_dead_letter(caplog: pytest.LogCaptureFixtur
     assert body["event"]["after"] == [9, "boom", "x", "y"]
 
 
+def test_a_source_built_with_the_prefix_gives_the_same_records() -> None:
+    """A connector may put ``source_prefix`` in front of its row sources itself (PostgreSQL
+    does, once per transaction): the records are the same as from a plain source, and an
+    event handed to the dead-letter topic still carries the connector's source only."""
+    plain, q1, t = make_dispatcher()
+    plain.emit_row(Operation.CREATE, t.id, None, ROW1, src(1), {"pos": 1}, "7")
+    built, q2, _ = make_dispatcher()
+    assert built.source_prefix is not None
+    built.emit_row(
+        Operation.CREATE, t.id, None, ROW1, {**built.source_prefix, **src(1)}, {"pos": 1}, "7"
+    )
+    [a], [b] = drain(q1), drain(q2)
+    a.value["ts_ms"] = b.value["ts_ms"] = 0
+    assert orjson.dumps(b.value) == orjson.dumps(a.value)
+    assert (b.key, b.topic, b.source_offset) == (a.key, a.topic, a.source_offset)
+
+    d, q, t = make_dispatcher(
+        {
+            "event.processing.failure.handling.mode": "dead-letter",
+            "errors.deadletterqueue.topic.name": "dlq",
+        },
+        failure_mode="dead-letter",
+    )
+    d.failures.topic = "dlq"
+    ts = d.schemas[t.id]
+
+    def explode(row: Any) -> Any:
+        raise ValueError("cannot decode value")
+
+    ts.value_from_row = explode
+    assert d.source_prefix is not None
+    d.emit_row(Operation.CREATE, t.id, None, ROW1, {**d.source_prefix, **src(5)}, {"pos": 5})
+    [dead] = drain(q)
+    assert orjson.loads(dead.value)["event"]["source"] == src(5)
+
+
 def test_config_reports_every_problem_at_once() -> None:
     with pytest.raises(ConfigError) as err:
         common_def().parse(

@@ -121,6 +121,7 @@ def test_the_streaming_loops_inline_offsets_are_walposition_offsets() -> None:
         xid=771,
         flush_lsn=24022000,
         row_templates={},
+        source_prefix={},
     )
     row_state._row_template = lambda oid, lsn: _StreamState._row_template(row_state, oid, lsn)  # type: ignore[arg-type]
     position = _StreamState._row_position(row_state, 16384, 24023128)  # type: ignore[arg-type]
