@@ -255,7 +255,7 @@ class RawBinlogReader(BinlogReader):
                     yield note
                 else:
                     if kind == TABLE_MAP_EVENT:
-                        body = d[20:-4]  # equal bytes: the map the library already holds
+                        body = d[20:end]  # equal bytes: the map the library already holds
                         if body in seen:
                             continue
                         seen.add(body)
