@@ -62,7 +62,6 @@ _XLOG_HEAD = struct.Struct("!QQ")
 _W_BEGIN = struct.Struct("!xQQ8xxQqI")
 _W_COMMIT = struct.Struct("!xQQ8xxBQQq")
 _CREATE, _UPDATE, _DELETE = Operation.CREATE, Operation.UPDATE, Operation.DELETE
-_NO_TEMPLATE: Any = object()
 #: pg_replication_slots.wal_status as a number, for the metric
 _WAL_STATUS = {"reserved": 0, "extended": 1, "unreserved": 2, "lost": 3}
 
@@ -398,11 +397,11 @@ class _StreamState:
         self.flush_lsn = src._flush_lsn
         self.last_position_lsn = 0
         self.last_idle = time.monotonic()
-        #: per relation OID, the open transaction's shared part of its rows' source and
-        #: offset (see ``_row_template``)
-        self.row_templates: dict[int, Any] = {}
-        #: the keys the dispatcher puts in front of every source, put there by the template
-        #: instead (one merge per row fewer); empty when the context does not offer them
+        #: per relation OID, its table id and the part of its rows' source that does not
+        #: change (see ``_row_source``)
+        self.row_sources: dict[int, tuple[Any, dict[str, Any] | None]] = {}
+        #: the keys the dispatcher puts in front of every source, put there once per table
+        #: instead of merged per row; empty when the context does not offer them
         prefix = getattr(ctx, "source_prefix", None)
         self.source_prefix: dict[str, Any] = dict(prefix) if isinstance(prefix, dict) else {}
         self.handlers: dict[type, Any] = {
@@ -521,7 +520,6 @@ class _StreamState:
 
     def begin_tx(self, final_lsn: int, commit_ts_us: int, xid: int) -> None:
         self.in_tx = True
-        self.row_templates.clear()
         self.xid = xid
         self.xid_text = str(xid)
         self.commit_lsn = final_lsn
@@ -564,7 +562,6 @@ class _StreamState:
 
     def commit_tx(self, commit_lsn: int, end_lsn: int) -> None:
         self.in_tx = False
-        self.row_templates.clear()
         skipped = self.skip_tx
         self.skip_tx = False
         self.flush_lsn = end_lsn
@@ -594,7 +591,7 @@ class _StreamState:
         table = as_partition_root(self.schema.conn, self.schema.from_relation(msg))
         pk = tuple(c.position for c in table.columns if c.name in table.primary_key)
         self.relations[msg.oid] = (table, self.ctx.is_included(table.id), pk)
-        self.row_templates.pop(msg.oid, None)
+        self.row_sources.pop(msg.oid, None)
         self.ctx.register_table(table)
         self._watch_relation(msg, table, lsn)
 
@@ -642,27 +639,36 @@ class _StreamState:
         seq = self.seq = self.seq + 1
         if self.skip_tx or (self.commit_lsn == self.resume.lsn_commit and seq <= self.resume.seq):
             return None
-        template = self.row_templates.get(relation_oid, _NO_TEMPLATE)
-        if template is _NO_TEMPLATE:
-            template = self._row_template(relation_oid, lsn)
-        if template is None:
+        entry = self.row_sources.get(relation_oid)
+        if entry is None:
+            entry = self._row_source(relation_oid, lsn)
+        tid, base = entry
+        if base is None:
             return None
-        tid, source, offset = template
-        # Per row only the LSN and the sequence number change: copies of the transaction's
-        # dicts (same keys, same order) cost half of building them key by key.
-        source = source.copy()
+        # A copy of the table's source (same keys, same order) with the three fields that
+        # change: cheaper than building it key by key and merging the dispatcher's prefix.
+        source = base.copy()
+        source["ts_ms"] = self.commit_ts_ms
+        source["txId"] = xid = self.xid
         source["lsn"] = lsn
-        offset = offset.copy()
-        offset["lsn"] = lsn
-        offset["seq"] = seq
-        return tid, source, offset
+        return (
+            tid,
+            source,
+            {
+                "lsn": lsn,
+                "txId": xid,
+                "ts_usec": self.commit_ts_us,
+                "lsn_commit": self.commit_lsn,
+                "seq": seq,
+                "complete": False,
+                "flush_lsn": self.flush_lsn,
+            },
+        )
 
-    def _row_template(
-        self, relation_oid: int, lsn: int
-    ) -> tuple[TableId, dict[str, Any], dict[str, Any]] | None:
-        """The ``source`` and offset every row of this table in the open transaction shares
-        but for ``lsn`` and ``seq`` (None: the table is not captured); kept until the
-        transaction ends or a Relation message arrives."""
+    def _row_source(self, relation_oid: int, lsn: int) -> tuple[Any, dict[str, Any] | None]:
+        """The table of a relation's rows and the ``source`` they share but for ``ts_ms``,
+        ``txId`` and ``lsn`` (None: the table is not captured); kept until the next
+        Relation message of that relation."""
         entry = self.relations.get(relation_oid)
         if entry is None:
             raise po.PgOutputError(
@@ -670,35 +676,22 @@ class _StreamState:
                 f"{po.lsn_to_str(lsn)}"
             )
         table, included, _pk = entry
-        template = None
+        tid = table.id
+        base = None
         if included:
-            xid = self.xid
-            tid = table.id
-            template = (
-                tid,
-                {
-                    **self.source_prefix,
-                    "ts_ms": self.commit_ts_ms,
-                    "snapshot": False,
-                    "db": self.dbname,
-                    "schema": tid.schema,
-                    "table": tid.table,
-                    "txId": xid,
-                    "lsn": 0,
-                    "xmin": None,
-                },
-                {
-                    "lsn": 0,
-                    "txId": xid,
-                    "ts_usec": self.commit_ts_us,
-                    "lsn_commit": self.commit_lsn,
-                    "seq": 0,
-                    "complete": False,
-                    "flush_lsn": self.flush_lsn,
-                },
-            )
-        self.row_templates[relation_oid] = template
-        return template
+            base = {
+                **self.source_prefix,
+                "ts_ms": 0,
+                "snapshot": False,
+                "db": self.dbname,
+                "schema": tid.schema,
+                "table": tid.table,
+                "txId": 0,
+                "lsn": 0,
+                "xmin": None,
+            }
+        self.row_sources[relation_oid] = (tid, base)
+        return tid, base
 
     def insert(self, relation_oid: int, new: list[Any], lsn: int) -> None:
         position = self._row_position(relation_oid, lsn)

@@ -120,14 +120,18 @@ def test_the_streaming_loops_inline_offsets_are_walposition_offsets() -> None:
         dbname="db",
         xid=771,
         flush_lsn=24022000,
-        row_templates={},
+        row_sources={},
         source_prefix={},
     )
-    row_state._row_template = lambda oid, lsn: _StreamState._row_template(row_state, oid, lsn)  # type: ignore[arg-type]
+    row_state._row_source = lambda oid, lsn: _StreamState._row_source(row_state, oid, lsn)  # type: ignore[arg-type]
     position = _StreamState._row_position(row_state, 16384, 24023128)  # type: ignore[arg-type]
     assert position is not None
     assert _dumps(position[2]) == STORED_STREAMING
-    # the next row of the transaction is built from the same template: only lsn and seq move
+    # the next rows are built from the table's cached source: the same maps again
+    row_state.seq = 2
+    position = _StreamState._row_position(row_state, 16384, 24023128)  # type: ignore[arg-type]
+    assert position is not None
+    assert _dumps(position[2]) == STORED_STREAMING
     row_state.seq = 2
     position = _StreamState._row_position(row_state, 16384, 24023128)  # type: ignore[arg-type]
     assert position is not None
