@@ -227,6 +227,11 @@ def _tuple(buf: bytes, pos: int, start: int = 0) -> tuple[list[Any], int]:
     return values, pos
 
 
+#: the tuple decoder, for the stream loop's inlined Insert path (``insert_at`` without a call)
+tuple_at = _tuple
+U32_AT = _U32.unpack_from
+
+
 def decode(buf: bytes, *, streaming: bool = False) -> PgOutputMessage:
     """Decode one pgoutput message. ``streaming`` is True between Stream Start and Stream
     Stop, when data messages carry the (sub)transaction id."""

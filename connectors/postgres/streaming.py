@@ -62,6 +62,7 @@ _XLOG_HEAD = struct.Struct("!QQ")
 _W_BEGIN = struct.Struct("!xQQ8xxQqI")
 _W_COMMIT = struct.Struct("!xQQ8xxBQQq")
 _CREATE, _UPDATE, _DELETE = Operation.CREATE, Operation.UPDATE, Operation.DELETE
+_U32_AT, _tuple_at = po.U32_AT, po.tuple_at
 #: pg_replication_slots.wal_status as a number, for the metric
 _WAL_STATUS = {"reserved": 0, "extended": 1, "unreserved": 2, "lost": 3}
 
@@ -444,7 +445,13 @@ class _StreamState:
             if wal_end > self.received:
                 self.received = wal_end
             if kind == 0x49:  # Insert: the tuple without a message object
-                oid, new = po.insert_at(buf, 25)
+                try:  # ``insert_at`` inlined; anything unusual goes through it
+                    if buf[30] != 0x4E:  # 'N'
+                        raise po.PgOutputError("insert message without a new tuple")
+                    (oid,) = _U32_AT(buf, 26)
+                    new = _tuple_at(buf, 31, 25)[0]
+                except Exception:
+                    oid, new = po.insert_at(buf, 25)
                 self.insert(oid, new, data_start)
                 return
             msg = po.decode_at(buf, 25)  # in place, after the 25-byte XLogData header
@@ -697,7 +704,8 @@ class _StreamState:
         position = self._row_position(relation_oid, lsn)
         if position is not None:
             guard = self.guards.get(relation_oid)
-            if guard is not None:
+            # RowGuard.admit's own first test, inlined: most rows have nothing to look at
+            if guard is not None and (guard.enums or (guard.required and None in new)):
                 table = guard.admit(new)
                 if table is not None:
                     self._register_again(relation_oid, table)

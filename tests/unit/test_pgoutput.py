@@ -159,6 +159,29 @@ def test_insert_at_matches_the_decoded_insert_and_its_errors() -> None:
         po.insert_at(header + bytes(no_tuple), 25)
 
 
+def test_the_stream_loops_inlined_insert_decodes_as_insert_at() -> None:
+    """The stream loop decodes an Insert without calling ``insert_at``; on recorded inserts
+    it hands on the same relation and tuple, and malformed ones fail with the same errors."""
+    from types import SimpleNamespace
+
+    from connectors.postgres.streaming import _StreamState
+
+    got: list[tuple[int, list[object], int]] = []
+    state = SimpleNamespace(received=0, insert=lambda oid, new, lsn: got.append((oid, new, lsn)))
+    header = b"w" + struct.pack("!QQq", 100, 200, 3)
+    inserts = [f for f in frames() if f[:1] == b"I"]
+    for frame in inserts:
+        got.clear()
+        _StreamState.handle(state, header + frame)  # type: ignore[arg-type]
+        assert got == [(*po.insert_at(header + frame, 25), 100)]
+    with pytest.raises(po.PgOutputError, match="truncated or malformed 'I'"):
+        _StreamState.handle(state, header + inserts[0][:20])  # type: ignore[arg-type]
+    no_tuple = bytearray(inserts[0])
+    no_tuple[5] = ord("X")
+    with pytest.raises(po.PgOutputError, match="without a new tuple"):
+        _StreamState.handle(state, header + bytes(no_tuple))  # type: ignore[arg-type]
+
+
 def _relation(identity: str, *cols: tuple[str, bool]) -> po.Relation:
     columns = [po.RelationColumn(key, name, 23, -1) for name, key in cols]
     return po.Relation(None, 1, "public", "c", identity, columns)
