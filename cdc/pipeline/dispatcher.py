@@ -417,6 +417,12 @@ class EventDispatcher:
             }
         else:
             value = {"before": before, "after": after, "source": source, "op": op, "ts_ms": now}
+        if op == "c" or op == "r":  # what ``_finish`` does for them, without the call
+            return [
+                SourceRecord(
+                    ts.topic, ts.key_schema, key, ts.envelope_schema, value, self.partition, offset
+                )
+            ]
         return self._finish(ts, op, key, value, before_row, offset)
 
     def _records_v3(
