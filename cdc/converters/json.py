@@ -92,9 +92,12 @@ class _JsonRewriter(SchemaRewriter):
                 # Fast path for the usual value, a finite Decimal already representable at the
                 # schema's scale (connectors quantize): the exact ratio gives the unscaled int
                 # without decimal arithmetic. Anything else takes the rounding path.
-                if type(value) is exact and value.is_finite():
-                    num, den = value.as_integer_ratio()
-                    if not factor % den:
+                if type(value) is exact:
+                    try:
+                        num, den = value.as_integer_ratio()
+                    except (ValueError, OverflowError):  # NaN, infinities: as before
+                        den = 0
+                    if den and not factor % den:
                         u = num * (factor // den)
                         raw = u.to_bytes((u + (u < 0)).bit_length() // 8 + 1, "big", signed=True)
                         return _b64(raw, newline=False).decode("ascii")
