@@ -50,6 +50,10 @@ from cdc.apply.worker import INPUT_COLUMNS, OUTPUT_DDL, WorkerSettings, process
 
 log = logging.getLogger("tidemark.apply")
 MAX_REPORTED_ERRORS = 5
+#: Above this many rows of a table in a batch, a distinct-key count decides whether the per-key
+#: reduction before the MERGE is needed; below it, the reduction runs whenever the rows came
+#: from more than one partition (one Spark job fewer, and cheap at that size).
+REDUCE_CHECK_ROWS = 20_000
 
 
 class ApplyError(RuntimeError):
@@ -434,7 +438,10 @@ class ApplyJob:
                     raise ApplyError(f"batch {batch_id}: {exc}") from None
                 log.info("table %s: %d document(s) patched", table, patched)
                 extra = extra or bool(patched)
-            dedupe = extra or (side.tasks.get(table, 0) > 1 and _repeated_keys(table_rows))
+            if side.rows.get(table, 0) <= REDUCE_CHECK_ROWS:
+                dedupe = len(sources) > 1 or extra  # small: reducing is cheaper than checking
+            else:
+                dedupe = extra or (side.tasks.get(table, 0) > 1 and _repeated_keys(table_rows))
             typed = typed_rows(table_rows, plan, dedupe=dedupe)
             counts = merge_table(
                 self.spark,
