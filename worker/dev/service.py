@@ -63,6 +63,24 @@ def tail(path: Path, lines: int = 15) -> str:
 
 _CHILDREN: dict[Path, subprocess.Popen[bytes]] = {}
 
+#: starts tried when a service exits because one of its ports was taken (see _lost_bind)
+BIND_ATTEMPTS = 3
+
+
+def _lost_bind(log_file: Path, since: int) -> bool:
+    """Whether the attempt that logged from byte ``since`` on died binding a port. The dev
+    ports (55432, 57000, 59092, ...) lie in Linux's ephemeral range (32768-60999), so a
+    client socket of any process on the box can hold one for a moment; the port was free
+    when ``start`` checked it, so trying again is right (seen: Cassandra's storage port
+    taken by an outgoing connection while the test run started it)."""
+    try:
+        with open(log_file, "rb") as f:
+            f.seek(since)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return False
+    return "in use" in text
+
 
 class Service(ABC):
     """One local service: a process, its private data folder, a pid file and a log file."""
@@ -173,6 +191,19 @@ class Service(ABC):
             )
         self.home.mkdir(parents=True, exist_ok=True)
         self.prepare()
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            logged = self.log_file.stat().st_size if self.log_file.exists() else 0
+            try:
+                self._launch()
+                break
+            except StackError:
+                if attempt == BIND_ATTEMPTS or not _lost_bind(self.log_file, logged):
+                    raise
+                time.sleep(2.0)
+        self.after_start()
+        return True
+
+    def _launch(self) -> None:
         uid, gid, groups = self._ids()
         with open(self.log_file, "ab") as log:
             proc = subprocess.Popen(
@@ -190,8 +221,6 @@ class Service(ABC):
         _CHILDREN[self.pid_file] = proc
         self.pid_file.write_text(str(proc.pid))
         self._wait(proc.poll, proc.pid)
-        self.after_start()
-        return True
 
     def _wait(self, poll: Callable[[], int | None], pid: int) -> None:
         deadline = time.monotonic() + self.start_timeout
