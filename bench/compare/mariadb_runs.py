@@ -384,6 +384,7 @@ def snapshot_workload(ctx: Ctx, workload: str = "W4") -> None:
                     prefixes,
                     namespace=db.name,
                     also_ignored=parity.SNAPSHOT_POSITION,
+                    by_key=True,
                 )
             ctx.kafka.delete_topics(created)
             created.clear()

@@ -246,6 +246,7 @@ def _parity(
     prefixes: dict[str, str],
     namespace: str = "public",
     also_ignored: tuple[str, ...] = (),
+    by_key: bool = False,
 ) -> None:
     if "tidemark" not in prefixes or "debezium" not in prefixes:
         return
@@ -259,6 +260,7 @@ def _parity(
         namespace=namespace,
         also_ignored=also_ignored,
         allow_version=ctx.opts.envelope_version != "3",
+        by_key=by_key,
     )
     ctx.parity[workload] = rep.as_dict()
     ctx.log("   " + rep.summary().replace("\n", "\n   "))
@@ -304,7 +306,7 @@ def snapshot_workload(ctx: Ctx, workload: str = "W4") -> None:
                     ctx, c, db, slot, "initial", workload, run, expected, timeout, created_topics
                 )
             if run == runs[0]:
-                _parity(ctx, workload, expected, prefixes)
+                _parity(ctx, workload, expected, prefixes, by_key=True)
             # A run's topics go as soon as it is checked: a 1M-event run writes ~1 GB.
             ctx.kafka.delete_topics(created_topics)
             created_topics.clear()
