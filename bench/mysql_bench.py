@@ -299,19 +299,7 @@ def _report(wall: float, usage: Any, events: int) -> None:
     )
 
 
-# -- main -----------------------------------------------------------------------------------
-
-
 # -- before/after on one backlog ------------------------------------------------------------------
-
-AB_PRODUCER = {
-    "acks": "all",
-    "enable.idempotence": True,
-    "linger.ms": 5,
-    "batch.size": 1048576,
-    "compression.type": "lz4",
-    "max.in.flight.requests.per.connection": 5,
-}
 
 
 def ab_child(spec: dict[str, Any]) -> None:
@@ -399,6 +387,7 @@ def ab(argv: list[str]) -> None:
     import shutil
     import statistics
 
+    from bench.compare.contenders import PRODUCER  # the side-by-side's producer settings
     from bench.compare.mariadb import SCHEMA_SQL
 
     parser = argparse.ArgumentParser(prog="bench.mysql_bench ab")
@@ -410,7 +399,7 @@ def ab(argv: list[str]) -> None:
     trees = [str(Path(t).resolve()) for t in args.trees.split(",")]
     env = stack_env()
     db = f"bench_ab_{uuid.uuid4().hex[:6]}"
-    producer = {"bootstrap.servers": env["TIDEMARK_KAFKA_BOOTSTRAP"], **AB_PRODUCER}
+    producer = {"bootstrap.servers": env["TIDEMARK_KAFKA_BOOTSTRAP"], **PRODUCER}
     results: dict[str, list[float]] = {t: [] for t in trees}
     with tempfile.TemporaryDirectory() as tmp:
         seed = Path(tmp) / "seed"
@@ -466,6 +455,7 @@ def ab(argv: list[str]) -> None:
               f"{max(cpus):.1f}), {len(cpus)} runs of {args.rows} events")  # fmt: skip
 
 
+# -- main -----------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["child"]:

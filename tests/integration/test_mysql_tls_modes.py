@@ -4,12 +4,10 @@ server offers it; ``required`` encrypts."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from connectors.mysql import connection as my_connection
 from tests.integration.conftest import MySqlInfo
+from tests.integration.test_tls_databases import session_tls_version
 from worker.registry import Registry
 
 pytestmark = [pytest.mark.mariadb]
@@ -33,14 +31,7 @@ def tls_version(my: MySqlInfo, **extra: str) -> str:
             }
         )
     )
-    conn: Any = my_connection.connect(cfg)
-    try:
-        with conn.cursor() as cur:
-            cur.execute("SHOW SESSION STATUS LIKE 'Ssl_version'")
-            _, version = cur.fetchone()
-    finally:
-        conn.close()
-    return str(version)
+    return session_tls_version(cfg)
 
 
 def test_disabled_connects_in_plain_text_and_required_encrypts(mariadb: MySqlInfo) -> None:
