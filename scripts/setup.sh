@@ -12,6 +12,10 @@ need_pkgs=()
 for pkg in postgresql mariadb-server mariadb-client maven openjdk-17-jre-headless openjdk-17-jdk-headless; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done
+# The compiled parts (pyproject.toml's ext-modules): a C compiler and Python's headers
+for pkg in gcc libc6-dev python3-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
+done
 # SQL Server connector: pyodbc needs unixODBC; FreeTDS for a real SQL Server, the PostgreSQL
 # ODBC driver for the SQL Server stand-in of `tidemark dev` (worker/dev/sqlserver_standin.py)
 for pkg in unixodbc tdsodbc odbc-postgresql; do

@@ -9,9 +9,11 @@ type mapping in ``types.py`` converts.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cdc import compiled
 from cdc.spi import UNAVAILABLE
 
 _I8 = struct.Struct("!b")
@@ -198,7 +200,8 @@ _i16 = _I16.unpack_from
 _i32 = _I32.unpack_from
 
 
-def _tuple(buf: bytes, pos: int, start: int = 0) -> tuple[list[Any], int]:
+def _tuple_py(buf: bytes, pos: int, start: int = 0) -> tuple[list[Any], int]:
+    """One TupleData: the reference of the compiled ``_pgoutput_c.tuple_at``."""
     (n,) = _i16(buf, pos)
     pos += 2
     values: list[Any] = []
@@ -226,6 +229,13 @@ def _tuple(buf: bytes, pos: int, start: int = 0) -> tuple[list[Any], int]:
             raise PgOutputError(f"unknown tuple data kind {chr(kind)!r} at byte {pos - start}")
     return values, pos
 
+
+_compiled = compiled.load("connectors.postgres._pgoutput_c")
+if _compiled is not None:
+    _compiled.configure(UNCHANGED_TOAST, PgOutputError)
+    _tuple: Callable[..., tuple[list[Any], int]] = _compiled.tuple_at
+else:
+    _tuple = _tuple_py
 
 #: the tuple decoder, for the stream loop's inlined Insert path (``insert_at`` without a call)
 tuple_at = _tuple
