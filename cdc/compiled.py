@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from types import ModuleType
+from typing import Any, TypeVar
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 #: every compiled module of the project, for the check that CI built them all
-MODULES = ("connectors.postgres._pgoutput_c",)
+MODULES = ("connectors.postgres._pgoutput_c", "cdc.schema._rowfn_c")
 
 #: True when the pure-Python reference was asked for (``TIDEMARK_PURE_PYTHON``)
 PURE = os.environ.get("TIDEMARK_PURE_PYTHON", "").strip().lower() not in ("", "0", "false", "no")
@@ -28,3 +32,28 @@ def load(name: str) -> ModuleType | None:
         return importlib.import_module(name)
     except ImportError:
         return None
+
+
+#: the converters a compiled row function knows (``cdc/schema/_rowfn_c.c``), by name
+NATIVE_KINDS = {"int": 2, "bool_t": 3, "timestamptz_utc": 4, "decimal_fixed": 5}
+
+
+def native(kind: str, arg: Any = None) -> Callable[[_F], _F]:
+    """Marks a value converter whose common case the compiled row function does itself
+    (``kind`` in NATIVE_KINDS); every other value still goes through the converter, so the
+    mark may only be put on the converter that kind describes."""
+    code = NATIVE_KINDS[kind]
+
+    def mark(fn: _F) -> _F:
+        fn.__tidemark_native__ = (code, arg)  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+def native_kind(fn: Any) -> tuple[int, Any] | None:
+    """(kind code, argument) of a marked converter; ``int`` itself is the "int" kind."""
+    if fn is int:
+        return NATIVE_KINDS["int"], None
+    mark: tuple[int, Any] | None = getattr(fn, "__tidemark_native__", None)
+    return mark

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cdc import compiled
 from cdc.column_mappers import ColumnMappers, KeyColumns
 from cdc.filters import ColumnFilter, column_matches, compile_patterns
 from cdc.schema.model import STRING, Schema, Type, struct
@@ -91,9 +92,48 @@ def _fallback(schema: Schema) -> Any:
     return _FALLBACKS.get(schema.type)
 
 
+_rowfn_c = compiled.load("cdc.schema._rowfn_c")
+
+
+def _native_row_fn(cols: list[_Col]) -> RowFn | None:
+    """The compiled twin of ``_generated_row_fn`` (``cdc/schema/_rowfn_c.c``): the same plan
+    (field, index, what NULL becomes, converter), plus the kind of a converter whose common
+    case it does without a Python call."""
+    if _rowfn_c is None:
+        return None
+    plan: list[tuple[str, int, Any, Any, int, Any]] = []
+    for c in cols:
+        null = None if c.schema.optional else _fallback(c.schema)
+        if c.fn is None:
+            plan.append((c.field_name, c.index, null, None, 0, None))
+            continue
+        kind, arg = compiled.native_kind(c.fn) or (1, None)
+        plan.append((c.field_name, c.index, null, c.fn, kind, arg))
+    builder: RowFn = _rowfn_c.RowBuilder(tuple(plan))
+    return builder
+
+
 def _compile_row_fn(cols: list[_Col], name: str) -> tuple[RowFn, RowFn]:
-    """Generate ``lambda row: {"a": conv(row[0]) ..., ...}`` for the given columns, and a
-    slower twin for rows that contain UNAVAILABLE values."""
+    """``lambda row: {"a": conv(row[0]) ..., ...}`` for the given columns (compiled when
+    the extension is there, else generated Python), and a slower twin for rows that contain
+    UNAVAILABLE values."""
+    fast = _native_row_fn(cols) or _generated_row_fn(cols, name)
+    placeholders = {c.field_name: c.placeholder for c in cols}
+    index_of = {c.field_name: c.index for c in cols}
+
+    def with_unavailable(row: Sequence[Any]) -> dict[str, Any]:
+        patched = [None if v is UNAVAILABLE else v for v in row]
+        out = fast(patched)
+        for fname, idx in index_of.items():
+            if row[idx] is UNAVAILABLE:
+                out[fname] = placeholders[fname]
+        return out
+
+    return fast, with_unavailable
+
+
+def _generated_row_fn(cols: list[_Col], name: str) -> RowFn:
+    """The row function as one generated dict display: the reference of the compiled one."""
     ns: dict[str, Any] = {}
     items = []
     for i, c in enumerate(cols):
@@ -111,19 +151,8 @@ def _compile_row_fn(cols: list[_Col], name: str) -> tuple[RowFn, RowFn]:
         items.append(f"{c.field_name!r}: {value}")
     src = f"def {name}(row):\n    return {{{', '.join(items)}}}\n"
     exec(compile(src, f"<tidemark:{name}>", "exec"), ns)
-    fast: RowFn = ns[name]
-    placeholders = {c.field_name: c.placeholder for c in cols}
-    index_of = {c.field_name: c.index for c in cols}
-
-    def with_unavailable(row: Sequence[Any]) -> dict[str, Any]:
-        patched = [None if v is UNAVAILABLE else v for v in row]
-        out = fast(patched)
-        for fname, idx in index_of.items():
-            if row[idx] is UNAVAILABLE:
-                out[fname] = placeholders[fname]
-        return out
-
-    return fast, with_unavailable
+    fn: RowFn = ns[name]
+    return fn
 
 
 class TableSchemaBuilder:

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from cdc.compiled import native
 from cdc.schema import logical
 from cdc.schema.model import (
     BOOLEAN,
@@ -117,6 +118,7 @@ class Modes:
 
 
 # -- text parsers --------------------------------------------------------------------------
+@native("bool_t")
 def _bool(v: str) -> bool:
     return v == "t"
 
@@ -223,6 +225,7 @@ def _tz_offset_seconds(tz: str) -> int:
 _TZ_SPLIT = re.compile(r"([+-]\d{2}(?::\d{2}){0,2})$")
 
 
+@native("timestamptz_utc")
 def _timestamptz(v: str) -> str:
     """'2018-06-20 15:13:16.945104+00' → '2018-06-20T15:13:16.945104Z' (UTC, as Debezium)."""
     if v in ("infinity", "-infinity"):
@@ -524,7 +527,7 @@ def _fixed_decimal(scale: int, on_special: Callable[[str], Any] | None) -> Conv:
         return parse(v).quantize(q, context=_EXACT)
 
     fixed.lenient = lambda on: _fixed_decimal(scale, on)  # type: ignore[attr-defined]
-    return fixed
+    return native("decimal_fixed", (scale, parse))(fixed)
 
 
 def _temporal(oid: int, typmod: int, modes: Modes) -> tuple[Schema, Conv] | None:

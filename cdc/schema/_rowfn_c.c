@@ -1,0 +1,279 @@
+/* Row → struct functions, compiled.
+ *
+ * Every captured row goes through its table's value function (and the key function) once:
+ * a dict of field name → converted column value. The reference is the generated Python of
+ * ``table_schema._compile_row_fn`` (one dict display, NULL handled inline); a RowBuilder
+ * must return an equal dict, with the same key order, for every row, and raise what the
+ * generated code raises (tests/unit/test_rowfn_compiled.py runs both on the same rows).
+ *
+ * Per column the plan gives (field name, row index, value for NULL, converter or None, kind,
+ * argument). ``kind`` names a converter whose common case is done here without a Python call;
+ * anything outside that common case calls the converter itself, so results cannot differ:
+ *   0 PASS        no converter: the value as is
+ *   1 CALL        converter(value)
+ *   2 INT         int(str): PyLong_FromUnicodeObject, which int() itself uses
+ *   3 BOOL_T      PostgreSQL boolean text: value == "t"
+ *   4 TSTZ_UTC    '2018-06-20 15:13:16.945104+00' → '2018-06-20T15:13:16.945104Z'
+ *   5 DEC_FIXED   numeric(p,s) text with exactly s digits after the point → Decimal(text);
+ *                 argument = (scale, Decimal type)
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+
+enum { K_PASS = 0, K_CALL = 1, K_INT = 2, K_BOOL_T = 3, K_TSTZ_UTC = 4, K_DEC_FIXED = 5 };
+
+typedef struct {
+    PyObject *name;
+    Py_ssize_t index;
+    PyObject *null_value;
+    PyObject *fn; /* NULL for PASS */
+    int kind;
+    Py_ssize_t scale;   /* DEC_FIXED */
+    PyObject *decimal;  /* DEC_FIXED: the Decimal type */
+} Column;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Py_ssize_t ncols;
+    Column *cols;
+} RowBuilder;
+
+static void
+builder_dealloc(RowBuilder *self)
+{
+    for (Py_ssize_t i = 0; i < self->ncols; i++) {
+        Column *c = &self->cols[i];
+        Py_XDECREF(c->name);
+        Py_XDECREF(c->null_value);
+        Py_XDECREF(c->fn);
+        Py_XDECREF(c->decimal);
+    }
+    PyMem_Free(self->cols);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* '...+00' in UTC with a date in front: the text Debezium prints, or NULL for "not this case" */
+static PyObject *
+tstz_utc(PyObject *v)
+{
+    if (!PyUnicode_CheckExact(v) || !PyUnicode_IS_ASCII(v))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+    const char *s = (const char *)PyUnicode_1BYTE_DATA(v);
+    if (n < 22 || s[4] != '-' || s[10] != ' ' || s[n - 3] != '+' || s[n - 2] != '0' ||
+        s[n - 1] != '0')
+        return NULL;
+    PyObject *out = PyUnicode_New(n - 2, 127);
+    if (out == NULL)
+        return NULL;
+    char *d = (char *)PyUnicode_1BYTE_DATA(out);
+    memcpy(d, s, 10);
+    d[10] = 'T';
+    memcpy(d + 11, s + 11, n - 14);
+    d[n - 3] = 'Z';
+    return out;
+}
+
+/* numeric(p,s) text already at its scale, made of digits, one sign and one point only */
+static int
+fixed_decimal_text(PyObject *v, Py_ssize_t scale)
+{
+    if (!PyUnicode_CheckExact(v) || !PyUnicode_IS_ASCII(v))
+        return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+    const char *s = (const char *)PyUnicode_1BYTE_DATA(v);
+    Py_ssize_t point = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch >= '0' && ch <= '9')
+            continue;
+        if (ch == '-' && i == 0)
+            continue;
+        if (ch == '.' && point < 0) {
+            point = i;
+            continue;
+        }
+        return 0;
+    }
+    if (scale > 0)
+        return n > scale && point == n - scale - 1;
+    return point < 0;
+}
+
+static PyObject *
+convert(Column *c, PyObject *v)
+{
+    PyObject *out;
+    switch (c->kind) {
+    case K_PASS:
+        return Py_NewRef(v);
+    case K_INT:
+        if (PyUnicode_CheckExact(v))
+            return PyLong_FromUnicodeObject(v, 10);
+        break;
+    case K_BOOL_T:
+        if (PyUnicode_CheckExact(v)) {
+            int t = PyUnicode_GET_LENGTH(v) == 1 && PyUnicode_READ_CHAR(v, 0) == 't';
+            return Py_NewRef(t ? Py_True : Py_False);
+        }
+        break;
+    case K_TSTZ_UTC:
+        out = tstz_utc(v);
+        if (out != NULL || PyErr_Occurred())
+            return out;
+        break;
+    case K_DEC_FIXED:
+        if (fixed_decimal_text(v, c->scale))
+            return PyObject_CallOneArg(c->decimal, v);
+        break;
+    default:
+        break;
+    }
+    return PyObject_CallOneArg(c->fn, v);
+}
+
+static PyObject *
+builder_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    RowBuilder *self = (RowBuilder *)op;
+    if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_SetString(PyExc_TypeError, "a row function takes one argument, the row");
+        return NULL;
+    }
+    PyObject *row = args[0];
+#if PY_VERSION_HEX < 0x030D0000
+    PyObject *out = _PyDict_NewPresized(self->ncols);
+#else
+    PyObject *out = PyDict_New();
+#endif
+    if (out == NULL)
+        return NULL;
+    int fast = PyList_CheckExact(row) || PyTuple_CheckExact(row);
+    Py_ssize_t size = fast ? Py_SIZE(row) : -1;
+    for (Py_ssize_t i = 0; i < self->ncols; i++) {
+        Column *c = &self->cols[i];
+        PyObject *v, *value;
+        if (fast && c->index < size) {
+            v = PyList_CheckExact(row) ? PyList_GET_ITEM(row, c->index)
+                                       : PyTuple_GET_ITEM(row, c->index);
+            Py_INCREF(v);
+        }
+        else {
+            v = PySequence_GetItem(row, c->index);
+            if (v == NULL)
+                goto fail;
+        }
+        if (v == Py_None)
+            value = Py_NewRef(c->null_value);
+        else
+            value = convert(c, v);
+        Py_DECREF(v);
+        if (value == NULL)
+            goto fail;
+        int rc = PyDict_SetItem(out, c->name, value);
+        Py_DECREF(value);
+        if (rc < 0)
+            goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *
+builder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *plan;
+    if (!PyArg_ParseTuple(args, "O!:RowBuilder", &PyTuple_Type, &plan))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(plan);
+    RowBuilder *self = (RowBuilder *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->vectorcall = builder_call;
+    self->cols = PyMem_Calloc(n > 0 ? n : 1, sizeof(Column));
+    if (self->cols == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name, *null_value, *fn, *arg;
+        Py_ssize_t index;
+        int kind;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(plan, i), "UnOOiO:column", &name, &index,
+                              &null_value, &fn, &kind, &arg))
+            goto fail;
+        Column *c = &self->cols[i];
+        self->ncols = i + 1;
+        c->name = Py_NewRef(name);
+        c->index = index;
+        c->null_value = Py_NewRef(null_value);
+        c->kind = kind;
+        if (index < 0) {
+            PyErr_SetString(PyExc_ValueError, "RowBuilder: a negative column index");
+            goto fail;
+        }
+        if (kind < K_PASS || kind > K_DEC_FIXED) {
+            PyErr_Format(PyExc_ValueError, "RowBuilder: unknown kind %d", kind);
+            goto fail;
+        }
+        if (kind == K_PASS) {
+            if (fn != Py_None) {
+                PyErr_SetString(PyExc_ValueError, "RowBuilder: PASS takes no converter");
+                goto fail;
+            }
+            continue;
+        }
+        if (!PyCallable_Check(fn)) {
+            PyErr_SetString(PyExc_TypeError, "RowBuilder: the converter is not callable");
+            goto fail;
+        }
+        c->fn = Py_NewRef(fn);
+        if (kind == K_DEC_FIXED) {
+            PyObject *decimal;
+            if (!PyArg_ParseTuple(arg, "nO:decimal", &c->scale, &decimal))
+                goto fail;
+            c->decimal = Py_NewRef(decimal);
+        }
+    }
+    return (PyObject *)self;
+fail:
+    Py_DECREF(self);
+    return NULL;
+}
+
+static PyTypeObject RowBuilderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cdc.schema._rowfn_c.RowBuilder",
+    .tp_doc = "RowBuilder(plan)(row) -> dict: a table's row function (see the module's C "
+              "source for the plan).",
+    .tp_basicsize = sizeof(RowBuilder),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(RowBuilder, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = builder_new,
+    .tp_dealloc = (destructor)builder_dealloc,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "cdc.schema._rowfn_c",
+    "Row → struct functions, compiled (reference: table_schema._compile_row_fn).", -1, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__rowfn_c(void)
+{
+    if (PyType_Ready(&RowBuilderType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "RowBuilder", (PyObject *)&RowBuilderType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

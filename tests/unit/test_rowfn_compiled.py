@@ -1,0 +1,112 @@
+"""The compiled row function (``cdc/schema/_rowfn_c.c``) against its reference, the generated
+Python of ``table_schema._generated_row_fn``: the same dict (values, their types and the key
+order) or the same exception, on generated rows of every converter kind it knows natively,
+the converters it only calls, NULLs in optional and required columns, and odd text."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from cdc.schema import logical
+from cdc.schema.model import BOOLEAN, FLOAT64, INT32, INT64, STRING, Schema, array
+from cdc.schema.table_schema import _Col, _compile_row_fn, _generated_row_fn, _native_row_fn
+from cdc.spi.events import UNAVAILABLE
+from connectors.postgres import types as pgt
+
+pytest.importorskip("cdc.schema._rowfn_c")
+
+_INTS = ["0", "-1", "9223372036854775807", "-9223372036854775808", "123456789012345678901234",
+         " 12 ", "1_000", "\u0661\u0662", "", "x", "1.5", "-"]  # fmt: skip
+_BOOLS = ["t", "f", "", "true", "T", "tt"]
+_TSTZ = [
+    "2018-06-20 15:13:16.945104+00", "2018-06-20 15:13:16+00", "2018-06-20 15:13:16.1+00",
+    "0001-01-01 00:00:00+00 BC", "infinity", "-infinity", "2018-06-20 17:13:16.5+02",
+    "2018-06-20 15:13:16-03:30", "12345-01-01 00:00:00+00", "2018-06-20 15:13:16.945104+00:00",
+    "2018-06-20 15:13:16+01", "2018-06-20X15:13:16.945104+00", "2018-06-2é 15:13:16.945104+00",
+]  # fmt: skip
+_NUMS = ["0", "-0", "12.50", "-12.50", "1.5", "12.500", "1e5", "1E5", "NaN", "Infinity",
+         "-Infinity", "1.2.3", ".50", "-.50", "", "-", "+1.00", " 1.00", "99999999999999999.99",
+         "\u0661.\u0660\u0660", "100", "-100", "12.5\u0660"]  # fmt: skip
+_TEXTS = ["", "a", "héllo 🦀", "t"]
+
+
+def _col(i: int, name: str, schema: Schema, fn: Any) -> _Col:
+    return _Col(name, i, schema, fn, "__unavailable")
+
+
+def _dec(scale: int, optional: bool) -> Schema:
+    return logical.connect_decimal(scale).with_(optional=optional)
+
+
+# (column, the texts its values are drawn from)
+COLUMNS: list[tuple[_Col, list[str]]] = [
+    (_col(0, "id", INT64, int), _INTS),
+    (_col(1, "opt_int", INT32.with_(optional=True), int), _INTS),
+    (_col(2, "flag", BOOLEAN, pgt._bool), _BOOLS),
+    (_col(3, "at", logical.zoned_timestamp().with_(optional=True), pgt._timestamptz), _TSTZ),
+    (_col(4, "price", _dec(2, True), pgt._fixed_decimal(2, None)), _NUMS),
+    (_col(5, "whole", _dec(0, False), pgt._fixed_decimal(0, None)), _NUMS),
+    (_col(6, "neg", _dec(-2, True), pgt._fixed_decimal(-2, None)), _NUMS),
+    (_col(7, "lenient", _dec(3, True), pgt._fixed_decimal(3, lambda v: "special " + v)), _NUMS),
+    (_col(8, "f", FLOAT64.with_(optional=True), pgt._float), ["1.5", "NaN", "-Infinity", "x"]),
+    (_col(9, "plain", STRING.with_(optional=True), None), _TEXTS),
+    (_col(10, "required_plain", STRING, None), _TEXTS),
+    (_col(11, "tags", array(STRING), None), _TEXTS),
+    (_col(12, "dflt", STRING.with_(default="dv"), str.upper), _TEXTS),
+]  # fmt: skip
+
+
+def _outcome(fn: Any, row: list[Any]) -> Any:
+    try:
+        out = fn(row)
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+    return [(k, type(v), repr(v)) for k, v in out.items()]  # repr: NaN != NaN
+
+
+def test_generated_rows_give_identical_dicts_or_errors() -> None:
+    rng = random.Random(18)
+    checked = raised = 0
+    for _ in range(300):
+        picked = rng.sample(COLUMNS, rng.randrange(1, len(COLUMNS) + 1))
+        cols = [c for c, _ in picked]
+        native, reference = _native_row_fn(cols), _generated_row_fn(cols, "value_t")
+        assert native is not None
+        for _ in range(40):
+            row: list[Any] = [None] * len(COLUMNS)
+            for c, texts in picked:
+                row[c.index] = None if rng.random() < 0.15 else rng.choice(texts)
+            want = _outcome(reference, row)
+            assert _outcome(native, row) == want, row
+            assert _outcome(native, tuple(row)) == want
+            checked += 1
+            raised += want[0] == "raised"
+    assert checked == 12_000 and 1000 < raised < 11_000
+
+
+def test_the_common_values_take_the_native_path_and_keep_their_types() -> None:
+    cols = [c for c, _ in COLUMNS]
+    native = _native_row_fn(cols)
+    assert native is not None
+    row = ["7", "8", "t", "2018-06-20 15:13:16.945104+00", "12.50", "3", "-100", "1.500",
+           "1.5", "p", None, None, "x"]  # fmt: skip
+    out = native(row)
+    assert out == _generated_row_fn(cols, "value_t")(row)
+    assert out["id"] == 7 and out["flag"] is True and out["at"] == "2018-06-20T15:13:16.945104Z"
+    assert str(out["price"]) == "12.50" and out["required_plain"] == "" and out["tags"] == []
+    assert out["dflt"] == "X"
+
+
+def test_the_unavailable_twin_and_short_rows() -> None:
+    cols = [c for c, _ in COLUMNS[:4]]
+    fast, partial = _compile_row_fn(cols, "value_t")
+    assert partial(["1", UNAVAILABLE, "f", None]) == {
+        "id": 1, "opt_int": "__unavailable", "flag": False, "at": None
+    }  # fmt: skip
+    with pytest.raises(IndexError):
+        fast(["1", "2"])
+    with pytest.raises(IndexError):
+        _generated_row_fn(cols, "value_t")(["1", "2"])
