@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import decimal
+import functools
 import itertools
 import json
 import math
@@ -23,6 +24,7 @@ from typing import Any, cast
 
 import orjson
 
+from cdc import compiled
 from cdc.converters.base import (
     ConversionError,
     Fix,
@@ -217,6 +219,83 @@ def _struct_lines(
         lines.append(f"{pad}        {result}[{name!r}] = {n}")
 
 
+# -- the compiled payload writer ---------------------------------------------------------------
+# cdc/converters/_json_c.c writes the payload straight from the Connect value, doing the
+# rewrites above as it goes, instead of building the rewritten copy for orjson. It follows a
+# per-schema plan built here from the same rewriter, so the two cannot drift apart: a plan
+# node is (kind, JSON written for None, the reference's leaf fix, decimal scale, a, b), where
+# a/b are the struct's rewritten fields ((name, b'"name":', filled when missing, node), ...),
+# an array's item node or a map's value node, or a pair map's key and value nodes.
+_K_RAW, _K_DEC, _K_FLOAT, _K_INTPASS, _K_FIX, _K_STRUCT, _K_ARRAY, _K_MAP_OBJ, _K_MAP_PAIRS = range(
+    9
+)
+_RAW_NODE: tuple[Any, ...] = (_K_RAW, b"null", None, 0, None, None)
+
+_c = compiled.load("cdc.converters._json_c")
+if _c is not None:
+    _c.configure(functools.partial(_dumps, default=_default), decimal.Decimal)
+
+
+def _plan(rw: _JsonRewriter, schema: Schema) -> tuple[tuple[Any, ...], bool] | None:
+    """The plan node for values at ``schema``'s position and whether a missing struct field
+    there is filled in (its fix turns None into a value); None where the reference leaves
+    the value as it is. Raises where the reference's fix cannot take None (the converter then
+    keeps the reference for that schema)."""
+    fx = rw.compile(schema)
+    if fx is None:
+        return None
+    filled = fx(None)
+    null_json = _dumps(filled, default=_default)
+    t = schema.type
+    node: tuple[Any, ...] = (_K_RAW, null_json, None, 0, None, None)
+    if t is Type.STRUCT:
+        fields = tuple(
+            (f.name, _dumps(f.name) + b":", p[1], p[0])
+            for f in schema.fields
+            if (p := _plan(rw, f.schema)) is not None
+        )
+        if fields:
+            node = (_K_STRUCT, null_json, None, 0, fields, None)
+    elif t is Type.ARRAY or t is Type.MAP:
+        assert schema.value_schema is not None
+        item = _plan(rw, schema.value_schema)
+        if t is Type.MAP and not rw.map_as_object(schema):
+            assert schema.key_schema is not None
+            key = _plan(rw, schema.key_schema)
+            node = (
+                _K_MAP_PAIRS,
+                null_json,
+                None,
+                0,
+                key[0] if key else _RAW_NODE,
+                item[0] if item else _RAW_NODE,
+            )
+        elif item is not None:
+            node = (_K_ARRAY if t is Type.ARRAY else _K_MAP_OBJ, null_json, None, 0, item[0], None)
+    elif (leaf := rw.leaf(schema)) is not None:
+        if is_connect_decimal(schema) and not rw.numeric_decimals:
+            node = (_K_DEC, null_json, leaf, decimal_scale(schema), None, None)
+        elif t is Type.FLOAT32 or t is Type.FLOAT64:
+            node = (_K_FLOAT, null_json, leaf, 0, None, None)
+        elif leaf is temporal_fix(schema):
+            node = (_K_INTPASS, null_json, leaf, 0, None, None)
+        else:
+            node = (_K_FIX, null_json, leaf, 0, None, None)
+    return node, filled is not None
+
+
+def _compiled_plan(rw: _JsonRewriter, schema: Schema) -> object | None:
+    """The compiled writer's plan for ``schema``, or None to keep the reference for it."""
+    if _c is None:
+        return None
+    try:
+        root = _plan(rw, schema)
+        plan: object = _c.compile_plan(root[0] if root else _RAW_NODE)
+        return plan
+    except Exception:  # a fix that cannot take None, say: the reference handles the schema
+        return None
+
+
 # -- schema <-> JSON ---------------------------------------------------------------------------
 # Kafka's JsonSchema spells the two floating types the Java way.
 _JSON_TYPE_NAMES = {Type.FLOAT32: "float", Type.FLOAT64: "double"}
@@ -398,6 +477,10 @@ def _schemaless_to_json(value: Any) -> Any:
 
 _PLAIN = _JsonRewriter(numeric_decimals=False, replace_null_with_default=True)
 _NO_SCHEMA = object()
+_encode: Any = _c.encode if _c is not None else None
+#: per schema: the schema head, the reference's fix, the payload of a null value, the plan
+_Compiled = tuple[bytes, Fix | None, bytes | None, object | None]
+_Entry = tuple[Schema, bytes, Fix | None, bytes | None, object | None]
 
 
 # -- the converter -----------------------------------------------------------------------------
@@ -427,9 +510,9 @@ class JsonConverter:
             self._null_head, self._tail = b"", b""
         # Hot path: identity lookup (Schema.__hash__ walks the whole schema, too slow per
         # event); the entry pins the schema so its id cannot be reused while cached.
-        self._by_id: dict[int, tuple[Schema, bytes, Fix | None, bytes | None]] = {}
+        self._by_id: dict[int, _Entry] = {}
         # Equal-but-distinct schema objects (rebuilt per batch, say) share one compilation.
-        self._by_schema: OrderedDict[Schema, tuple[bytes, Fix | None, bytes | None]] = OrderedDict()
+        self._by_schema: OrderedDict[Schema, _Compiled] = OrderedDict()
         self._lock = threading.Lock()  # taken on cache misses only
 
     def from_connect(
@@ -444,7 +527,7 @@ class JsonConverter:
         entry = self._by_id.get(id(schema))
         if entry is None or entry[0] is not schema:
             entry = self._compile(schema)
-        _, head, fix, null_payload = entry
+        _, head, fix, null_payload, plan = entry
         if value is None:
             if null_payload is None:
                 raise ConversionError(
@@ -452,6 +535,11 @@ class JsonConverter:
                     "default value"
                 )
             return head + null_payload + self._tail
+        if plan is not None:
+            try:
+                return cast(bytes, _encode(plan, value, head, self._tail))
+            except Exception:
+                pass  # the reference decides: the same bytes, or its own error
         if fix is not None:
             value = fix(value)
         # one join, one copy of the (kilobytes of) schema head; "+ +" would copy it twice
@@ -483,11 +571,11 @@ class JsonConverter:
         """The serialised ``schema`` half, as cached (useful for tests and the REST API)."""
         return orjson.dumps(schema_to_json(schema, self._rewriter), default=_default)
 
-    def _compile(self, schema: Schema) -> tuple[Schema, bytes, Fix | None, bytes | None]:
+    def _compile(self, schema: Schema) -> _Entry:
         with self._lock:
             return self._compile_locked(schema)
 
-    def _compile_locked(self, schema: Schema) -> tuple[Schema, bytes, Fix | None, bytes | None]:
+    def _compile_locked(self, schema: Schema) -> _Entry:
         hit = self._by_schema.get(schema)
         if hit is None:
             fix = self._rewriter.compile(schema)
@@ -499,7 +587,7 @@ class JsonConverter:
                 null_payload = _dumps(fix(None) if fix else schema.default, default=_default)
             elif schema.optional:
                 null_payload = b"null"
-            hit = (head, fix, null_payload)
+            hit = (head, fix, null_payload, _compiled_plan(self._rewriter, schema))
             self._by_schema[schema] = hit
             if len(self._by_schema) > self.cache_size:
                 self._by_schema.popitem(last=False)
