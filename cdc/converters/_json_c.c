@@ -42,6 +42,7 @@ typedef struct Node Node;
 
 typedef struct {
     PyObject *name;      /* str */
+    Py_hash_t hash;      /* its hash, to skip comparing with keys that differ */
     PyObject *name_json; /* bytes: "name": */
     int fill_missing;    /* a missing field is appended with null_json */
     Node *node;
@@ -165,6 +166,8 @@ node_build(PyObject *spec, int depth)
             }
             Field *fd = &n->fields[i];
             fd->name = Py_NewRef(PyTuple_GET_ITEM(f, 0));
+            if ((fd->hash = PyObject_Hash(fd->name)) == -1)
+                goto fail;
             fd->name_json = Py_NewRef(PyTuple_GET_ITEM(f, 1));
             fd->fill_missing = PyObject_IsTrue(PyTuple_GET_ITEM(f, 2));
             if (fd->fill_missing < 0)
@@ -391,9 +394,15 @@ write_b64(Out *o, const unsigned char *p, Py_ssize_t n)
 static int
 write_i64(Out *o, long long v)
 {
-    char tmp[24];
-    int n = snprintf(tmp, sizeof tmp, "%lld", v);
-    return out_write(o, tmp, n);
+    char tmp[24], *end = tmp + sizeof tmp, *w = end;
+    uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--w = (char)('0' + mag % 10);
+        mag /= 10;
+    } while (mag);
+    if (v < 0)
+        *--w = '-';
+    return out_write(o, w, end - w);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -614,7 +623,7 @@ write_struct(Out *o, Node *n, PyObject *d, int depth)
             fallback("dict key is not a str");
             goto done;
         }
-        /* which rewritten field is this key? usually the one after the last match */
+        /* which field is this key? usually the one after the last match, same object */
         Py_ssize_t hit = -1;
         for (Py_ssize_t j = 0; j < n->nfields; j++) {
             Py_ssize_t at = cursor + j < n->nfields ? cursor + j : cursor + j - n->nfields;
@@ -624,7 +633,12 @@ write_struct(Out *o, Node *n, PyObject *d, int depth)
             }
         }
         if (hit < 0) {
+            Py_hash_t h = PyObject_Hash(k); /* cached: it is a dict key */
+            if (h == -1)
+                goto done;
             for (Py_ssize_t j = 0; j < n->nfields; j++) {
+                if (n->fields[j].hash != h)
+                    continue;
                 int eq = PyUnicode_Compare(n->fields[j].name, k);
                 if (eq == -1 && PyErr_Occurred())
                     goto done;

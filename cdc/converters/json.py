@@ -224,7 +224,7 @@ def _struct_lines(
 # rewrites above as it goes, instead of building the rewritten copy for orjson. It follows a
 # per-schema plan built here from the same rewriter, so the two cannot drift apart: a plan
 # node is (kind, JSON written for None, the reference's leaf fix, decimal scale, a, b), where
-# a/b are the struct's rewritten fields ((name, b'"name":', filled when missing, node), ...),
+# a/b are the struct's fields ((name, b'"name":', filled when missing, node), ...),
 # an array's item node or a map's value node, or a pair map's key and value nodes.
 _K_RAW, _K_DEC, _K_FLOAT, _K_INTPASS, _K_FIX, _K_STRUCT, _K_ARRAY, _K_MAP_OBJ, _K_MAP_PAIRS = range(
     9
@@ -249,12 +249,13 @@ def _plan(rw: _JsonRewriter, schema: Schema) -> tuple[tuple[Any, ...], bool] | N
     t = schema.type
     node: tuple[Any, ...] = (_K_RAW, null_json, None, 0, None, None)
     if t is Type.STRUCT:
-        fields = tuple(
-            (f.name, _dumps(f.name) + b":", p[1], p[0])
-            for f in schema.fields
-            if (p := _plan(rw, f.schema)) is not None
-        )
-        if fields:
+        # every field, rewritten or not: the writer finds a key's field by identity first
+        plans = [(f, _plan(rw, f.schema)) for f in schema.fields]
+        if any(p is not None for _, p in plans):
+            fields = tuple(
+                (f.name, _dumps(f.name) + b":", p[1] if p else False, p[0] if p else _RAW_NODE)
+                for f, p in plans
+            )
             node = (_K_STRUCT, null_json, None, 0, fields, None)
     elif t is Type.ARRAY or t is Type.MAP:
         assert schema.value_schema is not None
