@@ -61,6 +61,7 @@ struct Node {
 };
 
 static PyObject *leaf_dumps = NULL;   /* orjson.dumps(obj, default=_default) as a 1-arg callable */
+static PyObject *float_dumps = NULL;  /* orjson.dumps itself: a float needs no default */
 static PyObject *decimal_type = NULL; /* decimal.Decimal */
 
 /* ---------------------------------------------------------------------------------------- */
@@ -215,27 +216,37 @@ compile_plan(PyObject *self, PyObject *spec)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* output buffer: a bytes object grown in place */
+/* output buffer: the payload is written into a scratch buffer kept between calls (a nested
+ * call, from a fix or a leaf writer that re-enters the converter, gets its own), then copied
+ * once into the bytes object between head and tail */
 
 typedef struct {
-    PyObject *obj;
     char *buf;
     Py_ssize_t len, cap;
 } Out;
+
+static char *scratch = NULL;
+static Py_ssize_t scratch_cap = 0;
+static int scratch_busy = 0;
+#define SCRATCH_START 4096
+#define SCRATCH_KEEP (1 << 20) /* a larger buffer is given back after the call */
 
 static int
 out_grow(Out *o, Py_ssize_t need)
 {
     Py_ssize_t cap = o->cap;
-    if (need > PY_SSIZE_T_MAX - o->len) {
+    if (need > PY_SSIZE_T_MAX / 2 - o->len) {
         PyErr_NoMemory();
         return -1;
     }
     while (cap < o->len + need)
-        cap = cap < PY_SSIZE_T_MAX / 2 ? cap * 2 : o->len + need;
-    if (_PyBytes_Resize(&o->obj, cap) < 0)
+        cap *= 2;
+    char *buf = PyMem_Realloc(o->buf, (size_t)cap);
+    if (buf == NULL) {
+        PyErr_NoMemory();
         return -1;
-    o->buf = PyBytes_AS_STRING(o->obj);
+    }
+    o->buf = buf;
     o->cap = cap;
     return 0;
 }
@@ -283,9 +294,9 @@ fallback(const char *why)
 }
 
 static int
-write_leaf_dumps(Out *o, PyObject *v)
+write_dumps(Out *o, PyObject *dumps, PyObject *v)
 {
-    PyObject *b = PyObject_CallOneArg(leaf_dumps, v);
+    PyObject *b = PyObject_CallOneArg(dumps, v);
     if (b == NULL)
         return -1;
     if (!PyBytes_Check(b)) {
@@ -473,7 +484,7 @@ write_raw(Out *o, PyObject *v, int depth)
                 return -1;
             return write_i64(o, x);
         }
-        return write_leaf_dumps(o, v); /* up to u64 or orjson's error */
+        return write_dumps(o, leaf_dumps, v); /* up to u64 or orjson's error */
     }
     if (PyDict_CheckExact(v))
         return write_raw_dict(o, v, depth);
@@ -481,7 +492,9 @@ write_raw(Out *o, PyObject *v, int depth)
         return write_raw_seq(o, v, depth);
     if (PyBytes_CheckExact(v))
         return write_b64(o, (const unsigned char *)PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v));
-    return write_leaf_dumps(o, v); /* floats, datetimes, subclasses, Fragments, ... */
+    if (PyFloat_CheckExact(v))
+        return write_dumps(o, float_dumps, v); /* orjson's text: it differs from repr */
+    return write_dumps(o, leaf_dumps, v); /* datetimes, subclasses, Fragments, ... */
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -713,7 +726,7 @@ write_node(Out *o, Node *n, PyObject *v, int depth)
             if (x - x != 0)
                 return x > 0 ? out_write(o, "\"Infinity\"", 10)
                              : out_write(o, "\"-Infinity\"", 11);
-            return write_leaf_dumps(o, v);
+            return write_dumps(o, float_dumps, v);
         }
         return write_fixed(o, n, v, depth);
     case K_INTPASS:
@@ -784,13 +797,15 @@ write_node(Out *o, Node *n, PyObject *v, int depth)
 static PyObject *
 configure(PyObject *self, PyObject *args)
 {
-    PyObject *dumps, *dec;
-    if (!PyArg_ParseTuple(args, "OO:configure", &dumps, &dec))
+    PyObject *dumps, *fdumps, *dec;
+    if (!PyArg_ParseTuple(args, "OOO:configure", &dumps, &fdumps, &dec))
         return NULL;
-    if (!PyCallable_Check(dumps) || !PyType_Check(dec)) {
-        PyErr_SetString(PyExc_TypeError, "configure(leaf_dumps, decimal.Decimal)");
+    if (!PyCallable_Check(dumps) || !PyCallable_Check(fdumps) || !PyType_Check(dec)) {
+        PyErr_SetString(PyExc_TypeError, "configure(leaf_dumps, float_dumps, decimal.Decimal)");
         return NULL;
     }
+    Py_INCREF(fdumps);
+    Py_XSETREF(float_dumps, fdumps);
     Py_INCREF(dumps);
     Py_XSETREF(leaf_dumps, dumps);
     Py_INCREF(dec);
@@ -818,26 +833,46 @@ encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "head and tail must be bytes");
         return NULL;
     }
-    Out o;
-    o.cap = PyBytes_GET_SIZE(head) + PyBytes_GET_SIZE(tail) + 512;
-    o.obj = PyBytes_FromStringAndSize(NULL, o.cap);
-    if (o.obj == NULL)
-        return NULL;
-    o.buf = PyBytes_AS_STRING(o.obj);
-    o.len = 0;
-    if (out_bytes(&o, head) < 0 || write_node(&o, n, args[1], 0) < 0 || out_bytes(&o, tail) < 0)
-        goto fail;
-    if (o.len != o.cap && _PyBytes_Resize(&o.obj, o.len) < 0)
-        return NULL; /* _PyBytes_Resize released it */
-    return o.obj;
-fail:
-    Py_XDECREF(o.obj);
-    return NULL;
+    int shared = !scratch_busy;
+    Out o = {NULL, 0, 0};
+    if (shared && scratch != NULL) {
+        o.buf = scratch;
+        o.cap = scratch_cap;
+    }
+    else if ((o.buf = PyMem_Malloc(SCRATCH_START)) != NULL)
+        o.cap = SCRATCH_START;
+    else
+        return PyErr_NoMemory();
+    if (shared) {
+        scratch_busy = 1;
+        scratch = NULL; /* owned by this call until it ends */
+    }
+    PyObject *result = NULL;
+    if (write_node(&o, n, args[1], 0) == 0) {
+        Py_ssize_t hl = PyBytes_GET_SIZE(head), tl = PyBytes_GET_SIZE(tail);
+        result = PyBytes_FromStringAndSize(NULL, hl + o.len + tl);
+        if (result != NULL) {
+            char *w = PyBytes_AS_STRING(result);
+            memcpy(w, PyBytes_AS_STRING(head), (size_t)hl);
+            memcpy(w + hl, o.buf, (size_t)o.len);
+            memcpy(w + hl + o.len, PyBytes_AS_STRING(tail), (size_t)tl);
+        }
+    }
+    if (shared && o.cap <= SCRATCH_KEEP) {
+        scratch = o.buf;
+        scratch_cap = o.cap;
+    }
+    else
+        PyMem_Free(o.buf);
+    if (shared)
+        scratch_busy = 0;
+    return result;
 }
 
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(leaf_dumps, decimal_type): the leaf writer and the Decimal type encode uses."},
+     "configure(leaf_dumps, float_dumps, decimal_type): the leaf writers and the Decimal type "
+     "encode uses."},
     {"compile_plan", compile_plan, METH_O,
      "compile_plan(spec) -> plan: a per-schema plan (json._plan) compiled for encode."},
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,

@@ -233,7 +233,7 @@ _RAW_NODE: tuple[Any, ...] = (_K_RAW, b"null", None, 0, None, None)
 
 _c = compiled.load("cdc.converters._json_c")
 if _c is not None:
-    _c.configure(functools.partial(_dumps, default=_default), decimal.Decimal)
+    _c.configure(functools.partial(_dumps, default=_default), _dumps, decimal.Decimal)
 
 
 def _plan(rw: _JsonRewriter, schema: Schema) -> tuple[tuple[Any, ...], bool] | None:

@@ -19,6 +19,7 @@ import random
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -51,7 +52,9 @@ CONFIGS = [
 def _writer_in_use(monkeypatch: pytest.MonkeyPatch) -> None:
     """The compiled writer, also under TIDEMARK_PURE_PYTHON=1 (which only says what the
     converter picks by default)."""
-    writer.configure(functools.partial(orjson.dumps, default=jc._default), decimal.Decimal)
+    writer.configure(
+        functools.partial(orjson.dumps, default=jc._default), orjson.dumps, decimal.Decimal
+    )
     monkeypatch.setattr(jc, "_c", writer)
     monkeypatch.setattr(jc, "_encode", writer.encode)
 
@@ -512,3 +515,19 @@ def test_pure_python_keeps_the_reference() -> None:
     env = {"TIDEMARK_PURE_PYTHON": "1", "PATH": "/usr/bin:/bin"}
     run = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
     assert (run.returncode, run.stdout) == (0, "None None\n")
+
+
+def test_threads_sharing_a_converter_get_their_own_bytes() -> None:
+    """The writer keeps one scratch buffer; a thread switch inside a Python callback (a
+    temporal fix, a float) hands a second thread its own."""
+    conv = JsonConverter({})
+    values = [_envelope(i, p) for i, p in enumerate(DECIMALS_NATIVE * 4)]
+    expected = [reference({}, ENVELOPE, v) for v in values]
+    sys.setswitchinterval(1e-6)
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            for _ in range(20):
+                got = list(pool.map(lambda v: conv.from_connect("t", ENVELOPE, v), values))
+                assert got == expected
+    finally:
+        sys.setswitchinterval(0.005)
