@@ -325,37 +325,62 @@ esc_init(void)
     esc['\\'] = '\\';
 }
 
+/* whether any of the 8 bytes in w is a control char, '"' or '\\' (exact: the classic
+ * "has a byte less than n" and "has a zero byte" tests; bytes >= 0x80 never match) */
+static inline int
+word_needs_escape(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+    uint64_t q = w ^ (ones * '"'), b = w ^ (ones * '\\');
+    return (((w - ones * 0x20) | (q - ones) | (b - ones)) & ~w & high) != 0;
+}
+
 static int
 write_str(Out *o, PyObject *s)
 {
     Py_ssize_t n;
-    const char *p = PyUnicode_AsUTF8AndSize(s, &n); /* raises on lone surrogates, as orjson */
-    if (p == NULL)
-        return -1;
+    const char *p;
+    if (PyUnicode_IS_COMPACT_ASCII(s)) {
+        p = (const char *)PyUnicode_DATA(s);
+        n = PyUnicode_GET_LENGTH(s);
+    }
+    else if ((p = PyUnicode_AsUTF8AndSize(s, &n)) == NULL)
+        return -1; /* lone surrogates: orjson refuses them too */
     if (out_reserve(o, n + 2) < 0)
         return -1;
     o->buf[o->len++] = '"';
-    Py_ssize_t start = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)p[i], e = esc[c];
-        if (e == 0)
-            continue;
-        if (out_write(o, p + start, i - start) < 0 || out_reserve(o, 6 + (n - i)) < 0)
-            return -1;
-        char *w = o->buf + o->len;
-        if (e == 1) {
-            static const char hex[] = "0123456789abcdef";
-            memcpy(w, "\\u00", 4);
-            w[4] = hex[c >> 4];
-            w[5] = hex[c & 15];
-            o->len += 6;
+    Py_ssize_t start = 0, i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, p + i, 8);
+            if (!word_needs_escape(w)) {
+                i += 8;
+                continue;
+            }
         }
-        else {
-            w[0] = '\\';
-            w[1] = (char)e;
-            o->len += 2;
+        Py_ssize_t stop = i + 8 < n ? i + 8 : n;
+        for (; i < stop; i++) {
+            unsigned char c = (unsigned char)p[i], e = esc[c];
+            if (e == 0)
+                continue;
+            if (out_write(o, p + start, i - start) < 0 || out_reserve(o, 6 + (n - i)) < 0)
+                return -1;
+            char *w = o->buf + o->len;
+            if (e == 1) {
+                static const char hex[] = "0123456789abcdef";
+                memcpy(w, "\\u00", 4);
+                w[4] = hex[c >> 4];
+                w[5] = hex[c & 15];
+                o->len += 6;
+            }
+            else {
+                w[0] = '\\';
+                w[1] = (char)e;
+                o->len += 2;
+            }
+            start = i + 1;
         }
-        start = i + 1;
     }
     if (out_write(o, p + start, n - start) < 0)
         return -1;

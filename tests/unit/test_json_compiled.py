@@ -402,6 +402,19 @@ def test_string_escapes_are_orjsons() -> None:
         assert direct(conv, schema, value) == reference({"schemas.enable": "false"}, schema, value)
 
 
+def test_strings_of_every_length_with_escapes_anywhere() -> None:
+    """The writer scans 8 bytes at a time; an escape must be found in any position."""
+    rng = random.Random(7)
+    alphabet = ["a", "Z", '"', "\\", "\n", "\x00", "\x1f", " ", "\x7f", "é", "日", "🦀", "~"]
+    schema = struct([("s", primitive(Type.STRING)), ("d", L.connect_decimal(0))])
+    config = {"schemas.enable": "false"}
+    conv = JsonConverter(config)
+    for n in range(60):
+        for _ in range(20):
+            value = {"s": "".join(rng.choice(alphabet) for _ in range(n)), "d": D(n)}
+            assert direct(conv, schema, value) == reference(config, schema, value)
+
+
 # -- envelopes from a real connector's schemas ------------------------------------------------
 def _pg_dispatcher() -> tuple[EventDispatcher, ChangeEventQueue[SourceRecord], Table]:
     """The envelope bench's dispatcher (PostgreSQL converters, the real source block), with
