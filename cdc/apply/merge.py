@@ -141,23 +141,13 @@ def merge_table(
     lap: Callable[[str], None] = lambda _: None,
 ) -> MergeCounts:
     from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
 
     counts = MergeCounts()
     keys = list(plan.key)
     on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in keys)
     guarded = source
     if deletes_nonempty:
-        deleted = (
-            spark.read.format("delta")
-            .load(deletes_path)
-            .groupBy(*[F.col(k) for k in keys])
-            .agg(F.max("__pos").alias(_DELETED_AT))
-        )
-        guarded = source.join(deleted, on=keys, how="left")
-        guarded = guarded.filter(
-            F.col(_DELETED_AT).isNull() | (F.col("__pos") > F.col(_DELETED_AT))
-        ).drop(_DELETED_AT)
+        guarded = guard_deleted(spark, source, keys, deletes_path)
         if cells.is_cell_table(plan):  # Cassandra partition deletes (cells.py)
             guarded = cells.guard_partitions(spark, guarded, plan, deletes_path)
 
@@ -188,6 +178,26 @@ def merge_table(
         record_deletes(spark, source, keys, deletes_path, app_id, batch_id)
         lap("deletes")
     return counts
+
+
+def guard_deleted(spark: Any, source: Any, keys: list[str], deletes_path: str) -> Any:
+    """``source`` without the rows a recorded delete of their key supersedes (the delete's
+    position is not below the row's): an anti-join on the key with the position compared in
+    the join condition. The same rows as keeping those above the highest delete position per
+    key, without aggregating the whole deleted-keys log first: the log (key and position only)
+    is usually small enough to broadcast, so no shuffle of the batch either."""
+    from pyspark.sql import functions as F
+
+    deleted = (
+        spark.read.format("delta")
+        .load(deletes_path)
+        .select(*[F.col(k).alias(f"_tm_d_{i}") for i, k in enumerate(keys)], "__pos")
+        .withColumnRenamed("__pos", _DELETED_AT)
+    )
+    cond = [source[k] == deleted[f"_tm_d_{i}"] for i, k in enumerate(keys)]
+    return source.join(
+        deleted, on=[*cond, deleted[_DELETED_AT] >= source["__pos"]], how="left_anti"
+    )
 
 
 def record_deletes(
