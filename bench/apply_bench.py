@@ -11,7 +11,9 @@
    folds and MERGEs them into the table. **append**: a streaming query over the same topic and
    micro-batches that parses the envelope on the JVM and appends the flattened rows to an empty
    Delta table, with no per-key reduction and no MERGE: the floor any apply job pays.
-4. Prints rows/s of both and their ratio, and checks the table has the expected row count.
+4. Prints rows/s of both and their ratio, and checks the table has the expected row count. Also
+   the CPU-seconds each query cost the whole process tree (driver JVM and Python workers, read
+   from /proc): a figure the load of a shared machine distorts much less than wall time.
 
 Both queries run in one SparkSession (``local[2]`` unless ``--master``), one after the other, on
 data already in Kafka (a backlog drain). The topic is deleted afterwards unless ``--keep``.
@@ -198,6 +200,34 @@ def seed_table(spark: Any, cfg: ApplyConfig, t: SyntheticTable, n: int) -> str:
     return path
 
 
+def tree_cpu_s(root: int | None = None) -> float:
+    """CPU-seconds (user + system, with reaped children) of this process and all its
+    descendants: the Spark JVM it launched and that JVM's Python workers. 0.0 off Linux."""
+    import os
+
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return 0.0
+    children: dict[int, list[int]] = {}
+    ticks: dict[int, int] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+        ticks[int(entry.name)] = sum(int(f) for f in fields[11:15])
+    total, todo = 0, [root or os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += ticks.get(pid, 0)
+        todo += children.get(pid, [])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def run_apply(spark: Any, cfg: ApplyConfig) -> tuple[float, ApplyJob]:
     job = ApplyJob(spark, cfg)
     started = time.monotonic()
@@ -289,11 +319,15 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
         produce_s = time.monotonic() - t0
         path = seed_table(spark, cfg, t, n_rows)
         before = spark.read.format("delta").load(path).count()
+        cpu0 = tree_cpu_s()
         apply_s, job = run_apply(spark, cfg)
+        apply_cpu = tree_cpu_s() - cpu0
         after = spark.read.format("delta").load(path).count()
+        cpu0 = tree_cpu_s()
         append_s = run_append(
             spark, cfg, str(base / "append-table"), str(base / "checkpoint-append")
         )
+        append_cpu = tree_cpu_s() - cpu0
         appended = spark.read.format("delta").load(str(base / "append-table")).count()
     finally:
         if not args.keep:
@@ -313,6 +347,11 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
         "append_s": round(append_s, 1),
         "append_rows_per_s": round(appended / append_s),
         "ratio_apply_to_append": round((args.events / apply_s) / (appended / append_s), 3),
+        "apply_cpu_s": round(apply_cpu, 1),
+        "append_cpu_s": round(append_cpu, 1),
+        "cpu_ratio_apply_to_append": (
+            round((args.events / apply_cpu) / (appended / append_cpu), 3) if apply_cpu else None
+        ),
         "batch_lines": [r.line() for r in job.reports],
     }
     print(
@@ -327,6 +366,10 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
     )
     print(f"append: {append_s:8.1f} s  {result['append_rows_per_s']:>9,} rows/s  (baseline)")
     print(f"ratio apply/append: {result['ratio_apply_to_append']}")
+    print(
+        f"CPU-s (process tree): apply {apply_cpu:.1f}, append {append_cpu:.1f}, "
+        f"ratio by CPU: {result['cpu_ratio_apply_to_append']}"
+    )
     print(f"rows: {after:,} in the table, {expected:,} expected")
     if args.json:
         print(json.dumps(result))
