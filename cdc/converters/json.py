@@ -6,6 +6,11 @@ record is assembled by byte concatenation around a single ``orjson.dumps`` of th
 payload goes to orjson as it is unless the schema has a position orjson would render differently
 from Jackson (see ``_JsonRewriter``); BYTES need no walk at all because orjson hands ``bytes`` to
 the ``default`` hook, which base64-encodes them as Jackson's binary node does.
+
+That is the reference. When the C writer ``cdc.converters._json_c`` was built (and
+``TIDEMARK_PURE_PYTHON`` is not set), the payload is written by it instead, straight from the
+value, following a plan built from the same rewriter (``_plan``); see "the compiled payload
+writer" below and docs/architecture.md, "Compiled parts".
 """
 
 from __future__ import annotations
