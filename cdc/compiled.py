@@ -35,7 +35,13 @@ def load(name: str) -> ModuleType | None:
 
 
 #: the converters a compiled row function knows (``cdc/schema/_rowfn_c.c``), by name
-NATIVE_KINDS = {"int": 2, "bool_t": 3, "timestamptz_utc": 4, "decimal_fixed": 5}
+NATIVE_KINDS = {
+    "int": 2,
+    "bool_t": 3,
+    "timestamptz_utc": 4,
+    "decimal_fixed": 5,
+    "timestamptz_utc_padded": 6,
+}
 
 
 def native(kind: str, arg: Any = None) -> Callable[[_F], _F]:

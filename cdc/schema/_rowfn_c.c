@@ -16,12 +16,22 @@
  *   4 TSTZ_UTC    '2018-06-20 15:13:16.945104+00' → '2018-06-20T15:13:16.945104Z'
  *   5 DEC_FIXED   numeric(p,s) text with exactly s digits after the point → Decimal(text);
  *                 argument = (scale, Decimal type)
+ *   6 TSTZ_UTC_PAD TSTZ_UTC with the fraction padded or cut to ``argument`` digits (1-9), as
+ *                 Debezium 2.2+ writes a timestamptz(p) (logical.fixed_fraction)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>
 
-enum { K_PASS = 0, K_CALL = 1, K_INT = 2, K_BOOL_T = 3, K_TSTZ_UTC = 4, K_DEC_FIXED = 5 };
+enum {
+    K_PASS = 0,
+    K_CALL = 1,
+    K_INT = 2,
+    K_BOOL_T = 3,
+    K_TSTZ_UTC = 4,
+    K_DEC_FIXED = 5,
+    K_TSTZ_UTC_PAD = 6,
+};
 
 typedef struct {
     PyObject *name;
@@ -29,7 +39,7 @@ typedef struct {
     PyObject *null_value;
     PyObject *fn; /* NULL for PASS */
     int kind;
-    Py_ssize_t scale;   /* DEC_FIXED */
+    Py_ssize_t scale;   /* DEC_FIXED: the scale; TSTZ_UTC_PAD: the fraction's digits */
     PyObject *decimal;  /* DEC_FIXED: the Decimal type */
 } Column;
 
@@ -73,6 +83,41 @@ tstz_utc(PyObject *v)
     d[10] = 'T';
     memcpy(d + 11, s + 11, n - 14);
     d[n - 3] = 'Z';
+    return out;
+}
+
+/* TSTZ_UTC's text with its fraction as ``digits`` digits: '…:16.9451Z' → '…:16.945100Z' */
+static PyObject *
+tstz_utc_padded(PyObject *v, Py_ssize_t digits)
+{
+    if (!PyUnicode_CheckExact(v) || !PyUnicode_IS_ASCII(v))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+    const char *s = (const char *)PyUnicode_1BYTE_DATA(v);
+    if (n < 22 || s[4] != '-' || s[10] != ' ' || s[n - 3] != '+' || s[n - 2] != '0' ||
+        s[n - 1] != '0')
+        return NULL;
+    /* the time and its fraction: s[11 .. n-4]; the fraction starts after the first '.' */
+    Py_ssize_t end = n - 3, dot = end;
+    for (Py_ssize_t i = 0; i < end; i++) {
+        if (s[i] == '.') {
+            dot = i;
+            break;
+        }
+    }
+    if (dot < 11)
+        return NULL; /* a point in the date: not PostgreSQL's text, the converter decides */
+    Py_ssize_t have = dot < end ? end - dot - 1 : 0;
+    PyObject *out = PyUnicode_New(dot + 1 + digits + 1, 127);
+    if (out == NULL)
+        return NULL;
+    char *d = (char *)PyUnicode_1BYTE_DATA(out);
+    memcpy(d, s, dot);
+    d[10] = 'T';
+    d[dot] = '.';
+    for (Py_ssize_t i = 0; i < digits; i++)
+        d[dot + 1 + i] = i < have ? s[dot + 1 + i] : '0';
+    d[dot + 1 + digits] = 'Z';
     return out;
 }
 
@@ -127,6 +172,11 @@ convert(Column *c, PyObject *v)
     case K_DEC_FIXED:
         if (fixed_decimal_text(v, c->scale))
             return PyObject_CallOneArg(c->decimal, v);
+        break;
+    case K_TSTZ_UTC_PAD:
+        out = tstz_utc_padded(v, c->scale);
+        if (out != NULL || PyErr_Occurred())
+            return out;
         break;
     default:
         break;
@@ -216,7 +266,7 @@ builder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             PyErr_SetString(PyExc_ValueError, "RowBuilder: a negative column index");
             goto fail;
         }
-        if (kind < K_PASS || kind > K_DEC_FIXED) {
+        if (kind < K_PASS || kind > K_TSTZ_UTC_PAD) {
             PyErr_Format(PyExc_ValueError, "RowBuilder: unknown kind %d", kind);
             goto fail;
         }
@@ -237,6 +287,15 @@ builder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             if (!PyArg_ParseTuple(arg, "nO:decimal", &c->scale, &decimal))
                 goto fail;
             c->decimal = Py_NewRef(decimal);
+        }
+        else if (kind == K_TSTZ_UTC_PAD) {
+            c->scale = PyLong_AsSsize_t(arg);
+            if (c->scale == -1 && PyErr_Occurred())
+                goto fail;
+            if (c->scale < 1 || c->scale > 9) {
+                PyErr_SetString(PyExc_ValueError, "RowBuilder: a fraction of 1 to 9 digits");
+                goto fail;
+            }
         }
     }
     return (PyObject *)self;

@@ -551,9 +551,11 @@ def _temporal(oid: int, typmod: int, modes: Modes) -> tuple[Schema, Conv] | None
     if oid == TIMESTAMPTZ:
         if modes.envelope == "3":
             # Debezium 2.2+: the fraction has the column's precision (6 when unstated)
-            return logical.zoned_timestamp(), logical.fixed_fraction(
-                _timestamptz, _precision(typmod)
-            )
+            digits = _precision(typmod)
+            padded = logical.fixed_fraction(_timestamptz, digits)
+            if padded is not _timestamptz:
+                padded = native("timestamptz_utc_padded", min(digits, 9))(padded)
+            return logical.zoned_timestamp(), padded
         return logical.zoned_timestamp(), _timestamptz
     if oid == TIMETZ:
         return logical.zoned_time(), _timetz

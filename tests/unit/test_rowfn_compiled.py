@@ -26,6 +26,7 @@ _TSTZ = [
     "0001-01-01 00:00:00+00 BC", "infinity", "-infinity", "2018-06-20 17:13:16.5+02",
     "2018-06-20 15:13:16-03:30", "12345-01-01 00:00:00+00", "2018-06-20 15:13:16.945104+00:00",
     "2018-06-20 15:13:16+01", "2018-06-20X15:13:16.945104+00", "2018-06-2é 15:13:16.945104+00",
+    "2018-0.-20 15:13:16.945104+00", "2018-06-20 15:13:16.+00", "2018-06-20 15:13:16.1234567+00",
 ]  # fmt: skip
 _NUMS = ["0", "-0", "12.50", "-12.50", "1.5", "12.500", "1e5", "1E5", "NaN", "Infinity",
          "-Infinity", "1.2.3", ".50", "-.50", "", "-", "+1.00", " 1.00", "99999999999999999.99",
@@ -35,6 +36,17 @@ _TEXTS = ["", "a", "héllo 🦀", "t"]
 
 def _col(i: int, name: str, schema: Schema, fn: Any) -> _Col:
     return _Col(name, i, schema, fn, "__unavailable")
+
+
+def _tstz() -> Schema:
+    return logical.zoned_timestamp().with_(optional=True)
+
+
+def _padded(digits: int) -> Any:
+    """The envelope-3 timestamptz(p) converter, as types.py builds it."""
+    mapped = pgt._temporal(pgt.TIMESTAMPTZ, digits, pgt.Modes(envelope="3"))
+    assert mapped is not None and mapped[1].__tidemark_native__ == (6, digits)
+    return mapped[1]
 
 
 def _dec(scale: int, optional: bool) -> Schema:
@@ -51,6 +63,9 @@ COLUMNS: list[tuple[_Col, list[str]]] = [
     (_col(5, "whole", _dec(0, False), pgt._fixed_decimal(0, None)), _NUMS),
     (_col(6, "neg", _dec(-2, True), pgt._fixed_decimal(-2, None)), _NUMS),
     (_col(7, "lenient", _dec(3, True), pgt._fixed_decimal(3, lambda v: "special " + v)), _NUMS),
+    (_col(13, "at6", _tstz(), _padded(6)), _TSTZ),
+    (_col(14, "at1", _tstz(), _padded(1)), _TSTZ),
+    (_col(15, "at3", _tstz(), _padded(3)), _TSTZ),
     (_col(8, "f", FLOAT64.with_(optional=True), pgt._float), ["1.5", "NaN", "-Infinity", "x"]),
     (_col(9, "plain", STRING.with_(optional=True), None), _TEXTS),
     (_col(10, "required_plain", STRING, None), _TEXTS),
@@ -92,12 +107,14 @@ def test_the_common_values_take_the_native_path_and_keep_their_types() -> None:
     native = _native_row_fn(cols)
     assert native is not None
     row = ["7", "8", "t", "2018-06-20 15:13:16.945104+00", "12.50", "3", "-100", "1.500",
-           "1.5", "p", None, None, "x"]  # fmt: skip
+           "1.5", "p", None, None, "x", "2018-06-20 15:13:16.9+00", "2018-06-20 15:13:16+00",
+           "2018-06-20 15:13:16.945104+00"]  # fmt: skip
     out = native(row)
     assert out == _generated_row_fn(cols, "value_t")(row)
     assert out["id"] == 7 and out["flag"] is True and out["at"] == "2018-06-20T15:13:16.945104Z"
     assert str(out["price"]) == "12.50" and out["required_plain"] == "" and out["tags"] == []
-    assert out["dflt"] == "X"
+    assert out["dflt"] == "X" and out["at6"] == "2018-06-20T15:13:16.900000Z"
+    assert out["at1"] == "2018-06-20T15:13:16.0Z" and out["at3"] == "2018-06-20T15:13:16.945Z"
 
 
 def test_the_unavailable_twin_and_short_rows() -> None:
