@@ -105,7 +105,9 @@ def record(env: dict[str, str], db: str, slot: str, rows: int) -> list[bytes]:
         conn.close()
 
 
-def replay(env: dict[str, str], db: str, messages: list[bytes], rows: int) -> float:
+def replay(
+    env: dict[str, str], db: str, messages: list[bytes], rows: int, envelope: str = "1.2"
+) -> float:
     """Feeds ``messages`` through the whole per-event path once; CPU-µs per event."""
     from cdc.assembly import assemble
     from cdc.engine import EngineSettings
@@ -126,6 +128,7 @@ def replay(env: dict[str, str], db: str, messages: list[bytes], rows: int) -> fl
         "slot.name": "unused",
         "publication.name": "bench_pub",
         "snapshot.mode": "never",
+        "envelope.version": envelope,
     }
     connector = PostgresConnector(cfg)
     sink: Any = _NullSink()
@@ -174,13 +177,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--per-tx", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument(
+        "--envelope-version",
+        default="1.2",
+        help="the connector's envelope.version (bench.compare's side-by-side runs 3)",
+    )
     args = parser.parse_args(argv)
     env = pg_env()
     db = f"bench_{uuid.uuid4().hex[:6]}"
     slot, other, _ = prepare(env, db, args.rows, args.per_tx)
     try:
         messages = record(env, db, slot, args.rows)
-        runs = [replay(env, db, messages, args.rows) for _ in range(args.repeat)]
+        runs = [
+            replay(env, db, messages, args.rows, args.envelope_version) for _ in range(args.repeat)
+        ]
     finally:
         cleanup(env, db, (slot, other))
     runs_text = ", ".join(f"{r:.2f}" for r in runs)

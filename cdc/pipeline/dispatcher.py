@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from cdc import __version__
-from cdc.envelope import V1_2, V3, envelope_schema, source_shaper
+from cdc.envelope import V1_2, V3, SourceShaper, envelope_schema, source_shaper
 from cdc.errors import ConversionError, SchemaError
 from cdc.filters import TableFilter
 from cdc.metrics import CommonMetrics, TaskMetrics
@@ -112,10 +112,15 @@ class EventDispatcher:
         )
         #: the snapshot's first/last markers (Debezium 3.x envelope only, while snapshotting)
         self._marks: SnapshotMarks | None = None
+        #: the 3.x source shaper (None with 1.2). A connector may shape a table's source
+        #: once and set its per-row fields itself: a source that has ``ts_ns`` (a field no
+        #: 1.2 source block has) is taken as shaped, not shaped again.
+        self.shape_source: SourceShaper | None = None
         if envelope_version == V3:
             # Chosen once: the 3.x source shape and record builder replace the 1.2 ones, so
             # the per-event path never tests the generation.
             self._shape = source_shaper(source_schema, self._source_prefix, source_derive)
+            self.shape_source = self._shape
             self._records = self._records_v3  # type: ignore[method-assign]
             self.special = SpecialRecords(
                 namer, source_schema, self._source_prefix, self._shape, V3
@@ -443,7 +448,14 @@ class EventDispatcher:
         now_ns = time.time_ns()
         now = now_ns // 1_000_000
         self.phase.last_event_ms = now
-        source = self._shape(connector_source, offset)
+        if "ts_ns" in connector_source:  # shaped by the connector (see ``shape_source``)
+            source = (
+                connector_source
+                if "version" in connector_source
+                else {**self._source_prefix, **connector_source}
+            )
+        else:
+            source = self._shape(connector_source, offset)
         value_fn = ts.value_from_partial_row if partial else ts.value_from_row
         before = None if before_row is None else value_fn(before_row)
         after = None if after_row is None else value_fn(after_row)

@@ -405,6 +405,9 @@ class _StreamState:
         #: instead of merged per row; empty when the context does not offer them
         prefix = getattr(ctx, "source_prefix", None)
         self.source_prefix: dict[str, Any] = dict(prefix) if isinstance(prefix, dict) else {}
+        #: with the 3.x envelope, the dispatcher's source shaper: a table's source is shaped
+        #: once (``_row_source``) and its per-row fields set here, as Debezium 3.x derives them
+        self.shape: Any = getattr(ctx, "shape_source", None)
         self.handlers: dict[type, Any] = {
             po.Insert: self.row,
             po.Update: self.row,
@@ -652,12 +655,17 @@ class _StreamState:
         tid, base = entry
         if base is None:
             return None
-        # A copy of the table's source (same keys, same order) with the three fields that
-        # change: cheaper than building it key by key and merging the dispatcher's prefix.
+        # A copy of the table's source (same keys, same order) with the fields that change:
+        # cheaper than building it key by key and merging the dispatcher's prefix.
         source = base.copy()
         source["ts_ms"] = self.commit_ts_ms
         source["txId"] = xid = self.xid
         source["lsn"] = lsn
+        if self.shape is not None:  # what the 3.x shaper derives from the offset
+            source["ts_us"] = us = self.commit_ts_us
+            source["ts_ns"] = us * 1000
+            flushed = self.flush_lsn
+            source["sequence"] = f'["{flushed}","{lsn}"]' if flushed else f'[null,"{lsn}"]'
         return (
             tid,
             source,
@@ -697,6 +705,8 @@ class _StreamState:
                 "lsn": 0,
                 "xmin": None,
             }
+            if self.shape is not None:
+                base = self.shape(base, {"flush_lsn": 0, "ts_usec": 0})
         self.row_sources[relation_oid] = (tid, base)
         return tid, base
 

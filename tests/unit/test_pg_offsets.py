@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from cdc.envelope import source_shaper
 from cdc.spi import TableId
+from connectors.postgres.connector import SOURCE_SCHEMA_V3, source_derive_v3
 from connectors.postgres.offsets import WalPosition, handover_offset, validate_offset
 from connectors.postgres.streaming import _StreamState
 
@@ -122,6 +124,7 @@ def test_the_streaming_loops_inline_offsets_are_walposition_offsets() -> None:
         flush_lsn=24022000,
         row_sources={},
         source_prefix={},
+        shape=None,
     )
     row_state._row_source = lambda oid, lsn: _StreamState._row_source(row_state, oid, lsn)  # type: ignore[arg-type]
     position = _StreamState._row_position(row_state, 16384, 24023128)  # type: ignore[arg-type]
@@ -146,3 +149,37 @@ def test_the_streaming_loops_inline_offsets_are_walposition_offsets() -> None:
         "lsn": 24023128,
         "xmin": None,
     }
+
+
+@pytest.mark.parametrize("flush_lsn", [0, 24022000])
+def test_a_source_shaped_once_per_table_is_what_the_3x_shaper_gives_per_row(
+    flush_lsn: int,
+) -> None:
+    """With envelope.version=3 the stream shapes a table's source once and sets the per-row
+    fields itself: the result must be exactly the dispatcher's shaper output for the row's
+    1.2 source and offset (values and key order)."""
+    shaper = source_shaper(SOURCE_SCHEMA_V3, {"version": "v", "connector": "postgresql",
+                                               "name": "srv"}, source_derive_v3)  # fmt: skip
+    table = SimpleNamespace(id=TableId(None, "public", "t"))
+
+    def state(shape: Any) -> Any:
+        st = SimpleNamespace(
+            seq=0, skip_tx=False, commit_lsn=24023200, resume=SimpleNamespace(lsn_commit=0, seq=0),
+            relations={16384: (table, True, ())}, commit_ts_ms=1732540000123,
+            commit_ts_us=1732540000123456, dbname="db", xid=771, flush_lsn=flush_lsn,
+            row_sources={}, source_prefix={}, shape=shape,
+        )  # fmt: skip
+        st._row_source = lambda oid, lsn: _StreamState._row_source(st, oid, lsn)  # type: ignore[arg-type]
+        return st
+
+    plain, shaped = state(None), state(shaper)
+    for lsn in (24023128, 24023136):
+        want = _StreamState._row_position(plain, 16384, lsn)  # type: ignore[arg-type]
+        got = _StreamState._row_position(shaped, 16384, lsn)  # type: ignore[arg-type]
+        assert want is not None and got is not None
+        expected = shaper(want[1], want[2])
+        assert list(got[1].items()) == list(expected.items())
+        assert got[2] == want[2]
+    assert got[1]["sequence"] == (
+        f'["{flush_lsn}","24023136"]' if flush_lsn else '[null,"24023136"]'
+    )
