@@ -304,11 +304,20 @@ class TableScan:
         op = Operation.READ
         before = self.rows
         key_of = self.key_of
+        # Debezium 3.x envelope: the batch's rows share one source block, shaped once here
+        # rather than per row by the dispatcher; each row gets its own copy (the first/last
+        # markers are set in a record's own block)
+        shape = getattr(ctx, "shape_source", None)
         if key_of is not None and batch:
             start = {**offset, "snapshot_after": self.after}
             self.after = key_of(batch[-1])
-            for row in batch[:-1]:
-                emit(op, tid, None, row, source, start)
+            if shape is None:
+                for row in batch[:-1]:
+                    emit(op, tid, None, row, source, start)
+            else:
+                shaped = shape(source, start)
+                for row in batch[:-1]:
+                    emit(op, tid, None, row, shaped.copy(), start)
             end = {**offset, "snapshot_after": self.after}
             emit(op, tid, None, batch[-1], source, end)
             self._unstored += len(batch)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime
 import json
+import threading
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from cdc.pipeline.failures import FailureHandler
 from cdc.pipeline.queue import ChangeEventQueue
 from cdc.record import SourceRecord
 from cdc.schema.table_schema import TableSchemaBuilder
+from cdc.snapshot.driver import TableScan
 from cdc.spi import Column, Operation, PositionReached, RowChange, Table, TableId
 from cdc.topics import TopicNamer
 from connectors.mysql.connector import MySqlConnector
@@ -298,3 +301,38 @@ def test_v3_mysql_timestamp_fraction_has_the_columns_fsp() -> None:
     assert convert("TIMESTAMP", 3, "1.2", ts) == "2024-02-29T13:45:59.1Z"
     assert resolve("FLOAT", None, "3")[0].type == "float32"
     assert resolve("FLOAT", None, "1.2")[0].type == "float64"
+
+
+def test_v3_snapshot_batches_shaped_once_give_the_same_records() -> None:
+    """A snapshot batch's source block is shaped once by the driver under the 3.x envelope
+    (the dispatcher offers ``shape_source``); records must equal those of a context that
+    does not offer it (shaped per row by the dispatcher), markers included."""
+
+    def run(offer_shape: bool) -> list[tuple[Any, ...]]:
+        d, queue = dispatcher("3")
+        ctx = SimpleNamespace(
+            emit_row=d.emit_row,
+            snapshot_chunk_done=lambda: None,
+            snapshot_progress=lambda *a: None,
+            stop_event=threading.Event(),
+        )
+        if offer_shape:
+            ctx.shape_source = d.shape_source
+        d.snapshot_started([TABLE.id, T2.id])
+        for table in (TABLE, T2):
+            scan = TableScan(
+                table, {**SOURCE, "snapshot": True}, {"lsn": 9}, None, key_of=lambda r: [r[0]]
+            )
+            for batch in ([("1",), ("2",), ("3",)], [("4",)], [("5",), ("6",)]):
+                scan.emit(ctx, batch)  # type: ignore[arg-type]
+            d.snapshot_table_completed(table.id, scan.rows)
+        d.emit(PositionReached({"lsn": 9}))
+        return [
+            (r.topic, r.key, r.value["after"], r.value["source"], r.source_offset)
+            for r in emitted(queue)
+        ]
+
+    shaped, plain = run(True), run(False)
+    assert len(plain) == 12 and shaped == plain
+    assert [s["snapshot"] for *_, s, _ in plain][:2] == ["first", "true"]
+    assert plain[-1][3]["snapshot"] == "last"
