@@ -41,6 +41,8 @@ NATIVE_KINDS = {
     "timestamptz_utc": 4,
     "decimal_fixed": 5,
     "timestamptz_utc_padded": 6,
+    "float": 7,
+    "date_days": 8,
 }
 
 

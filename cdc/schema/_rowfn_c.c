@@ -18,6 +18,8 @@
  *                 argument = (scale, Decimal type)
  *   6 TSTZ_UTC_PAD TSTZ_UTC with the fraction padded or cut to ``argument`` digits (1-9), as
  *                 Debezium 2.2+ writes a timestamptz(p) (logical.fixed_fraction)
+ *   7 FLOAT       float(str): PyFloat_FromString, which float() itself uses
+ *   8 DATE_DAYS   'YYYY-MM-DD' of a valid date in 1..9999 → days since 1970-01-01
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -31,6 +33,8 @@ enum {
     K_TSTZ_UTC = 4,
     K_DEC_FIXED = 5,
     K_TSTZ_UTC_PAD = 6,
+    K_FLOAT = 7,
+    K_DATE_DAYS = 8,
 };
 
 typedef struct {
@@ -121,6 +125,45 @@ tstz_utc_padded(PyObject *v, Py_ssize_t digits)
     return out;
 }
 
+/* days since 1970-01-01 of a proleptic Gregorian date (any year) */
+static long long
+civil_days(long long y, int m, int d)
+{
+    y -= m <= 2;
+    long long era = (y >= 0 ? y : y - 399) / 400;
+    long long yoe = y - era * 400;
+    long long doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+/* 'YYYY-MM-DD' of a date datetime.date accepts (years 1..9999), or NULL */
+static PyObject *
+date_days(PyObject *v)
+{
+    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (!PyUnicode_CheckExact(v) || !PyUnicode_IS_ASCII(v) || PyUnicode_GET_LENGTH(v) != 10)
+        return NULL;
+    const char *s = (const char *)PyUnicode_1BYTE_DATA(v);
+    for (int i = 0; i < 10; i++) {
+        if (i == 4 || i == 7) {
+            if (s[i] != '-')
+                return NULL;
+        }
+        else if (s[i] < '0' || s[i] > '9')
+            return NULL;
+    }
+    int y = (s[0] - '0') * 1000 + (s[1] - '0') * 100 + (s[2] - '0') * 10 + (s[3] - '0');
+    int m = (s[5] - '0') * 10 + (s[6] - '0');
+    int d = (s[8] - '0') * 10 + (s[9] - '0');
+    if (y < 1 || m < 1 || m > 12 || d < 1)
+        return NULL;
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (d > mdays[m - 1] + (m == 2 && leap))
+        return NULL;
+    return PyLong_FromLongLong(civil_days(y, m, d));
+}
+
 /* numeric(p,s) text already at its scale, made of digits, one sign and one point only */
 static int
 fixed_decimal_text(PyObject *v, Py_ssize_t scale)
@@ -175,6 +218,15 @@ convert(Column *c, PyObject *v)
         break;
     case K_TSTZ_UTC_PAD:
         out = tstz_utc_padded(v, c->scale);
+        if (out != NULL || PyErr_Occurred())
+            return out;
+        break;
+    case K_FLOAT:
+        if (PyUnicode_CheckExact(v))
+            return PyFloat_FromString(v);
+        break;
+    case K_DATE_DAYS:
+        out = date_days(v);
         if (out != NULL || PyErr_Occurred())
             return out;
         break;
@@ -266,7 +318,7 @@ builder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             PyErr_SetString(PyExc_ValueError, "RowBuilder: a negative column index");
             goto fail;
         }
-        if (kind < K_PASS || kind > K_TSTZ_UTC_PAD) {
+        if (kind < K_PASS || kind > K_DATE_DAYS) {
             PyErr_Format(PyExc_ValueError, "RowBuilder: unknown kind %d", kind);
             goto fail;
         }

@@ -123,6 +123,7 @@ def _bool(v: str) -> bool:
     return v == "t"
 
 
+@native("float")
 def _float(v: str) -> float:
     return float(v)  # Python accepts NaN, Infinity, -Infinity as PostgreSQL prints them
 
@@ -177,6 +178,7 @@ INFINITY_DAYS = {"infinity": -2147472692, "-infinity": -2147472691}
 INFINITY_MICROS = {"infinity": 9223372036825200000, "-infinity": -9223372036832400000}
 
 
+@native("date_days")
 def _date_days(v: str) -> int:
     special = INFINITY_DAYS.get(v)
     if special is not None:

@@ -5,6 +5,7 @@ the converters it only calls, NULLs in optional and required columns, and odd te
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 from typing import Any
 
@@ -32,6 +33,11 @@ _NUMS = ["0", "-0", "12.50", "-12.50", "1.5", "12.500", "1e5", "1E5", "NaN", "In
          "-Infinity", "1.2.3", ".50", "-.50", "", "-", "+1.00", " 1.00", "99999999999999999.99",
          "\u0661.\u0660\u0660", "100", "-100", "12.5\u0660"]  # fmt: skip
 _TEXTS = ["", "a", "héllo 🦀", "t"]
+_FLOATS = ["1.5", "NaN", "-Infinity", "x", "1e308", "1e309", "-0", " 2 ", "inf", "1_0", "0x10"]
+_DATES = ["2024-02-29", "2023-02-29", "1970-01-01", "0001-01-01", "9999-12-31", "0000-01-01",
+          "2024-13-01", "2024-00-10", "2024-04-31", "infinity", "-infinity", "20240101",
+          "2024-W01-1", "1900-02-29", "2000-02-29", "12345-01-01", "0044-03-15 BC", "2024-1-01",
+          "1969-12-31", "1600-03-01"]  # fmt: skip
 
 
 def _col(i: int, name: str, schema: Schema, fn: Any) -> _Col:
@@ -66,7 +72,8 @@ COLUMNS: list[tuple[_Col, list[str]]] = [
     (_col(13, "at6", _tstz(), _padded(6)), _TSTZ),
     (_col(14, "at1", _tstz(), _padded(1)), _TSTZ),
     (_col(15, "at3", _tstz(), _padded(3)), _TSTZ),
-    (_col(8, "f", FLOAT64.with_(optional=True), pgt._float), ["1.5", "NaN", "-Infinity", "x"]),
+    (_col(8, "f", FLOAT64.with_(optional=True), pgt._float), _FLOATS),
+    (_col(16, "d", INT32.with_(optional=True), pgt._date_days), _DATES),
     (_col(9, "plain", STRING.with_(optional=True), None), _TEXTS),
     (_col(10, "required_plain", STRING, None), _TEXTS),
     (_col(11, "tags", array(STRING), None), _TEXTS),
@@ -108,13 +115,14 @@ def test_the_common_values_take_the_native_path_and_keep_their_types() -> None:
     assert native is not None
     row = ["7", "8", "t", "2018-06-20 15:13:16.945104+00", "12.50", "3", "-100", "1.500",
            "1.5", "p", None, None, "x", "2018-06-20 15:13:16.9+00", "2018-06-20 15:13:16+00",
-           "2018-06-20 15:13:16.945104+00"]  # fmt: skip
+           "2018-06-20 15:13:16.945104+00", "2024-02-29"]  # fmt: skip
     out = native(row)
     assert out == _generated_row_fn(cols, "value_t")(row)
     assert out["id"] == 7 and out["flag"] is True and out["at"] == "2018-06-20T15:13:16.945104Z"
     assert str(out["price"]) == "12.50" and out["required_plain"] == "" and out["tags"] == []
     assert out["dflt"] == "X" and out["at6"] == "2018-06-20T15:13:16.900000Z"
     assert out["at1"] == "2018-06-20T15:13:16.0Z" and out["at3"] == "2018-06-20T15:13:16.945Z"
+    assert out["d"] == 19782 and out["f"] == 1.5
 
 
 def test_the_unavailable_twin_and_short_rows() -> None:
@@ -127,3 +135,12 @@ def test_the_unavailable_twin_and_short_rows() -> None:
         fast(["1", "2"])
     with pytest.raises(IndexError):
         _generated_row_fn(cols, "value_t")(["1", "2"])
+
+
+def test_dates_across_the_whole_range_give_the_references_days() -> None:
+    cols = [_col(0, "d", INT32, pgt._date_days)]
+    native, reference = _native_row_fn(cols), _generated_row_fn(cols, "value_t")
+    assert native is not None
+    for ordinal in range(1, dt.date.max.toordinal() + 1, 37):
+        row = [dt.date.fromordinal(ordinal).isoformat()]
+        assert native(row) == reference(row), row
