@@ -24,7 +24,7 @@ import json
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, cast
 
 import orjson
@@ -483,7 +483,13 @@ def _schemaless_to_json(value: Any) -> Any:
 
 _PLAIN = _JsonRewriter(numeric_decimals=False, replace_null_with_default=True)
 _NO_SCHEMA = object()
-_encode: Any = _c.encode if _c is not None else None
+
+
+def _no_writer(*args: Any) -> bytes:
+    raise RuntimeError("the compiled JSON writer was not built")  # plans exist only with it
+
+
+_encode: Callable[..., bytes] = _c.encode if _c is not None else _no_writer
 #: per schema: the schema head, the reference's fix, the payload of a null value, the plan
 _Compiled = tuple[bytes, Fix | None, bytes | None, object | None]
 _Entry = tuple[Schema, bytes, Fix | None, bytes | None, object | None]
@@ -543,7 +549,7 @@ class JsonConverter:
             return head + null_payload + self._tail
         if plan is not None:
             try:
-                return cast(bytes, _encode(plan, value, head, self._tail))
+                return _encode(plan, value, head, self._tail)
             except Exception:
                 pass  # the reference decides: the same bytes, or its own error
         if fix is not None:
