@@ -16,6 +16,7 @@ import gc
 import itertools
 import math
 import random
+import struct as struct_mod
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -544,3 +545,26 @@ def test_threads_sharing_a_converter_get_their_own_bytes() -> None:
                 assert got == expected
     finally:
         sys.setswitchinterval(0.005)
+
+
+def test_floats_of_every_exponent_are_written_as_orjson_writes_them() -> None:
+    """Finite floats are written natively (repr's text) where that equals orjson's, and by
+    orjson elsewhere: random bit patterns cover every exponent, float fields and arrays."""
+    rng = random.Random(7)
+    values = [x for x in FLOATS + NON_FINITE]
+    while len(values) < 20_000:
+        x = struct_mod.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
+        values.append(x)
+    values += [1e-4, -1e-4, 0.00010000000000000002, 9.999999999999999e-05, 1e16, 1e15]
+    schema = struct(
+        [
+            ("f", primitive(Type.FLOAT64).with_(optional=True)),
+            ("a", array(primitive(Type.FLOAT64))),
+        ]
+    )
+    for config in CONFIGS[:2]:
+        conv = JsonConverter(config)
+        for i in range(0, len(values), 10):
+            for x in values[i : i + 10]:
+                value = {"f": x, "a": values[i : i + 10]}
+                assert direct(conv, schema, value) == reference(config, schema, value), x
