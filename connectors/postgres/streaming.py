@@ -296,7 +296,7 @@ class PostgresStreaming(StreamingSource):
         while not stop.is_set():
             n, buf = get_copy_data(1)
             if n > 0:
-                handle(bytes(buf))
+                handle(buf)  # a memoryview: ``handle`` copies only what it decodes slowly
                 now = monotonic()
                 if now >= next_status:
                     self._send_status(pgc, state.received)
@@ -426,7 +426,10 @@ class _StreamState:
         self.next_heartbeat = time.monotonic() + self.heartbeat_s if self.heartbeat_s else 0.0
 
     # -- input ----------------------------------------------------------------------------------
-    def handle(self, buf: bytes) -> None:
+    def handle(self, buf: bytes | memoryview) -> None:
+        """One CopyData payload. It may be a memoryview of libpq's buffer (the stream loop's,
+        no copy per message): the Begin, Commit and Insert paths read it in place, every
+        other message is decoded from a ``bytes`` copy."""
         tag = buf[0]
         if tag == 0x77:  # 'w': XLogData header is data start, WAL end, clock (3 x 8 bytes)
             kind = buf[25] if len(buf) > 25 else 0
@@ -454,22 +457,22 @@ class _StreamState:
                     (oid,) = _U32_AT(buf, 26)
                     new = _tuple_at(buf, 31, 25)[0]
                 except Exception:
-                    oid, new = po.insert_at(buf, 25)
+                    oid, new = po.insert_at(bytes(buf), 25)
                 self.insert(oid, new, data_start)
                 return
-            msg = po.decode_at(buf, 25)  # in place, after the 25-byte XLogData header
+            msg = po.decode_at(bytes(buf), 25)  # after the 25-byte XLogData header
             handler = self.handlers.get(type(msg))
             if handler is not None:
                 handler(msg, data_start)
         elif tag == 0x6B:  # 'k'
-            ka = po.decode_copy_data(buf)
+            ka = po.decode_copy_data(bytes(buf))
             assert isinstance(ka, po.Keepalive)
             self.received = max(self.received, ka.wal_end)
             if ka.reply_requested:
                 self.reply_requested = True
             self.keepalive(ka.wal_end)
         else:
-            raise po.PgOutputError(f"unexpected replication message {buf[:1]!r}")
+            raise po.PgOutputError(f"unexpected replication message {bytes(buf[:1])!r}")
 
     def keepalive(self, wal_end: int) -> None:
         """Nothing open and everything before ``wal_end`` decoded: the slot may advance to

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -209,3 +210,41 @@ def test_recorded_relation_flags_its_primary_key() -> None:
     rel = po.decode(frames()[1])
     assert isinstance(rel, po.Relation)
     assert relation_key(rel, ()) == ("id",)
+
+
+def test_the_stream_loop_handles_a_memoryview_as_the_bytes() -> None:
+    """The stream loop hands libpq's buffer on as a memoryview (no copy per message): every
+    recorded message, and a keepalive, must be handled exactly as its ``bytes`` copy."""
+    from types import SimpleNamespace
+
+    from connectors.postgres.streaming import _StreamState
+
+    def state(calls: list[object]) -> Any:
+        def note(name: str) -> Any:
+            return lambda *args: calls.append((name, *args))
+
+        st = SimpleNamespace(
+            received=0,
+            reply_requested=False,
+            insert=note("insert"),
+            begin_tx=note("begin"),
+            commit_tx=note("commit"),
+            keepalive=note("keepalive"),
+        )
+        st.handlers = {kind: note(kind.__name__) for kind in (po.Relation, po.Update,
+                       po.Delete, po.Truncate, po.Message, po.Insert)}  # fmt: skip
+        return st
+
+    header = b"w" + struct.pack("!QQq", 100, 200, 3)
+    payloads = [header + f for f in frames()]
+    payloads.append(b"k" + struct.pack("!QqB", 300, 4, 1))
+    for payload in payloads:
+        from_bytes: list[object] = []
+        from_view: list[object] = []
+        a, b = state(from_bytes), state(from_view)
+        _StreamState.handle(a, payload)
+        _StreamState.handle(b, memoryview(payload))
+        assert from_view == from_bytes and from_bytes
+        assert (b.received, b.reply_requested) == (a.received, a.reply_requested)
+    with pytest.raises(po.PgOutputError, match="truncated or malformed 'I'"):
+        _StreamState.handle(state([]), memoryview(payloads[2][:45]))
