@@ -68,9 +68,10 @@ builder_dealloc(RowBuilder *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* '...+00' in UTC with a date in front: the text Debezium prints, or NULL for "not this case" */
-static PyObject *
-tstz_utc(PyObject *v)
+/* The text of ``v`` when it is PostgreSQL's timestamptz in UTC with a date in front
+ * ('2018-06-20 15:13:16.945104+00'), else NULL: the common case both TSTZ kinds rewrite. */
+static const char *
+tstz_utc_text(PyObject *v, Py_ssize_t *len)
 {
     if (!PyUnicode_CheckExact(v) || !PyUnicode_IS_ASCII(v))
         return NULL;
@@ -78,6 +79,18 @@ tstz_utc(PyObject *v)
     const char *s = (const char *)PyUnicode_1BYTE_DATA(v);
     if (n < 22 || s[4] != '-' || s[10] != ' ' || s[n - 3] != '+' || s[n - 2] != '0' ||
         s[n - 1] != '0')
+        return NULL;
+    *len = n;
+    return s;
+}
+
+/* the text Debezium prints: '2018-06-20T15:13:16.945104Z', or NULL for "not this case" */
+static PyObject *
+tstz_utc(PyObject *v)
+{
+    Py_ssize_t n;
+    const char *s = tstz_utc_text(v, &n);
+    if (s == NULL)
         return NULL;
     PyObject *out = PyUnicode_New(n - 2, 127);
     if (out == NULL)
@@ -94,12 +107,9 @@ tstz_utc(PyObject *v)
 static PyObject *
 tstz_utc_padded(PyObject *v, Py_ssize_t digits)
 {
-    if (!PyUnicode_CheckExact(v) || !PyUnicode_IS_ASCII(v))
-        return NULL;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(v);
-    const char *s = (const char *)PyUnicode_1BYTE_DATA(v);
-    if (n < 22 || s[4] != '-' || s[10] != ' ' || s[n - 3] != '+' || s[n - 2] != '0' ||
-        s[n - 1] != '0')
+    Py_ssize_t n;
+    const char *s = tstz_utc_text(v, &n);
+    if (s == NULL)
         return NULL;
     /* the time and its fraction: s[11 .. n-4]; the fraction starts after the first '.' */
     Py_ssize_t end = n - 3, dot = end;
