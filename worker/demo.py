@@ -186,6 +186,10 @@ def write_worker_config(demo: Demo) -> None:
     shutil.rmtree(state, ignore_errors=True)
     w["state.dir"] = str(state)
     conn = doc["connectors"][0]["config"]
+    # The slot of an earlier run belongs to the state just removed: left in place, the new
+    # run's stream would start from its old position and read all WAL written since (minutes
+    # on a box that ran benchmarks in between) before it reaches this run's changes.
+    drop_stale_slot(demo.pg_dsn(), conn["slot.name"])
     conn["database.hostname"] = demo.env["TIDEMARK_PG_HOST"]
     conn["database.port"] = int(demo.env["TIDEMARK_PG_PORT"])
     conn["database.user"] = demo.env["TIDEMARK_PG_USER"]
@@ -205,6 +209,20 @@ def write_worker_config(demo: Demo) -> None:
             f"the topic already holds {demo.start_offset} events from earlier runs; "
             "showing only this run's"
         )
+
+
+def drop_stale_slot(dsn: str, slot: str) -> None:
+    """Drops replication slot ``slot`` if it exists and no process is streaming from it."""
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        dropped = conn.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+            "WHERE slot_name = %s AND NOT active",
+            (slot,),
+        ).fetchall()
+    if dropped:
+        say(f"dropped the replication slot {slot} an earlier demo run left behind")
 
 
 def topic_end(bootstrap: str, topic: str) -> int:
