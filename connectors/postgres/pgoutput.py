@@ -212,7 +212,7 @@ def _tuple_py(buf: bytes, pos: int, start: int = 0) -> tuple[list[Any], int]:
         if kind == 0x74:  # 't' text
             (length,) = i32(buf, pos + 1)
             pos += 5
-            append(buf[pos : pos + length].decode())
+            append(str(buf[pos : pos + length], "utf-8"))  # bytes or a memoryview
             pos += length
         elif kind == 0x6E:  # 'n' null
             append(None)

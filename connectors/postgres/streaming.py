@@ -428,8 +428,8 @@ class _StreamState:
     # -- input ----------------------------------------------------------------------------------
     def handle(self, buf: bytes | memoryview) -> None:
         """One CopyData payload. It may be a memoryview of libpq's buffer (the stream loop's,
-        no copy per message): the Begin, Commit and Insert paths read it in place, every
-        other message is decoded from a ``bytes`` copy."""
+        no copy per message): the Begin, Commit, Insert, Update and Delete paths read it in
+        place, every other message is decoded from a ``bytes`` copy."""
         tag = buf[0]
         if tag == 0x77:  # 'w': XLogData header is data start, WAL end, clock (3 x 8 bytes)
             kind = buf[25] if len(buf) > 25 else 0
@@ -460,6 +460,35 @@ class _StreamState:
                     oid, new = po.insert_at(bytes(buf), 25)
                 self.insert(oid, new, data_start)
                 return
+            if kind == 0x55 or kind == 0x44:  # Update, Delete: as inline as the Insert
+                try:  # what ``_update``/``_delete`` decode; anything unusual goes through them
+                    (oid,) = _U32_AT(buf, 26)
+                    image = buf[30]
+                    old = key = None
+                    if kind == 0x44:
+                        if image == 0x4F:  # 'O': the old row, REPLICA IDENTITY FULL
+                            old = _tuple_at(buf, 31, 25)[0]
+                        elif image == 0x4B:  # 'K': the old key
+                            key = _tuple_at(buf, 31, 25)[0]
+                        else:
+                            raise po.PgOutputError("delete message without an old tuple")
+                    else:
+                        pos = 30
+                        if image == 0x4F:
+                            old, pos = _tuple_at(buf, 31, 25)
+                        elif image == 0x4B:
+                            key, pos = _tuple_at(buf, 31, 25)
+                        if buf[pos] != 0x4E:  # 'N'
+                            raise po.PgOutputError("update message without a new tuple")
+                        new = _tuple_at(buf, pos + 1, 25)[0]
+                except Exception:
+                    pass  # the general path below decodes it, or fails as it always did
+                else:
+                    if kind == 0x44:
+                        self.delete(oid, old, key, data_start)
+                    else:
+                        self.update(oid, old, key, new, data_start)
+                    return
             msg = po.decode_at(bytes(buf), 25)  # after the 25-byte XLogData header
             handler = self.handlers.get(type(msg))
             if handler is not None:
@@ -728,28 +757,47 @@ class _StreamState:
     def row(self, msg: po.Insert | po.Update | po.Delete, lsn: int) -> None:
         if isinstance(msg, po.Insert):
             self.insert(msg.relation_oid, msg.new, lsn)
-            return
-        position = self._row_position(msg.relation_oid, lsn)
+        elif isinstance(msg, po.Update):
+            self.update(msg.relation_oid, msg.old, msg.key, msg.new, lsn)
+        else:
+            self.delete(msg.relation_oid, msg.old, msg.key, lsn)
+
+    def update(
+        self,
+        relation_oid: int,
+        old: list[Any] | None,
+        key: list[Any] | None,
+        new: list[Any],
+        lsn: int,
+    ) -> None:
+        position = self._row_position(relation_oid, lsn)
         if position is None:
             return
-        if msg.relation_oid in self.guards:
+        if relation_oid in self.guards:
             # a key-only image ('K') has None where it carries nothing: only full rows count
-            self._admit(msg.relation_oid, msg.old, getattr(msg, "new", None))
+            self._admit(relation_oid, old, new)
         tid, source, offset = position
-        if isinstance(msg, po.Update):
-            before = msg.old if msg.old is not None else msg.key
-            new = msg.new
+        before = old if old is not None else key
+        partial = UNAVAILABLE in new
+        if partial and old is not None:
+            # Unchanged TOAST values are never resent, but REPLICA IDENTITY FULL sends the
+            # old row in full: take them from there.
+            new = [o if n is UNAVAILABLE else n for n, o in zip(new, old, strict=True)]
             partial = UNAVAILABLE in new
-            if partial and msg.old is not None:
-                # Unchanged TOAST values are never resent, but REPLICA IDENTITY FULL sends the
-                # old row in full: take them from there.
-                new = [o if n is UNAVAILABLE else n for n, o in zip(new, msg.old, strict=True)]
-                partial = UNAVAILABLE in new
-            self.emit_row(_UPDATE, tid, before, new, source, offset, self.xid_text, partial)
-        else:
-            before = msg.old if msg.old is not None else msg.key
-            partial = before is not None and UNAVAILABLE in before
-            self.emit_row(_DELETE, tid, before, None, source, offset, self.xid_text, partial)
+        self.emit_row(_UPDATE, tid, before, new, source, offset, self.xid_text, partial)
+
+    def delete(
+        self, relation_oid: int, old: list[Any] | None, key: list[Any] | None, lsn: int
+    ) -> None:
+        position = self._row_position(relation_oid, lsn)
+        if position is None:
+            return
+        if relation_oid in self.guards:
+            self._admit(relation_oid, old, None)
+        tid, source, offset = position
+        before = old if old is not None else key
+        partial = before is not None and UNAVAILABLE in before
+        self.emit_row(_DELETE, tid, before, None, source, offset, self.xid_text, partial)
 
     def truncate(self, msg: po.Truncate, lsn: int) -> None:
         self.seq += 1

@@ -227,6 +227,8 @@ def test_the_stream_loop_handles_a_memoryview_as_the_bytes() -> None:
             received=0,
             reply_requested=False,
             insert=note("insert"),
+            update=note("update"),
+            delete=note("delete"),
             begin_tx=note("begin"),
             commit_tx=note("commit"),
             keepalive=note("keepalive"),
@@ -248,3 +250,48 @@ def test_the_stream_loop_handles_a_memoryview_as_the_bytes() -> None:
         assert (b.received, b.reply_requested) == (a.received, a.reply_requested)
     with pytest.raises(po.PgOutputError, match="truncated or malformed 'I'"):
         _StreamState.handle(state([]), memoryview(payloads[2][:45]))
+
+
+def test_the_stream_loops_inlined_update_and_delete_decode_as_the_messages() -> None:
+    """Updates and deletes are decoded in the stream loop without a message object: on
+    recorded ones, whole or cut short or with a bad tuple kind, they hand on what the general
+    path's message holds, or fail with its error."""
+    from types import SimpleNamespace
+
+    from connectors.postgres.streaming import _StreamState
+
+    header = b"w" + struct.pack("!QQq", 100, 200, 3)
+
+    def inline(payload: bytes) -> object:
+        got: list[tuple[object, ...]] = []
+        state = SimpleNamespace(
+            received=0,
+            update=lambda *args: got.append(("update", *args)),
+            delete=lambda *args: got.append(("delete", *args)),
+            handlers={},
+        )
+        try:
+            _StreamState.handle(state, payload)  # type: ignore[arg-type]
+        except po.PgOutputError as exc:
+            return str(exc)
+        return got
+
+    def general(payload: bytes) -> object:
+        try:
+            msg = po.decode_at(payload, 25)
+        except po.PgOutputError as exc:
+            return str(exc)
+        if isinstance(msg, po.Update):
+            return [("update", msg.relation_oid, msg.old, msg.key, msg.new, 100)]
+        assert isinstance(msg, po.Delete)
+        return [("delete", msg.relation_oid, msg.old, msg.key, 100)]
+
+    changes = [f for f in frames() if f[:1] in (b"U", b"D")]
+    assert {f[:1] for f in changes} == {b"U", b"D"}
+    for frame in changes:
+        whole = inline(header + frame)
+        assert isinstance(whole, list) and whole == general(header + frame)
+        bad = bytearray(frame)
+        bad[5] = ord("X")
+        for broken in (frame[:6], frame[:12], frame[:-1], bytes(bad)):
+            assert inline(header + broken) == general(header + broken)
