@@ -16,11 +16,11 @@ import pytest
 
 from bench.pg_drain import cleanup
 from bench.pg_drain_replay import record, replay
+from cdc.converters import _json_c as writer  # built by the install
 from cdc.converters import json as jc
 from tests.integration.conftest import PgInfo
 
 pytestmark = pytest.mark.postgres
-writer = pytest.importorskip("cdc.converters._json_c")
 
 TABLE = """
 CREATE TABLE items (

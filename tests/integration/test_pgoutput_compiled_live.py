@@ -11,11 +11,11 @@ import psycopg
 import pytest
 from psycopg import pq
 
+from connectors.postgres import _pgoutput_c as compiled  # built by the install
 from connectors.postgres import pgoutput as po
 from tests.integration.conftest import PgInfo
 
 pytestmark = pytest.mark.postgres
-compiled = pytest.importorskip("connectors.postgres._pgoutput_c")
 
 BIG = "toasted ✓ " * 40_000  # compressed out of line: unchanged in later updates
 

@@ -27,6 +27,7 @@ import orjson
 import pytest
 
 from bench import envelope_bench
+from cdc.converters import _json_c as writer  # built by the install
 from cdc.converters import json as jc
 from cdc.converters.json import JsonConverter
 from cdc.pipeline.dispatcher import EventDispatcher
@@ -38,7 +39,6 @@ from cdc.spi import Column, Operation, RowChange, Table, TableId
 from connectors.postgres import types as t
 from connectors.postgres.connector import SOURCE_SCHEMA
 
-writer = pytest.importorskip("cdc.converters._json_c")
 D = decimal.Decimal
 
 CONFIGS = [

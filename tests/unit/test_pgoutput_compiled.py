@@ -12,10 +12,10 @@ import struct
 
 import pytest
 
+from connectors.postgres import _pgoutput_c as compiled  # built by the install
 from connectors.postgres import pgoutput as po
 from tests.unit.test_pgoutput import frames
 
-compiled = pytest.importorskip("connectors.postgres._pgoutput_c")
 compiled.configure(po.UNCHANGED_TOAST, po.PgOutputError)  # also under TIDEMARK_PURE_PYTHON=1
 tuple_c = compiled.tuple_at
 tuple_py = po._tuple_py
