@@ -263,11 +263,11 @@ builder_call(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnam
     if (out == NULL)
         return NULL;
     int fast = PyList_CheckExact(row) || PyTuple_CheckExact(row);
-    Py_ssize_t size = fast ? Py_SIZE(row) : -1;
     for (Py_ssize_t i = 0; i < self->ncols; i++) {
         Column *c = &self->cols[i];
         PyObject *v, *value;
-        if (fast && c->index < size) {
+        /* the size read per column: a converter is Python code and could change a list */
+        if (fast && c->index < Py_SIZE(row)) {
             v = PyList_CheckExact(row) ? PyList_GET_ITEM(row, c->index)
                                        : PyTuple_GET_ITEM(row, c->index);
             Py_INCREF(v);
