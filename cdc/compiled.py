@@ -43,6 +43,7 @@ NATIVE_KINDS = {
     "timestamptz_utc_padded": 6,
     "float": 7,
     "date_days": 8,
+    "decimal_variable": 9,
 }
 
 

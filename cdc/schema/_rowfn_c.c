@@ -20,6 +20,9 @@
  *                 Debezium 2.2+ writes a timestamptz(p) (logical.fixed_fraction)
  *   7 FLOAT       float(str): PyFloat_FromString, which float() itself uses
  *   8 DATE_DAYS   'YYYY-MM-DD' of a valid date in 1..9999 → days since 1970-01-01
+ *   9 DEC_VARIABLE unconstrained numeric text '-?digits[.digits]' of at most 38 digits →
+ *                 Debezium's VariableScaleDecimal struct {"scale": digits after the point,
+ *                 "value": the unscaled value's shortest big-endian two's complement}
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -35,7 +38,11 @@ enum {
     K_TSTZ_UTC_PAD = 6,
     K_FLOAT = 7,
     K_DATE_DAYS = 8,
+    K_DEC_VARIABLE = 9,
 };
+
+/* the struct's field names, made once */
+static PyObject *str_scale, *str_value;
 
 typedef struct {
     PyObject *name;
@@ -200,6 +207,67 @@ fixed_decimal_text(PyObject *v, Py_ssize_t scale)
     return point < 0;
 }
 
+/* DEC_VARIABLE's common case, or NULL (no error set) for any other text */
+static PyObject *
+variable_decimal(PyObject *v)
+{
+    if (!PyUnicode_CheckExact(v) || !PyUnicode_IS_ASCII(v))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+    const char *s = (const char *)PyUnicode_1BYTE_DATA(v);
+    Py_ssize_t i = 0, point = -1, digits = 0;
+    int negative = 0;
+    if (n > 0 && s[0] == '-') {
+        negative = 1;
+        i = 1;
+    }
+    __int128 u = 0;
+    for (; i < n; i++) {
+        char ch = s[i];
+        if (ch >= '0' && ch <= '9') {
+            if (++digits > 38)
+                return NULL; /* past 10^38 - 1: the converter's int() takes it */
+            u = u * 10 + (ch - '0');
+        }
+        else if (ch == '.' && point < 0 && digits > 0)
+            point = i;
+        else
+            return NULL;
+    }
+    if (digits == 0 || point == n - 1)
+        return NULL;
+    Py_ssize_t scale = point < 0 ? 0 : n - point - 1;
+    if (negative)
+        u = -u;
+    /* the shortest two's complement: Python's (u + (u < 0)).bit_length() // 8 + 1 bytes */
+    unsigned __int128 m = u < 0 ? (unsigned __int128)(-(u + 1)) : (unsigned __int128)u;
+    int bits = 0;
+    while (m) {
+        bits++;
+        m >>= 1;
+    }
+    int size = bits / 8 + 1;
+    unsigned char buf[17];
+    unsigned __int128 w = (unsigned __int128)u;
+    for (int k = 0; k < size; k++)
+        buf[size - 1 - k] = k < 16 ? (unsigned char)(w >> (8 * k)) : (u < 0 ? 0xff : 0);
+    PyObject *out = PyDict_New();
+    if (out == NULL)
+        return NULL;
+    PyObject *sc = PyLong_FromSsize_t(scale);
+    PyObject *value = PyBytes_FromStringAndSize((const char *)buf, size);
+    if (sc == NULL || value == NULL || PyDict_SetItem(out, str_scale, sc) < 0 ||
+        PyDict_SetItem(out, str_value, value) < 0) {
+        Py_XDECREF(sc);
+        Py_XDECREF(value);
+        Py_DECREF(out);
+        return NULL;
+    }
+    Py_DECREF(sc);
+    Py_DECREF(value);
+    return out;
+}
+
 static PyObject *
 convert(Column *c, PyObject *v)
 {
@@ -237,6 +305,11 @@ convert(Column *c, PyObject *v)
         break;
     case K_DATE_DAYS:
         out = date_days(v);
+        if (out != NULL || PyErr_Occurred())
+            return out;
+        break;
+    case K_DEC_VARIABLE:
+        out = variable_decimal(v);
         if (out != NULL || PyErr_Occurred())
             return out;
         break;
@@ -328,7 +401,7 @@ builder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             PyErr_SetString(PyExc_ValueError, "RowBuilder: a negative column index");
             goto fail;
         }
-        if (kind < K_PASS || kind > K_DATE_DAYS) {
+        if (kind < K_PASS || kind > K_DEC_VARIABLE) {
             PyErr_Format(PyExc_ValueError, "RowBuilder: unknown kind %d", kind);
             goto fail;
         }
@@ -388,6 +461,10 @@ PyMODINIT_FUNC
 PyInit__rowfn_c(void)
 {
     if (PyType_Ready(&RowBuilderType) < 0)
+        return NULL;
+    str_scale = PyUnicode_InternFromString("scale");
+    str_value = PyUnicode_InternFromString("value");
+    if (str_scale == NULL || str_value == NULL)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

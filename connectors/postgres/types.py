@@ -473,6 +473,8 @@ def _binary(mode: str) -> tuple[Schema, Conv]:
 SPECIAL_NUMERIC = {"NaN": "NAN", "Infinity": "POSITIVE_INFINITY", "-Infinity": "NEGATIVE_INFINITY"}
 #: numeric has at most 131072 digits before and 16383 after the point
 _EXACT = decimal.Context(prec=150_000, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+#: numeric text shorter than this is parsed by int() (whose default limit is 4,300 digits)
+_FAST_NUMERIC_CHARS = 4_000
 
 
 class NotRepresentable(ValueError):
@@ -500,9 +502,21 @@ def _decimal(modes: Modes, typmod: int) -> tuple[Schema, Conv]:
         def variable(v: str) -> Any:
             if v in SPECIAL_NUMERIC:
                 raise _not_representable(v)
+            # PostgreSQL writes numeric as ``-?digits[.digits]``: the unscaled value is the
+            # digits without the point, the scale the digits after it, with no Decimal (a
+            # tenth of the cost). An exponent, or more digits than int() parses from text,
+            # takes the Decimal path.
+            if len(v) < _FAST_NUMERIC_CHARS and "e" not in v and "E" not in v:
+                point = v.find(".")
+                if point < 0:
+                    scale, unscaled = 0, int(v)
+                else:
+                    scale, unscaled = len(v) - point - 1, int(v[:point] + v[point + 1 :])
+                size = (unscaled + (unscaled < 0)).bit_length() // 8 + 1
+                return {"scale": scale, "value": unscaled.to_bytes(size, "big", signed=True)}
             return logical.variable_scale_value(decimal.Decimal(v))
 
-        return logical.variable_scale_decimal(), variable
+        return logical.variable_scale_decimal(), native("decimal_variable")(variable)
     return logical.connect_decimal(scale, precision), _fixed_decimal(scale, None)
 
 

@@ -54,6 +54,19 @@ def _padded(digits: int) -> Any:
     return mapped[1]
 
 
+def _variable() -> Any:
+    """The unconstrained numeric converter, as types.py builds it."""
+    _schema, conv = pgt._decimal(pgt.Modes(), -1)
+    assert conv.__tidemark_native__ == (9, None)
+    return conv
+
+
+_VARNUMS = [*_NUMS, "127", "128", "-128", "-129", "255", "-256", "32768", "0.000", "-0.001",
+                    "9" * 38, "-" + "9" * 38, "1" + "0" * 38, "0." + "0" * 37 + "1",
+                    "1" * 39, "12345678901234567890.123456789012345678", "5.", "1..2", "--1",
+                    "1-", "0" * 40 + "1.5", "1" * 5000, "1." + "2" * 4100]  # fmt: skip
+
+
 def _dec(scale: int, optional: bool) -> Schema:
     return logical.connect_decimal(scale).with_(optional=optional)
 
@@ -73,6 +86,7 @@ COLUMNS: list[tuple[_Col, list[str]]] = [
     (_col(15, "at3", _tstz(), _padded(3)), _TSTZ),
     (_col(8, "f", FLOAT64.with_(optional=True), pgt._float), _FLOATS),
     (_col(16, "d", INT32.with_(optional=True), pgt._date_days), _DATES),
+    (_col(17, "v", logical.variable_scale_decimal().with_(optional=True), _variable()), _VARNUMS),
     (_col(9, "plain", STRING.with_(optional=True), None), _TEXTS),
     (_col(10, "required_plain", STRING, None), _TEXTS),
     (_col(11, "tags", array(STRING), None), _TEXTS),
@@ -114,7 +128,7 @@ def test_the_common_values_take_the_native_path_and_keep_their_types() -> None:
     assert native is not None
     row = ["7", "8", "t", "2018-06-20 15:13:16.945104+00", "12.50", "3", "-100", "1.500",
            "1.5", "p", None, None, "x", "2018-06-20 15:13:16.9+00", "2018-06-20 15:13:16+00",
-           "2018-06-20 15:13:16.945104+00", "2024-02-29"]  # fmt: skip
+           "2018-06-20 15:13:16.945104+00", "2024-02-29", "-1234.5678"]  # fmt: skip
     out = native(row)
     assert out == _generated_row_fn(cols, "value_t")(row)
     assert out["id"] == 7 and out["flag"] is True and out["at"] == "2018-06-20T15:13:16.945104Z"
@@ -122,6 +136,7 @@ def test_the_common_values_take_the_native_path_and_keep_their_types() -> None:
     assert out["dflt"] == "X" and out["at6"] == "2018-06-20T15:13:16.900000Z"
     assert out["at1"] == "2018-06-20T15:13:16.0Z" and out["at3"] == "2018-06-20T15:13:16.945Z"
     assert out["d"] == 19782 and out["f"] == 1.5
+    assert out["v"] == {"scale": 4, "value": (-12345678).to_bytes(4, "big", signed=True)}
 
 
 def test_the_unavailable_twin_and_short_rows() -> None:
@@ -143,3 +158,33 @@ def test_dates_across_the_whole_range_give_the_references_days() -> None:
     for ordinal in range(1, dt.date.max.toordinal() + 1, 37):
         row = [dt.date.fromordinal(ordinal).isoformat()]
         assert native(row) == reference(row), row
+
+
+def test_unconstrained_numerics_give_the_decimal_paths_struct() -> None:
+    """The converter reads numeric text without a Decimal; native and converter agree with
+    the Decimal path (``logical.variable_scale_value``) on every value it accepts."""
+    import decimal
+
+    conv = _variable()
+    cols = [_col(0, "v", logical.variable_scale_decimal(), conv)]
+    native, reference = _native_row_fn(cols), _generated_row_fn(cols, "value_t")
+    assert native is not None
+    rng = random.Random(9)
+    texts = list(_VARNUMS)
+    for _ in range(20_000):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randrange(1, 45)))
+        if rng.random() < 0.7 and len(digits) > 1:
+            cut = rng.randrange(1, len(digits))
+            digits = digits[:cut].lstrip("0").rjust(1, "0") + "." + digits[cut:]
+        texts.append(("-" if rng.random() < 0.5 else "") + digits)
+    for text in texts:
+        try:
+            want = logical.variable_scale_value(decimal.Decimal(text))
+        except (ArithmeticError, ValueError):  # NaN, infinities, not a number
+            want = None
+        if text in pgt.SPECIAL_NUMERIC or want is None:
+            assert _outcome(native, [text]) == _outcome(reference, [text]), text
+            assert _outcome(reference, [text])[0] == "raised", text
+            continue
+        assert conv(text) == want, text
+        assert native([text]) == reference([text]) == {"v": want}, text
