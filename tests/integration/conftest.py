@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.integration import pg_cleanup
 from worker.dev import Stack
 from worker.dev.kafka import KafkaService
 from worker.dev.mariadb import MariaDBService
@@ -66,14 +67,23 @@ class MySqlInfo:
 def postgres(stack: Stack) -> Iterator[PgInfo]:
     svc = stack["postgres"]
     assert isinstance(svc, PostgresService)
+    left: list[str] = []
     for _ in _run(stack, "postgres"):
         env = svc.env()
-        yield PgInfo(
+        info = PgInfo(
             env["TIDEMARK_PG_HOST"],
             int(env["TIDEMARK_PG_PORT"]),
             env["TIDEMARK_PG_USER"],
             env["TIDEMARK_PG_PASSWORD"],
             env["TIDEMARK_PG_DBNAME"],
+        )
+        yield info
+        left = pg_cleanup.leftovers(info.dsn())
+    if left:  # only what this run created (tests/integration/pg_cleanup.py)
+        pytest.fail(
+            "this run left behind in PostgreSQL (drop them in the test's teardown): "
+            + "; ".join(left),
+            pytrace=False,
         )
 
 

@@ -14,6 +14,7 @@ from cdc.offsets.memory import MemoryOffsetStore
 from cdc.offsets.store import OffsetStore
 from cdc.testing.kafka_reader import Event, read_topic
 from connectors.postgres import PostgresConnector
+from tests.integration import pg_cleanup
 from tests.integration.conftest import PgInfo
 from tests.integration.engine_runner import RunningConnector, running, start_engine, wait_streaming
 
@@ -21,15 +22,23 @@ __all__ = ["Event", "PgHarness", "RunningConnector", "read_topic"]
 
 
 class PgHarness:
-    """One database per test module; each connector run gets its own slot and topic prefix."""
+    """One database per test module; each connector run gets its own slot and topic prefix.
+
+    Use it as a context manager (``with PgHarness(...) as h: yield h`` in a fixture): leaving
+    the block drops the database and its slots, also when the test or the setup failed.
+    """
 
     def __init__(self, pg: PgInfo, kafka: str, dbname: str) -> None:
         self.pg = pg
         self.kafka = kafka
         self.dbname = dbname
-        with psycopg.connect(pg.dsn(), autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
-            c.execute(f'CREATE DATABASE "{dbname}"')
+        pg_cleanup.create_database(pg.dsn(), dbname)
+
+    def __enter__(self) -> PgHarness:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.dispose()
 
     def sql(self, *statements: str, params: Any = None) -> list[Any]:
         rows: list[Any] = []
@@ -85,14 +94,8 @@ class PgHarness:
         return f"{cfg['database.server.name']}.{schema}.{table}"
 
     def dispose(self) -> None:
-        """Drop this harness's database and the inactive slots on it (module teardown)."""
-        with psycopg.connect(self.pg.dsn(), autocommit=True) as c:
-            c.execute(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                "WHERE database = %s AND NOT active",
-                (self.dbname,),
-            )
-            c.execute(f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
+        """Drop this harness's database and every slot on it, active or not (teardown)."""
+        pg_cleanup.drop_database(self.pg.dsn(), self.dbname)
 
     def drop_slot(self, cfg: dict[str, Any]) -> None:
         self.sql(
