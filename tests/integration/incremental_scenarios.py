@@ -148,17 +148,16 @@ def postgres_db(postgres: Any, kafka: str, read_only: dict[str, Any] | None = No
     """A :class:`Db` on a database of its own on the test PostgreSQL (fixture body)."""
     from tests.integration.pg_harness import PgHarness
 
-    harness = PgHarness(postgres, kafka, f"tmi_{uuid.uuid4().hex[:8]}")
-    harness.sql(SIGNAL_DDL)
-    yield Db(
-        harness,
-        schema="public",
-        key=str,
-        no_data="never",
-        upsert="INSERT INTO w77 VALUES ({k}, 1) ON CONFLICT (id) DO UPDATE SET n = w77.n + 1",
-        read_only=read_only,
-    )
-    harness.dispose()
+    with PgHarness(postgres, kafka, f"tmi_{uuid.uuid4().hex[:8]}") as harness:
+        harness.sql(SIGNAL_DDL)
+        yield Db(
+            harness,
+            schema="public",
+            key=str,
+            no_data="never",
+            upsert="INSERT INTO w77 VALUES ({k}, 1) ON CONFLICT (id) DO UPDATE SET n = w77.n + 1",
+            read_only=read_only,
+        )
 
 
 def mariadb_db(

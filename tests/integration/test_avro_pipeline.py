@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 import fastavro
 import httpx
-import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
@@ -25,15 +24,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
 
 @pytest.fixture(scope="module")
 def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
-    harness = PgHarness(postgres, kafka, f"ta_{uuid.uuid4().hex[:8]}")
-    yield harness
-    with psycopg.connect(postgres.dsn(), autocommit=True) as c:
-        c.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-            "WHERE database = %s AND NOT active",
-            (harness.dbname,),
-        )
-        c.execute(f'DROP DATABASE IF EXISTS "{harness.dbname}" WITH (FORCE)')
+    with PgHarness(postgres, kafka, f"ta_{uuid.uuid4().hex[:8]}") as harness:
+        yield harness
 
 
 def decode(registry: str, raw: bytes) -> tuple[int, dict[str, object]]:

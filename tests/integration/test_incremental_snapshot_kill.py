@@ -35,10 +35,9 @@ ROWS, CHUNK, HOLD = 2000, 50, 8  # killed with chunk 9 of 40 open: rows 1..400 s
 
 @pytest.fixture(scope="module")
 def pg(postgres: PgInfo, kafka: str) -> Iterator[Db]:
-    harness = PgHarness(postgres, kafka, f"tmk_{uuid.uuid4().hex[:8]}")
-    harness.sql(SIGNAL_DDL)
-    yield Db(harness, schema="public", key=str, no_data="never", upsert="")
-    harness.dispose()
+    with PgHarness(postgres, kafka, f"tmk_{uuid.uuid4().hex[:8]}") as harness:
+        harness.sql(SIGNAL_DDL)
+        yield Db(harness, schema="public", key=str, no_data="never", upsert="")
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-import psycopg
 import pytest
 
 from cdc.offsets.memory import MemoryOffsetStore
@@ -63,15 +62,8 @@ class PostgresTarget:
 
 @pytest.fixture(scope="module")
 def target(postgres: PgInfo, kafka: str) -> Iterator[Target]:
-    h = PgHarness(postgres, kafka, f"tc_{uuid.uuid4().hex[:8]}")
-    yield PostgresTarget(h)
-    with psycopg.connect(postgres.dsn(), autocommit=True) as c:
-        c.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-            "WHERE database = %s AND NOT active",
-            (h.dbname,),
-        )
-        c.execute(f'DROP DATABASE IF EXISTS "{h.dbname}" WITH (FORCE)')
+    with PgHarness(postgres, kafka, f"tc_{uuid.uuid4().hex[:8]}") as h:
+        yield PostgresTarget(h)
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)

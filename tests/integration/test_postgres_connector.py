@@ -12,6 +12,7 @@ import pytest
 
 from cdc.errors import FatalError, RetriableError
 from cdc.offsets.memory import MemoryOffsetStore
+from tests.integration import pg_cleanup
 from tests.integration.conftest import PgInfo
 from tests.integration.pg_harness import PgHarness, read_topic
 
@@ -20,16 +21,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
 
 @pytest.fixture(scope="module")
 def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
-    harness = PgHarness(postgres, kafka, f"tm_{uuid.uuid4().hex[:8]}")
-    harness.sql("CREATE EXTENSION IF NOT EXISTS hstore")
-    yield harness
-    with psycopg.connect(postgres.dsn(), autocommit=True) as c:
-        c.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-            "WHERE database = %s AND NOT active",
-            (harness.dbname,),
-        )
-        c.execute(f'DROP DATABASE IF EXISTS "{harness.dbname}" WITH (FORCE)')
+    with PgHarness(postgres, kafka, f"tm_{uuid.uuid4().hex[:8]}") as harness:
+        harness.sql("CREATE EXTENSION IF NOT EXISTS hstore")
+        yield harness
 
 
 def customers(h: PgHarness, name: str, rows: int = 2) -> None:
@@ -468,8 +462,7 @@ def test_heartbeat_action_query_runs_and_slot_advances_on_a_quiet_database(
     )
     cfg["heartbeat.action.query"] = "INSERT INTO hb DEFAULT VALUES"
     other = f"tb_{uuid.uuid4().hex[:6]}"
-    with psycopg.connect(h.pg.dsn(), autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{other}"')
+    pg_cleanup.create_database(h.pg.dsn(), other)
     try:
         with h.running(cfg) as run:
             h.wait_streaming(run)
@@ -486,8 +479,7 @@ def test_heartbeat_action_query_runs_and_slot_advances_on_a_quiet_database(
             metrics = run.engine.metrics
             assert metrics.streaming.connected and metrics.streaming.ms_behind_source >= 0
     finally:
-        with psycopg.connect(h.pg.dsn(), autocommit=True) as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{other}" WITH (FORCE)')
+        pg_cleanup.drop_database(h.pg.dsn(), other)
     assert h.sql("SELECT count(*) FROM hb")[0][0] >= 3  # the action query ran
     assert after > before
 

@@ -23,9 +23,8 @@ INT64_MAX = 2**63 - 1
 
 @pytest.fixture(scope="module")
 def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
-    harness = PgHarness(postgres, kafka, f"tm_edge_{uuid.uuid4().hex[:8]}")
-    yield harness
-    harness.dispose()
+    with PgHarness(postgres, kafka, f"tm_edge_{uuid.uuid4().hex[:8]}") as harness:
+        yield harness
 
 
 def capture(

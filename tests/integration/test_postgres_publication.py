@@ -21,9 +21,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
 
 @pytest.fixture(scope="module")
 def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
-    harness = PgHarness(postgres, kafka, f"tm_pub_{uuid.uuid4().hex[:8]}")
-    yield harness
-    harness.dispose()
+    with PgHarness(postgres, kafka, f"tm_pub_{uuid.uuid4().hex[:8]}") as harness:
+        yield harness
 
 
 def published(h: PgHarness, cfg: dict[str, Any]) -> list[tuple[str, str]]:

@@ -19,9 +19,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
 
 @pytest.fixture(scope="module")
 def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
-    harness = PgHarness(postgres, kafka, f"tm_ident_{uuid.uuid4().hex[:8]}")
-    yield harness
-    harness.dispose()
+    with PgHarness(postgres, kafka, f"tm_ident_{uuid.uuid4().hex[:8]}") as harness:
+        yield harness
 
 
 def failed(run: RunningConnector) -> BaseException:

@@ -32,15 +32,8 @@ NO_SCHEMAS = {
 
 @pytest.fixture(scope="module")
 def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
-    harness = PgHarness(postgres, kafka, f"tr_{uuid.uuid4().hex[:8]}")
-    yield harness
-    with psycopg.connect(postgres.dsn(), autocommit=True) as c:
-        c.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-            "WHERE database = %s AND NOT active",
-            (harness.dbname,),
-        )
-        c.execute(f'DROP DATABASE IF EXISTS "{harness.dbname}" WITH (FORCE)')
+    with PgHarness(postgres, kafka, f"tr_{uuid.uuid4().hex[:8]}") as harness:
+        yield harness
 
 
 def big_table(h: PgHarness, name: str, rows: int) -> None:

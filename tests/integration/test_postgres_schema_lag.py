@@ -32,9 +32,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
 
 @pytest.fixture(scope="module")
 def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
-    harness = PgHarness(postgres, kafka, f"tm_schlag_{uuid.uuid4().hex[:8]}")
-    yield harness
-    harness.dispose()
+    with PgHarness(postgres, kafka, f"tm_schlag_{uuid.uuid4().hex[:8]}") as harness:
+        yield harness
 
 
 def read_with_schemas(

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,9 @@ SENTINEL = 10_000_000
 
 
 @pytest.fixture(scope="module")
-def h(postgres: PgInfo, kafka: str) -> PgHarness:
-    return PgHarness(postgres, kafka, "snaprestart_" + uuid.uuid4().hex[:6])
+def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
+    with PgHarness(postgres, kafka, "snaprestart_" + uuid.uuid4().hex[:6]) as harness:
+        yield harness
 
 
 def run_child(

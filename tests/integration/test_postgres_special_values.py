@@ -23,17 +23,16 @@ DAY_US = 86_400_000_000
 
 @pytest.fixture(scope="module")
 def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
-    harness = PgHarness(postgres, kafka, f"tm_special_{uuid.uuid4().hex[:8]}")
-    harness.sql(
-        "CREATE TABLE specials (id int PRIMARY KEY, n numeric, nn numeric NOT NULL, d date, "
-        "ts timestamp, tstz timestamptz, f float8, big numeric)",
-        "INSERT INTO specials VALUES "
-        f"(1, 'NaN', 'Infinity', 'infinity', '-infinity', 'infinity', '-0', '{DIGITS}'), "
-        "(2, '-Infinity', 'NaN', '10000-01-01', '0044-03-15 12:00:00 BC', "
-        f"'12345-06-07 08:09:10+00', 'NaN', '-{DIGITS}.{DIGITS[:300]}')",
-    )
-    yield harness
-    harness.dispose()
+    with PgHarness(postgres, kafka, f"tm_special_{uuid.uuid4().hex[:8]}") as harness:
+        harness.sql(
+            "CREATE TABLE specials (id int PRIMARY KEY, n numeric, nn numeric NOT NULL, d date, "
+            "ts timestamp, tstz timestamptz, f float8, big numeric)",
+            "INSERT INTO specials VALUES "
+            f"(1, 'NaN', 'Infinity', 'infinity', '-infinity', 'infinity', '-0', '{DIGITS}'), "
+            "(2, '-Infinity', 'NaN', '10000-01-01', '0044-03-15 12:00:00 BC', "
+            f"'12345-06-07 08:09:10+00', 'NaN', '-{DIGITS}.{DIGITS[:300]}')",
+        )
+        yield harness
 
 
 def capture(h: PgHarness, cfg: dict[str, Any], count: int) -> list[Any]:

@@ -32,9 +32,8 @@ BIG = "(SELECT string_agg(md5(random()::text || g), '') FROM generate_series(1, 
 
 @pytest.fixture(scope="module")
 def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
-    harness = PgHarness(postgres, kafka, f"tm_rs_{uuid.uuid4().hex[:8]}")
-    yield harness
-    harness.dispose()
+    with PgHarness(postgres, kafka, f"tm_rs_{uuid.uuid4().hex[:8]}") as harness:
+        yield harness
 
 
 def reselect_config(h: PgHarness, table: str, **reselect: str) -> dict[str, Any]:

@@ -69,9 +69,8 @@ class Db:
 
 @pytest.fixture(scope="module")
 def pg(postgres: PgInfo, kafka: str) -> Iterator[Db]:
-    harness = PgHarness(postgres, kafka, f"tsr_{uuid.uuid4().hex[:8]}")
-    yield Db(harness, "postgres", str, f"{harness.dbname}.public")
-    harness.dispose()
+    with PgHarness(postgres, kafka, f"tsr_{uuid.uuid4().hex[:8]}") as harness:
+        yield Db(harness, "postgres", str, f"{harness.dbname}.public")
 
 
 @pytest.fixture(scope="module")

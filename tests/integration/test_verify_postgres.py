@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import psycopg
 import pytest
 import yaml
 from confluent_kafka import Producer
@@ -40,14 +39,8 @@ ROWS = """INSERT INTO vt SELECT g, 'name ' || g || ' é', 'c' || (g % 10), g * 1
 
 def pg_harness(postgres: PgInfo, kafka: str, prefix: str) -> Iterator[PgHarness]:
     """A database of its own for a test module; dropped with its slots afterwards."""
-    harness = PgHarness(postgres, kafka, f"{prefix}_{uuid.uuid4().hex[:8]}")
-    yield harness
-    with psycopg.connect(postgres.dsn(), autocommit=True) as c:
-        for (slot,) in c.execute(
-            "SELECT slot_name FROM pg_replication_slots WHERE database = %s", (harness.dbname,)
-        ).fetchall():
-            c.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
-        c.execute(f'DROP DATABASE IF EXISTS "{harness.dbname}" WITH (FORCE)')
+    with PgHarness(postgres, kafka, f"{prefix}_{uuid.uuid4().hex[:8]}") as harness:
+        yield harness
 
 
 @pytest.fixture(scope="module")
