@@ -28,6 +28,7 @@ from cdc.offsets.memory import MemoryOffsetStore
 from cdc.offsets.store import OffsetStore
 from cdc.testing.kafka_reader import Event, read_topic
 from connectors.sqlserver import SqlServerConnector
+from tests.integration import pg_cleanup
 from tests.integration.conftest import SqlServerInfo
 from tests.integration.engine_runner import RunningConnector, running, start_engine, wait_streaming
 
@@ -153,15 +154,17 @@ def standin_database(info: SqlServerInfo, prefix: str, *, enable_db: bool) -> It
     from worker.dev.sqlserver_standin import install
 
     name = prefix + uuid.uuid4().hex[:8]
-    with admin("postgres") as c:
-        c.execute(f'CREATE DATABASE "{name}"')
+    server = (
+        f"host={info.host} port={info.port} user={info.user} password={info.password} "
+        "dbname=postgres"
+    )
+    pg_cleanup.create_database(server, name)
     try:
         with admin(name) as c:
             install(c, enable_db=enable_db)
         yield name
     finally:
-        with admin("postgres") as c:
-            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        pg_cleanup.drop_database(server, name)
 
 
 # -- concurrent writers and the topic's final state ------------------------------------------

@@ -20,7 +20,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -69,7 +68,7 @@ def debezium_properties(pg: PgInfo, kafka: str, db: str, prefix: str, workdir: P
 
 
 def test_apply_reads_topics_written_by_real_debezium(
-    postgres: PgInfo, kafka: str, spark: Any, tmp_path: Path
+    postgres: PgInfo, kafka: str, spark: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     try:
         home = debezium.resolve_distribution()
@@ -77,6 +76,7 @@ def test_apply_reads_topics_written_by_real_debezium(
     except BenchError as exc:
         pytest.fail(f"Debezium Server {debezium.DEBEZIUM_VERSION} is not usable here: {exc}")
     h = PgHarness(postgres, kafka, f"apdbz_{uuid.uuid4().hex[:8]}")
+    request.addfinalizer(h.dispose)  # the database and Debezium's slot, also on a failure
     table, prefix = "acct", f"dbz{uuid.uuid4().hex[:6]}"
     topic = f"{prefix}.public.{table}"
     h.sql(
@@ -120,10 +120,6 @@ def test_apply_reads_topics_written_by_real_debezium(
         writer.stop_event.set()
         stop_process(run.proc, timeout=60)
         run.log.close()
-        h.sql(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-            f"WHERE slot_name = '{h.dbname}_dbz' AND NOT active"
-        )
 
     job_cfg = job_config(kafka, tmp_path, [topic], kafka_max_offsets_per_trigger=500)
     job = ApplyJob(spark, job_cfg)
@@ -134,8 +130,7 @@ def test_apply_reads_topics_written_by_real_debezium(
     assert sum(r.events for r in job.reports) > 300 + writer.ops // 2
     expected = pg_rows(h, table)
     got = delta_rows(spark, job_cfg.table_location(topic.replace(".", "_")))
-    with psycopg.connect(postgres.dsn(), autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{h.dbname}" WITH (FORCE)')  # type: ignore[arg-type]
+    h.dispose()
     assert len(got) == len(expected)
     for e, g in zip(expected, got, strict=True):
         assert g == e, f"row {e['id']} differs"

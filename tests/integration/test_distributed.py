@@ -40,6 +40,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from bench.distributed_failover import first_event_after
+from tests.integration import pg_cleanup
 from tests.integration.conftest import MySqlInfo, PgInfo
 from tests.integration.test_worker_rest import free_port, wait_for
 from worker.rest.client import Client
@@ -418,8 +419,8 @@ def cluster(
     )
     with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
         conn.execute(f"CREATE ROLE {tag} LOGIN SUPERUSER REPLICATION PASSWORD '{c.password}'")  # type: ignore[arg-type]
-        for db in (c.db1, c.db2):
-            conn.execute(f'CREATE DATABASE "{db}" OWNER {tag}')  # type: ignore[arg-type]
+    for db in (c.db1, c.db2):
+        pg_cleanup.create_database(postgres.dsn(), db, owner=tag)
     c.sql(c.db1, *(f"CREATE TABLE {t} (id int PRIMARY KEY, v text)" for t in ("a", "e", "f")))
     c.sql(c.db2, "CREATE TABLE b (id int PRIMARY KEY, v text)")
     my = pymysql.connect(
@@ -436,10 +437,9 @@ def cluster(
     with my.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{c.db1}`")
     my.close()
-    c.drop_slots()
+    for db in (c.db1, c.db2):  # with their slots, also one a worker still holds
+        pg_cleanup.drop_database(postgres.dsn(), db)
     with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
-        for db in (c.db1, c.db2):
-            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')  # type: ignore[arg-type]
         conn.execute(f"DROP ROLE IF EXISTS {tag}")  # type: ignore[arg-type]
     admin = AdminClient({"bootstrap.servers": kafka})
     mine = [t for t in admin.list_topics(timeout=10).topics if t.startswith(tag)]

@@ -14,10 +14,10 @@ import orjson
 import psycopg
 import pytest
 
-from bench.pg_drain import cleanup
 from bench.pg_drain_replay import record, replay
 from cdc.converters import _json_c as writer  # built by the install
 from cdc.converters import json as jc
+from tests.integration import pg_cleanup
 from tests.integration.conftest import PgInfo
 
 pytestmark = pytest.mark.postgres
@@ -53,11 +53,11 @@ def live(postgres: PgInfo) -> Any:
         "TIDEMARK_PG_USER": postgres.user,
         "TIDEMARK_PG_PASSWORD": postgres.password,
     }
-    with psycopg.connect(postgres.dsn("postgres"), autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{db}"')
-        # the connector asks its walsender for this; the recording session gets it here
-        c.execute(f'ALTER DATABASE "{db}" SET IntervalStyle = iso_8601')
+    pg_cleanup.create_database(postgres.dsn("postgres"), db)
     try:
+        with psycopg.connect(postgres.dsn("postgres"), autocommit=True) as c:
+            # the connector asks its walsender for this; the recording session gets it here
+            c.execute(f'ALTER DATABASE "{db}" SET IntervalStyle = iso_8601')
         with psycopg.connect(postgres.dsn(db), autocommit=True) as c:
             c.execute(TABLE)
             c.execute("CREATE PUBLICATION bench_pub FOR TABLE items")
@@ -66,7 +66,7 @@ def live(postgres: PgInfo) -> Any:
                 c.execute(sql.encode())
         yield env, db, record(env, db, db, ROWS)
     finally:
-        cleanup(env, db, (db,))
+        pg_cleanup.drop_database(postgres.dsn("postgres"), db)
 
 
 def test_a_live_stream_gives_the_reference_bytes(

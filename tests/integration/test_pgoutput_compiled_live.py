@@ -13,6 +13,7 @@ from psycopg import pq
 
 from connectors.postgres import _pgoutput_c as compiled  # built by the install
 from connectors.postgres import pgoutput as po
+from tests.integration import pg_cleanup
 from tests.integration.conftest import PgInfo
 
 pytestmark = pytest.mark.postgres
@@ -44,8 +45,7 @@ WRITES = [
 @pytest.fixture
 def stream(postgres: PgInfo) -> Iterator[list[bytes]]:
     db = f"tm_tuplec_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres.dsn("postgres"), autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{db}"')
+    pg_cleanup.create_database(postgres.dsn("postgres"), db)
     try:
         with psycopg.connect(postgres.dsn(db), autocommit=True) as c:
             c.execute(TABLE)
@@ -57,13 +57,7 @@ def stream(postgres: PgInfo) -> Iterator[list[bytes]]:
             (end,) = c.execute("SELECT pg_current_wal_lsn()::text").fetchone()  # type: ignore[misc]
         yield _read(postgres.dsn(db, replication="database"), db, po.str_to_lsn(end))
     finally:
-        with psycopg.connect(postgres.dsn("postgres"), autocommit=True) as c:
-            c.execute(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                "WHERE slot_name = %s",
-                (db,),
-            )
-            c.execute(f'DROP DATABASE "{db}" WITH (FORCE)')
+        pg_cleanup.drop_database(postgres.dsn("postgres"), db)
 
 
 def _read(dsn: str, slot: str, end: int) -> list[bytes]:

@@ -16,6 +16,7 @@ from psycopg import sql
 
 from connectors.postgres import connection as pgconn
 from connectors.postgres import snapshot_rows
+from tests.integration import pg_cleanup
 from tests.integration.conftest import PgInfo
 from tests.integration.pg_harness import PgHarness, read_topic
 
@@ -64,8 +65,7 @@ DDL = [
 @pytest.fixture(scope="module")
 def conn(postgres: PgInfo) -> Iterator[psycopg.Connection[Any]]:
     name = f"tm_snaprows_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres.dsn("postgres"), autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+    pg_cleanup.create_database(postgres.dsn("postgres"), name)
     try:
         with psycopg.connect(postgres.dsn(name), autocommit=True) as setup:
             for stmt in DDL:
@@ -74,8 +74,7 @@ def conn(postgres: PgInfo) -> Iterator[psycopg.Connection[Any]]:
             c.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             yield c
     finally:
-        with psycopg.connect(postgres.dsn("postgres"), autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        pg_cleanup.drop_database(postgres.dsn("postgres"), name)
 
 
 def ncols(conn: psycopg.Connection[Any], query: sql.Composable) -> int:

@@ -90,7 +90,9 @@ def test_kafka_transactions_commit_and_abort(kafka: str) -> None:
 def test_postgres_logical_slot_created_and_read(postgres: PgInfo) -> None:
     import psycopg
 
-    slot = f"smoke_{uuid.uuid4().hex[:8]}"
+    from tests.integration import pg_cleanup
+
+    slot = pg_cleanup.own_slot(f"smoke_{uuid.uuid4().hex[:8]}")
     with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
         assert conn.execute("SHOW wal_level").fetchone() == ("logical",)
         conn.execute("DROP TABLE IF EXISTS smoke_t")
@@ -111,7 +113,7 @@ def test_postgres_logical_slot_created_and_read(postgres: PgInfo) -> None:
             assert kinds == [b"B", b"R", b"I", b"I", b"C"]
             assert b"smoke_t" in bytes(changes[1][0])
         finally:
-            conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+            pg_cleanup.drop_slot(postgres.dsn(), slot)
 
 
 @pytest.mark.mariadb

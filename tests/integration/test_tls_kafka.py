@@ -25,6 +25,7 @@ import pymysql  # type: ignore[import-untyped]
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from tests.integration import pg_cleanup
 from tests.integration.conftest import MySqlInfo, PgInfo
 from tests.integration.test_worker_rest import free_port, wait_for
 from worker.dev import Stack
@@ -93,8 +94,7 @@ def topic_size(conf: dict[str, str], topic: str) -> int:
 def dbs(postgres: PgInfo, mariadb: MySqlInfo) -> Iterator[str]:
     tag = uuid.uuid4().hex[:8]
     name = f"tls_{tag}"
-    with psycopg.connect(postgres.dsn(), autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
+    pg_cleanup.create_database(postgres.dsn(), name)
     with psycopg.connect(postgres.dsn(name), autocommit=True) as c:
         c.execute("CREATE TABLE items (id int PRIMARY KEY, name text)")
         c.execute("INSERT INTO items VALUES (1, 'pg-one'), (2, 'pg-two')")
@@ -107,13 +107,7 @@ def dbs(postgres: PgInfo, mariadb: MySqlInfo) -> Iterator[str]:
     with my.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS {name}")
     my.close()
-    with psycopg.connect(postgres.dsn(), autocommit=True) as c:
-        c.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-            "WHERE database = %s AND NOT active",
-            (name,),
-        )
-        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    pg_cleanup.drop_database(postgres.dsn(), name)
 
 
 def worker_yaml(

@@ -20,6 +20,7 @@ from psycopg.types.json import Jsonb
 from cdc.verify.compare import Options
 from cdc.verify.jdbc_target import JdbcTarget
 from connectors.postgres.verify import verify_side
+from tests.integration import pg_cleanup
 from tests.integration.conftest import PgInfo
 from tests.integration.pg_harness import PgHarness
 from tests.integration.test_verify_delta import DDL, ROWS
@@ -38,11 +39,11 @@ def h(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
 @pytest.fixture(scope="module")
 def sink_db(h: PgHarness) -> Iterator[str]:
     name = f"{h.dbname}_sink"
-    with psycopg.connect(h.pg.dsn(), autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
-    yield name
-    with psycopg.connect(h.pg.dsn(), autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+    pg_cleanup.create_database(h.pg.dsn(), name)
+    try:
+        yield name
+    finally:
+        pg_cleanup.drop_database(h.pg.dsn(), name)
 
 
 def sink_copy(h: PgHarness, sink_db: str, table: str) -> None:

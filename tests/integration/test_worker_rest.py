@@ -26,6 +26,7 @@ import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.integration import pg_cleanup
 from tests.integration.conftest import PgInfo
 from tests.integration.pg_harness import Event, read_topic
 from worker.rest.client import Client
@@ -127,21 +128,18 @@ def setup(
     )
     with psycopg.connect(postgres.dsn(), autocommit=True) as c:
         c.execute(f"CREATE ROLE {s.role} LOGIN SUPERUSER REPLICATION PASSWORD '{s.password}'")
-        c.execute(f'CREATE DATABASE "{s.dbname}" OWNER {s.role}')
-    s.sql(
-        "CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL, email text)",
-        "INSERT INTO customers VALUES (1, 'Sally', 's@x.org'), (2, 'George', 'g@x.org'),"
-        " (3, 'Edward', 'e@x.org')",
-    )
-    yield s
-    with psycopg.connect(postgres.dsn(), autocommit=True) as c:
-        c.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-            "WHERE database = %s AND NOT active",
-            (s.dbname,),
+    try:
+        pg_cleanup.create_database(postgres.dsn(), s.dbname, owner=s.role)
+        s.sql(
+            "CREATE TABLE customers (id int PRIMARY KEY, name text NOT NULL, email text)",
+            "INSERT INTO customers VALUES (1, 'Sally', 's@x.org'), (2, 'George', 'g@x.org'),"
+            " (3, 'Edward', 'e@x.org')",
         )
-        c.execute(f'DROP DATABASE IF EXISTS "{s.dbname}" WITH (FORCE)')
-        c.execute(f"DROP ROLE IF EXISTS {s.role}")
+        yield s
+    finally:
+        pg_cleanup.drop_database(postgres.dsn(), s.dbname)
+        with psycopg.connect(postgres.dsn(), autocommit=True) as c:
+            c.execute(f"DROP ROLE IF EXISTS {s.role}")
 
 
 class WorkerProcess:

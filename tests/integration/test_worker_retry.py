@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.integration import pg_cleanup
 from tests.integration.conftest import PgInfo
 from tests.integration.pg_harness import read_topic
 from worker.config import parse_config
@@ -28,19 +29,14 @@ pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
 @pytest.fixture
 def db(postgres: PgInfo) -> Iterator[str]:
     name = f"tmr_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres.dsn(), autocommit=True) as c:
-        c.execute(f'CREATE DATABASE "{name}"')
-    with psycopg.connect(postgres.dsn(name), autocommit=True) as c:
-        c.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
-        c.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
-    yield name
-    with psycopg.connect(postgres.dsn(), autocommit=True) as c:
-        c.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-            "WHERE database = %s AND NOT active",
-            (name,),
-        )
-        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    pg_cleanup.create_database(postgres.dsn(), name)
+    try:
+        with psycopg.connect(postgres.dsn(name), autocommit=True) as c:
+            c.execute("CREATE TABLE t (id int PRIMARY KEY, v text)")
+            c.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")
+        yield name
+    finally:
+        pg_cleanup.drop_database(postgres.dsn(), name)
 
 
 def hold_slot(pg: PgInfo, dbname: str, slot: str, publication: str) -> psycopg.Connection[Any]:
