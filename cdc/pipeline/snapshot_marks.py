@@ -32,6 +32,15 @@ def marker(first_in_snapshot: bool, last_in_snapshot: bool, first: bool, last: b
     return "true"
 
 
+def _mark(record: SourceRecord, value: str) -> None:
+    """Set a record's marker. The rows of a snapshot batch share one source block (shaped
+    once by the driver), so a record whose marker differs gets its own copy of the block
+    instead of a change to the shared one."""
+    source = record.value["source"]
+    if source.get("snapshot") != value:
+        record.value["source"] = {**source, "snapshot": value}
+
+
 class SnapshotMarks:
     def __init__(self, tables: list[TableId]) -> None:
         self.first_table = tables[0] if tables else None
@@ -62,7 +71,7 @@ class SnapshotMarks:
         for table_id in list(self.held):
             out += self.table_completed(table_id)
         if self.pending is not None:
-            self.pending.value["source"]["snapshot"] = "last"
+            _mark(self.pending, "last")
             out.append(self.pending)
             self.pending = None
         return out
@@ -77,9 +86,7 @@ class SnapshotMarks:
         record, first = entry
         # "last" of the snapshot is only known at its end (``finish``): a later table may
         # still have rows, or all later tables may be empty.
-        record.value["source"]["snapshot"] = marker(
-            first and table_id == self.first_table, False, first, last
-        )
+        _mark(record, marker(first and table_id == self.first_table, False, first, last))
         if self.pending is not None:
             out.append(self.pending)
         self.pending = record

@@ -305,25 +305,27 @@ class TableScan:
         before = self.rows
         key_of = self.key_of
         # Debezium 3.x envelope: the batch's rows share one source block, shaped once here
-        # rather than per row by the dispatcher; each row gets its own copy (the first/last
-        # markers are set in a record's own block)
+        # rather than per row by the dispatcher (the first/last markers copy the block of
+        # the record they mark, see ``snapshot_marks``)
         shape = getattr(ctx, "shape_source", None)
+        emit_rows = getattr(ctx, "emit_rows", None)
         if key_of is not None and batch:
             start = {**offset, "snapshot_after": self.after}
             self.after = key_of(batch[-1])
-            if shape is None:
-                for row in batch[:-1]:
-                    emit(op, tid, None, row, source, start)
+            shared = source if shape is None else shape(source, start)
+            if emit_rows is not None:
+                emit_rows(op, tid, batch[:-1], shared, start)
             else:
-                shaped = shape(source, start)
                 for row in batch[:-1]:
-                    emit(op, tid, None, row, shaped.copy(), start)
+                    emit(op, tid, None, row, shared, start)
             end = {**offset, "snapshot_after": self.after}
             emit(op, tid, None, batch[-1], source, end)
             self._unstored += len(batch)
             if self._unstored >= self.chunk_rows:
                 ctx.snapshot_chunk_done()
                 self._unstored = 0
+        elif emit_rows is not None:
+            emit_rows(op, tid, batch, source, offset)
         else:
             for row in batch:
                 emit(op, tid, None, row, source, offset)

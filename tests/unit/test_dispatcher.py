@@ -3,6 +3,7 @@ PK changes, transaction metadata, filters, column controls, failure modes."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from typing import Any
@@ -215,8 +216,8 @@ def test_unavailable_values_become_the_placeholder() -> None:
     assert rec.value["after"]["last_name"] == "__debezium_unavailable_value"
 
 
-def _bad_row(d: EventDispatcher, t: Table) -> None:
-    # A converter that blows up on one value, as a corrupt value would.
+def _explode_on_boom(d: EventDispatcher, t: Table) -> None:
+    """A converter that blows up on one value (first_name "boom"), as a corrupt value would."""
     ts = d.schemas[t.id]
     good = ts.value_from_row
 
@@ -226,6 +227,10 @@ def _bad_row(d: EventDispatcher, t: Table) -> None:
         return good(row)
 
     ts.value_from_row = explode
+
+
+def _bad_row(d: EventDispatcher, t: Table) -> None:
+    _explode_on_boom(d, t)
     d.emit(RowChange(Operation.CREATE, t.id, None, (9, "boom", "x", "y"), src(5), {"pos": 5}))
 
 
@@ -420,6 +425,55 @@ def test_emit_row_equals_emit_of_a_row_change_and_reports_the_event_on_failure(
     [marker] = drain(q3)  # skipped: only its position moves on
     assert marker.is_marker and marker.source_offset == {"pos": 2}
     assert "'transaction_id': '7'" in caplog.text  # the event, rebuilt for the report
+
+
+def test_emit_rows_equals_emit_row_per_row_with_failures_in_order() -> None:
+    """A snapshot batch emitted at once: the same records, in the same order, as row by row,
+    including a row that cannot be converted (dead-lettered where it was) and a hand-off
+    limit crossed in the middle; outside ``batched`` and for a filtered table it falls back
+    to ``emit_row``."""
+    rows = [(i, "boom" if i == 3 else f"n{i}", "x", "y") for i in range(1, 8)]
+    dlq = {
+        "event.processing.failure.handling.mode": "dead-letter",
+        "errors.deadletterqueue.topic.name": "dlq",
+    }
+
+    def run(at_once: bool, batched: bool) -> list[tuple[Any, ...]]:
+        d, q, t = make_dispatcher(dlq, failure_mode="dead-letter")
+        d.failures.topic = "dlq"
+        _explode_on_boom(d, t)
+        with contextlib.ExitStack() as stack:
+            if batched:
+                stack.enter_context(d.batched(limit=3))
+            if at_once:
+                d.emit_rows(Operation.READ, t.id, rows, src(5), {"pos": 5})
+            else:
+                for row in rows:
+                    d.emit_row(Operation.READ, t.id, None, row, src(5), {"pos": 5})
+        out = []
+        for r in drain(q):
+            value = r.value
+            if isinstance(value, dict):
+                value = {**value, "ts_ms": 0}
+            else:
+                body = orjson.loads(value)
+                value = (body["event"]["after"], body["position"])
+            out.append((r.topic, r.key, value, r.source_offset))
+        assert d.metrics.streaming.total_events_seen == 6
+        return out
+
+    want = run(at_once=False, batched=True)
+    assert [r[0] for r in want] == ["dbserver1.db.customers"] * 2 + ["dlq"] + [
+        "dbserver1.db.customers"
+    ] * 4
+    assert want[2][2] == ([3, "boom", "x", "y"], {"pos": 5})
+    assert run(at_once=True, batched=True) == want
+    assert run(at_once=True, batched=False) == want
+
+    d, q, t = make_dispatcher({"table.exclude.list": "db.customers"})
+    with d.batched():
+        d.emit_rows(Operation.READ, t.id, rows, src(5), {"pos": 5})
+    assert drain(q) == []
 
 
 def test_heartbeat_action_runs_only_while_streaming() -> None:

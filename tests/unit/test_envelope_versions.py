@@ -306,9 +306,11 @@ def test_v3_mysql_timestamp_fraction_has_the_columns_fsp() -> None:
 def test_v3_snapshot_batches_shaped_once_give_the_same_records() -> None:
     """A snapshot batch's source block is shaped once by the driver under the 3.x envelope
     (the dispatcher offers ``shape_source``); records must equal those of a context that
-    does not offer it (shaped per row by the dispatcher), markers included."""
+    does not offer it (shaped per row by the dispatcher), markers included; so must those
+    of a batch's rows emitted at once (``emit_rows``, one shared source block whose markers
+    are copied per marked record, not written into the shared block)."""
 
-    def run(offer_shape: bool) -> list[tuple[Any, ...]]:
+    def run(offer_shape: bool, offer_rows: bool = False) -> list[tuple[Any, ...]]:
         d, queue = dispatcher("3")
         ctx = SimpleNamespace(
             emit_row=d.emit_row,
@@ -318,21 +320,24 @@ def test_v3_snapshot_batches_shaped_once_give_the_same_records() -> None:
         )
         if offer_shape:
             ctx.shape_source = d.shape_source
+        if offer_rows:
+            ctx.emit_rows = d.emit_rows
         d.snapshot_started([TABLE.id, T2.id])
-        for table in (TABLE, T2):
-            scan = TableScan(
-                table, {**SOURCE, "snapshot": True}, {"lsn": 9}, None, key_of=lambda r: [r[0]]
-            )
-            for batch in ([("1",), ("2",), ("3",)], [("4",)], [("5",), ("6",)]):
-                scan.emit(ctx, batch)  # type: ignore[arg-type]
-            d.snapshot_table_completed(table.id, scan.rows)
+        with d.batched(5):
+            for table in (TABLE, T2):
+                scan = TableScan(
+                    table, {**SOURCE, "snapshot": True}, {"lsn": 9}, None, key_of=lambda r: [r[0]]
+                )
+                for batch in ([("1",), ("2",), ("3",)], [("4",)], [("5",), ("6",)]):
+                    scan.emit(ctx, batch)  # type: ignore[arg-type]
+                d.snapshot_table_completed(table.id, scan.rows)
         d.emit(PositionReached({"lsn": 9}))
         return [
-            (r.topic, r.key, r.value["after"], r.value["source"], r.source_offset)
+            (r.topic, r.key, r.value["after"], dict(r.value["source"]), r.source_offset)
             for r in emitted(queue)
         ]
 
-    shaped, plain = run(True), run(False)
-    assert len(plain) == 12 and shaped == plain
+    shaped, plain, at_once = run(True), run(False), run(True, True)
+    assert len(plain) == 12 and shaped == plain and at_once == plain
     assert [s["snapshot"] for *_, s, _ in plain][:2] == ["first", "true"]
     assert plain[-1][3]["snapshot"] == "last"
