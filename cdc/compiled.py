@@ -44,6 +44,8 @@ NATIVE_KINDS = {
     "float": 7,
     "date_days": 8,
     "decimal_variable": 9,
+    "timestamp_micros": 10,
+    "time_micros": 11,
 }
 
 

@@ -23,6 +23,11 @@
  *   9 DEC_VARIABLE unconstrained numeric text '-?digits[.digits]' of at most 38 digits →
  *                 Debezium's VariableScaleDecimal struct {"scale": digits after the point,
  *                 "value": the unscaled value's shortest big-endian two's complement}
+ *  10 TS_MICROS   timestamp text 'YYYY-MM-DD HH:MM:SS[.f{1,6}]' of a valid date and time
+ *                 (years 1..9999) → microseconds since the epoch, floor-divided by
+ *                 ``argument`` (1, or 1000 for milliseconds)
+ *  11 TIME_MICROS time text 'HH:MM:SS[.f{1,6}]' → microseconds since midnight,
+ *                 floor-divided by ``argument``
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -39,6 +44,8 @@ enum {
     K_FLOAT = 7,
     K_DATE_DAYS = 8,
     K_DEC_VARIABLE = 9,
+    K_TS_MICROS = 10,
+    K_TIME_MICROS = 11,
 };
 
 /* the struct's field names, made once */
@@ -50,7 +57,8 @@ typedef struct {
     PyObject *null_value;
     PyObject *fn; /* NULL for PASS */
     int kind;
-    Py_ssize_t scale;   /* DEC_FIXED: the scale; TSTZ_UTC_PAD: the fraction's digits */
+    Py_ssize_t scale;   /* DEC_FIXED: the scale; TSTZ_UTC_PAD: the fraction's digits;
+                           TS_MICROS, TIME_MICROS: the divisor */
     PyObject *decimal;  /* DEC_FIXED: the Decimal type */
 } Column;
 
@@ -154,31 +162,111 @@ civil_days(long long y, int m, int d)
     return era * 146097 + doe - 719468;
 }
 
-/* 'YYYY-MM-DD' of a date datetime.date accepts (years 1..9999), or NULL */
-static PyObject *
-date_days(PyObject *v)
+/* 'YYYY-MM-DD' at s (10 characters) of a date datetime.date accepts (years 1..9999): its
+ * days since 1970-01-01 in *days, and 1; else 0 */
+static int
+ymd_days(const char *s, long long *days)
 {
     static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-    if (!PyUnicode_CheckExact(v) || !PyUnicode_IS_ASCII(v) || PyUnicode_GET_LENGTH(v) != 10)
-        return NULL;
-    const char *s = (const char *)PyUnicode_1BYTE_DATA(v);
     for (int i = 0; i < 10; i++) {
         if (i == 4 || i == 7) {
             if (s[i] != '-')
-                return NULL;
+                return 0;
         }
         else if (s[i] < '0' || s[i] > '9')
-            return NULL;
+            return 0;
     }
     int y = (s[0] - '0') * 1000 + (s[1] - '0') * 100 + (s[2] - '0') * 10 + (s[3] - '0');
     int m = (s[5] - '0') * 10 + (s[6] - '0');
     int d = (s[8] - '0') * 10 + (s[9] - '0');
     if (y < 1 || m < 1 || m > 12 || d < 1)
-        return NULL;
+        return 0;
     int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
     if (d > mdays[m - 1] + (m == 2 && leap))
+        return 0;
+    *days = civil_days(y, m, d);
+    return 1;
+}
+
+/* DATE_DAYS's common case, or NULL (no error set) */
+static PyObject *
+date_days(PyObject *v)
+{
+    long long days;
+    if (!PyUnicode_CheckExact(v) || !PyUnicode_IS_ASCII(v) || PyUnicode_GET_LENGTH(v) != 10 ||
+        !ymd_days((const char *)PyUnicode_1BYTE_DATA(v), &days))
         return NULL;
-    return PyLong_FromLongLong(civil_days(y, m, d));
+    return PyLong_FromLongLong(days);
+}
+
+/* 'HH:MM:SS[.f{1,6}]' at s[0..n): microseconds, or -1 when not exactly that shape;
+ * ``strict``: hours 0..23, minutes and seconds 0..59 (what datetime accepts) */
+static long long
+time_of_day_micros(const char *s, Py_ssize_t n, int strict)
+{
+    if (n < 8 || s[2] != ':' || s[5] != ':')
+        return -1;
+    static const int at[] = {0, 1, 3, 4, 6, 7};
+    for (int i = 0; i < 6; i++)
+        if (s[at[i]] < '0' || s[at[i]] > '9')
+            return -1;
+    int hh = (s[0] - '0') * 10 + (s[1] - '0');
+    int mm = (s[3] - '0') * 10 + (s[4] - '0');
+    int ss = (s[6] - '0') * 10 + (s[7] - '0');
+    if (strict && (hh > 23 || mm > 59 || ss > 59))
+        return -1;
+    long long frac = 0;
+    if (n > 8) {
+        Py_ssize_t digits = n - 9;
+        if (s[8] != '.' || digits < 1 || digits > 6)
+            return -1;
+        for (Py_ssize_t i = 9; i < n; i++) {
+            if (s[i] < '0' || s[i] > '9')
+                return -1;
+            frac = frac * 10 + (s[i] - '0');
+        }
+        for (Py_ssize_t i = digits; i < 6; i++)
+            frac *= 10;
+    }
+    return ((long long)hh * 3600 + mm * 60 + ss) * 1000000LL + frac;
+}
+
+/* floor division, as Python's // */
+static long long
+floor_div(long long a, long long b)
+{
+    long long q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+
+/* TIME_MICROS's common case, or NULL (no error set) */
+static PyObject *
+time_micros(PyObject *v, Py_ssize_t divisor)
+{
+    if (!PyUnicode_CheckExact(v) || !PyUnicode_IS_ASCII(v))
+        return NULL;
+    long long us = time_of_day_micros((const char *)PyUnicode_1BYTE_DATA(v),
+                                      PyUnicode_GET_LENGTH(v), 0);
+    if (us < 0)
+        return NULL;
+    return PyLong_FromLongLong(floor_div(us, divisor));
+}
+
+/* TS_MICROS's common case, or NULL (no error set) */
+static PyObject *
+timestamp_micros(PyObject *v, Py_ssize_t divisor)
+{
+    long long days;
+    if (!PyUnicode_CheckExact(v) || !PyUnicode_IS_ASCII(v))
+        return NULL;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+    const char *s = (const char *)PyUnicode_1BYTE_DATA(v);
+    if (n < 19 || s[10] != ' ' || !ymd_days(s, &days))
+        return NULL;
+    long long us = time_of_day_micros(s + 11, n - 11, 1);
+    if (us < 0)
+        return NULL;
+    return PyLong_FromLongLong(floor_div(days * 86400000000LL + us, divisor));
 }
 
 /* numeric(p,s) text already at its scale, made of digits, one sign and one point only */
@@ -313,6 +401,16 @@ convert(Column *c, PyObject *v)
         if (out != NULL || PyErr_Occurred())
             return out;
         break;
+    case K_TS_MICROS:
+        out = timestamp_micros(v, c->scale);
+        if (out != NULL || PyErr_Occurred())
+            return out;
+        break;
+    case K_TIME_MICROS:
+        out = time_micros(v, c->scale);
+        if (out != NULL || PyErr_Occurred())
+            return out;
+        break;
     default:
         break;
     }
@@ -401,7 +499,7 @@ builder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             PyErr_SetString(PyExc_ValueError, "RowBuilder: a negative column index");
             goto fail;
         }
-        if (kind < K_PASS || kind > K_DEC_VARIABLE) {
+        if (kind < K_PASS || kind > K_TIME_MICROS) {
             PyErr_Format(PyExc_ValueError, "RowBuilder: unknown kind %d", kind);
             goto fail;
         }
@@ -422,6 +520,15 @@ builder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             if (!PyArg_ParseTuple(arg, "nO:decimal", &c->scale, &decimal))
                 goto fail;
             c->decimal = Py_NewRef(decimal);
+        }
+        else if (kind == K_TS_MICROS || kind == K_TIME_MICROS) {
+            c->scale = PyLong_AsSsize_t(arg);
+            if (c->scale == -1 && PyErr_Occurred())
+                goto fail;
+            if (c->scale != 1 && c->scale != 1000) {
+                PyErr_SetString(PyExc_ValueError, "RowBuilder: a divisor of 1 or 1000");
+                goto fail;
+            }
         }
         else if (kind == K_TSTZ_UTC_PAD) {
             c->scale = PyLong_AsSsize_t(arg);

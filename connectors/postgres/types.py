@@ -188,16 +188,23 @@ def _date_days(v: str) -> int:
     return _date_parts(v)
 
 
+@native("time_micros", 1)
 def _time_micros(v: str) -> int:
     hh, mm, rest = v.split(":", 2)
     sec, _, frac = rest.partition(".")
     return ((int(hh) * 60 + int(mm)) * 60 + int(sec)) * 1_000_000 + int((frac + "000000")[:6])
 
 
+@native("time_micros", 1000)
+def _time_millis(v: str) -> int:
+    return _time_micros(v) // 1000
+
+
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 _fromisoformat = dt.datetime.fromisoformat
 
 
+@native("timestamp_micros", 1)
 def _timestamp_micros(v: str) -> int:
     special = INFINITY_MICROS.get(v)
     if special is not None:
@@ -211,6 +218,11 @@ def _timestamp_micros(v: str) -> int:
         return days * 86_400_000_000 + (_time_micros(time_part) if time_part else 0)
     seconds = (d.toordinal() - _EPOCH_ORDINAL) * 86400 + d.hour * 3600 + d.minute * 60 + d.second
     return seconds * 1_000_000 + d.microsecond
+
+
+@native("timestamp_micros", 1000)
+def _timestamp_millis(v: str) -> int:
+    return _timestamp_micros(v) // 1000
 
 
 def _tz_offset_seconds(tz: str) -> int:
@@ -553,16 +565,16 @@ def _temporal(oid: int, typmod: int, modes: Modes) -> tuple[Schema, Conv] | None
     if oid == TIME:
         p = _precision(typmod)
         if mode == "connect":
-            return logical.connect_time(), lambda v: _time_micros(v) // 1000
+            return logical.connect_time(), _time_millis
         if mode == "adaptive" and p <= 3:
-            return logical.time_millis(), lambda v: _time_micros(v) // 1000
+            return logical.time_millis(), _time_millis
         return logical.micro_time(), _time_micros
     if oid == TIMESTAMP:
         p = _precision(typmod)
         if mode == "connect":
-            return logical.connect_timestamp(), lambda v: _timestamp_micros(v) // 1000
+            return logical.connect_timestamp(), _timestamp_millis
         if p <= 3:
-            return logical.timestamp_millis(), lambda v: _timestamp_micros(v) // 1000
+            return logical.timestamp_millis(), _timestamp_millis
         return logical.micro_timestamp(), _timestamp_micros
     if oid == TIMESTAMPTZ:
         if modes.envelope == "3":

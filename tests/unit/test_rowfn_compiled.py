@@ -39,6 +39,19 @@ _DATES = ["2024-02-29", "2023-02-29", "1970-01-01", "0001-01-01", "9999-12-31", 
           "1969-12-31", "1600-03-01"]  # fmt: skip
 
 
+_TIMESTAMPS = ["2018-06-20 15:13:16.945104", "2018-06-20 15:13:16", "2018-06-20 15:13:16.1",
+               "1969-12-31 23:59:59.999999", "0001-01-01 00:00:00", "9999-12-31 23:59:59.999999",
+               "1900-02-29 00:00:00", "2024-02-29 12:00:00", "2023-02-29 12:00:00", "infinity",
+               "-infinity", "0044-03-15 12:00:00 BC", "2018-06-20 24:00:00", "2018-06-20 23:60:00",
+               "2018-06-20 23:59:60", "2018-06-20 15:13:16.", "2018-06-20 15:13:16.1234567",
+               "2018-06-20T15:13:16", "2018-06-20 15:13", "12345-06-20 15:13:16",
+               "0000-01-01 00:00:00", "2018-6-20 15:13:16", "2018-06-20 15:13:1a",
+               "2018-06-20 15:13:16+00"]  # fmt: skip
+_TIMES = ["15:13:16.945104", "00:00:00", "24:00:00", "23:59:59.999999", "15:13:16.1", "15:13",
+          "15:13:16.", "15:13:16.1234567", "1:13:16", "15:13:16+00", "99:99:99", "15:1a:16",
+          "15:13:16.12a"]  # fmt: skip
+
+
 def _col(i: int, name: str, schema: Schema, fn: Any) -> _Col:
     return _Col(name, i, schema, fn, "__unavailable")
 
@@ -87,6 +100,10 @@ COLUMNS: list[tuple[_Col, list[str]]] = [
     (_col(8, "f", FLOAT64.with_(optional=True), pgt._float), _FLOATS),
     (_col(16, "d", INT32.with_(optional=True), pgt._date_days), _DATES),
     (_col(17, "v", logical.variable_scale_decimal().with_(optional=True), _variable()), _VARNUMS),
+    (_col(18, "ts", INT64.with_(optional=True), pgt._timestamp_micros), _TIMESTAMPS),
+    (_col(19, "ts_ms", INT64.with_(optional=True), pgt._timestamp_millis), _TIMESTAMPS),
+    (_col(20, "tm", INT64.with_(optional=True), pgt._time_micros), _TIMES),
+    (_col(21, "tm_ms", INT32.with_(optional=True), pgt._time_millis), _TIMES),
     (_col(9, "plain", STRING.with_(optional=True), None), _TEXTS),
     (_col(10, "required_plain", STRING, None), _TEXTS),
     (_col(11, "tags", array(STRING), None), _TEXTS),
@@ -128,7 +145,8 @@ def test_the_common_values_take_the_native_path_and_keep_their_types() -> None:
     assert native is not None
     row = ["7", "8", "t", "2018-06-20 15:13:16.945104+00", "12.50", "3", "-100", "1.500",
            "1.5", "p", None, None, "x", "2018-06-20 15:13:16.9+00", "2018-06-20 15:13:16+00",
-           "2018-06-20 15:13:16.945104+00", "2024-02-29", "-1234.5678"]  # fmt: skip
+           "2018-06-20 15:13:16.945104+00", "2024-02-29", "-1234.5678", "1969-12-31 23:59:59.9995",
+           "1969-12-31 23:59:59.9995", "15:13:16.945104", "15:13:16.945104"]  # fmt: skip
     out = native(row)
     assert out == _generated_row_fn(cols, "value_t")(row)
     assert out["id"] == 7 and out["flag"] is True and out["at"] == "2018-06-20T15:13:16.945104Z"
@@ -137,6 +155,8 @@ def test_the_common_values_take_the_native_path_and_keep_their_types() -> None:
     assert out["at1"] == "2018-06-20T15:13:16.0Z" and out["at3"] == "2018-06-20T15:13:16.945Z"
     assert out["d"] == 19782 and out["f"] == 1.5
     assert out["v"] == {"scale": 4, "value": (-12345678).to_bytes(4, "big", signed=True)}
+    assert out["ts"] == -500 and out["ts_ms"] == -1  # floor division before the epoch
+    assert out["tm"] == 54_796_945_104 and out["tm_ms"] == 54_796_945
 
 
 def test_the_unavailable_twin_and_short_rows() -> None:
@@ -188,3 +208,24 @@ def test_unconstrained_numerics_give_the_decimal_paths_struct() -> None:
             continue
         assert conv(text) == want, text
         assert native([text]) == reference([text]) == {"v": want}, text
+
+
+def test_timestamps_and_times_across_the_range_give_the_references_values() -> None:
+    cols = [
+        _col(0, "ts", INT64, pgt._timestamp_micros),
+        _col(1, "ts_ms", INT64, pgt._timestamp_millis),
+        _col(2, "tm", INT64, pgt._time_micros),
+        _col(3, "tm_ms", INT32, pgt._time_millis),
+    ]
+    native, reference = _native_row_fn(cols), _generated_row_fn(cols, "value_t")
+    assert native is not None
+    rng = random.Random(10)
+    lo, hi = dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)
+    span = int((hi - lo).total_seconds())
+    for _ in range(20_000):
+        at = lo + dt.timedelta(seconds=rng.randrange(span), microseconds=rng.randrange(10**6))
+        text = at.isoformat(" ")
+        if at.microsecond and rng.random() < 0.5:  # PostgreSQL drops trailing zeros
+            text = text.rstrip("0")
+        row = [text, text, text[11:], text[11:]]
+        assert native(row) == reference(row), row
