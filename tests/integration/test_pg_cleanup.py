@@ -13,7 +13,7 @@ import pytest
 
 from tests.integration import pg_cleanup
 from tests.integration.conftest import PgInfo
-from tests.integration.pg_harness import PgHarness
+from tests.integration.pg_harness import PgHarness, read_topic
 from tests.integration.test_worker_retry import hold_slot
 
 pytestmark = pytest.mark.postgres
@@ -90,3 +90,19 @@ def test_leftovers_names_this_runs_database_and_slot_only(postgres: PgInfo, db: 
         pg_cleanup.drop_slot(postgres.dsn(), slot)
     pg_cleanup.drop_database(postgres.dsn(), db)
     assert mine(postgres, db) == [] and mine(postgres, slot) == []
+
+
+@pytest.mark.kafka
+def test_a_connector_with_slot_drop_on_stop_leaves_no_slot(postgres: PgInfo, kafka: str) -> None:
+    """``slot.drop.on.stop=true`` drops the slot at stop, right after its walsender streamed
+    (the slot is released asynchronously when the replication connection closes)."""
+    with PgHarness(postgres, kafka, f"tm_cleanup_{uuid.uuid4().hex[:8]}") as h:
+        h.sql("CREATE TABLE t (id int PRIMARY KEY)")
+        for i in range(3):
+            cfg = h.config(snapshot_mode="never", slot_drop_on_stop="true")
+            with h.running(cfg) as run:
+                h.wait_streaming(run)
+                h.sql(f"INSERT INTO t VALUES ({i})")
+                read_topic(kafka, h.topic(cfg, "t"), min_count=1)
+            assert run.errors == []
+            assert slots(postgres, h.dbname) == []
