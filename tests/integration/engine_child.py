@@ -74,7 +74,8 @@ def hold_snapshot_rows(rows: int) -> None:
     emitted = 0
 
     class Holding:
-        """The source context, with an ``emit``/``emit_row`` that blocks at the count."""
+        """The source context, with an ``emit``/``emit_row``/``emit_rows`` that blocks at the
+        count."""
 
         def __init__(self, ctx: Any) -> None:
             self._ctx = ctx
@@ -99,6 +100,15 @@ def hold_snapshot_rows(rows: int) -> None:
         def emit_row(self, *args: Any) -> None:
             self._count()
             self._ctx.emit_row(*args)
+
+        def emit_rows(self, op: Any, table_id: Any, batch: Sequence[Any], *rest: Any) -> None:
+            nonlocal emitted
+            room = max(rows - emitted, 0)
+            if room:  # the rows before the count go at once, as they would
+                self._ctx.emit_rows(op, table_id, batch[:room], *rest)
+                emitted += min(room, len(batch))
+            if len(batch) > room:
+                self._count()  # blocks
 
     def held(self: driver.TableScan, ctx: Any, batch: Sequence[Any]) -> None:
         emit(self, Holding(ctx), batch)
