@@ -17,7 +17,12 @@ from typing import Any, TypeVar
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 #: every compiled module of the project, for the check that CI built them all
-MODULES = ("connectors.postgres._pgoutput_c", "cdc.schema._rowfn_c", "cdc.converters._json_c")
+MODULES = (
+    "connectors.postgres._pgoutput_c",
+    "cdc.schema._rowfn_c",
+    "cdc.converters._json_c",
+    "connectors.mysql._textrow_c",
+)
 
 #: True when the pure-Python reference was asked for (``TIDEMARK_PURE_PYTHON``)
 PURE = os.environ.get("TIDEMARK_PURE_PYTHON", "").strip().lower() not in ("", "0", "false", "no")

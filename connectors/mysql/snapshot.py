@@ -56,6 +56,7 @@ from connectors.mysql.offsets import BinlogPosition, is_at_or_before
 from connectors.mysql.retention import missing_reason
 from connectors.mysql.schema import MySqlSchema
 from connectors.mysql.state import BUILTIN_DATABASES, TaskState
+from connectors.mysql.text_rows import read_rows_compiled
 from connectors.mysql.types import base_type
 
 log = logging.getLogger("tidemark.mysql.snapshot")
@@ -532,6 +533,8 @@ class SnapshotRun:
                 )
             else:
                 cursor.execute(scan.plan)
+            if streaming:
+                read_rows_compiled(cursor)
             reorder = _reorder(table, [d[0] for d in cursor.description or ()])
             while True:
                 batch = cursor.fetchmany(fetch)

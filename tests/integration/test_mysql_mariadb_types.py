@@ -44,7 +44,12 @@ def snapshot_and_stream(
             h.sql(*mode, f"INSERT INTO {table} VALUES ({first + i}, {values})")
 
     insert(1)
-    cfg = h.config(table_include_list=rf"{h.dbname}\.{table}", **overrides)
+    # read through the streaming cursor (and so the compiled row walk) as large tables are
+    cfg = h.config(
+        table_include_list=rf"{h.dbname}\.{table}",
+        min_row_count_to_stream_results="0",
+        **overrides,
+    )
     n = len(rows)
     with h.running(cfg) as run:
         h.wait_streaming(run)
