@@ -213,12 +213,14 @@ def micros_of_day(value: dt.time | dt.timedelta) -> int:
 
 
 def zoned_timestamp_str(value: dt.datetime) -> str:
-    """ISO-8601 in UTC with a ``Z``, fraction only as long as needed (Debezium's format)."""
-    utc = value.astimezone(dt.UTC) if value.tzinfo else value.replace(tzinfo=dt.UTC)
-    base = utc.strftime("%Y-%m-%dT%H:%M:%S")
-    if utc.microsecond:
-        base += ("." + f"{utc.microsecond:06d}").rstrip("0")
-    return base + "Z"
+    """ISO-8601 in UTC with a ``Z``, fraction only as long as needed, the year in four
+    digits (Debezium's format, Java's ISO formatter)."""
+    if value.tzinfo:
+        value = value.astimezone(dt.UTC)
+    iso = value.isoformat()  # a UTC value's ends with "+00:00"
+    if value.tzinfo:
+        iso = iso[:-6]
+    return (iso.rstrip("0") if value.microsecond else iso) + "Z"
 
 
 def fixed_fraction(convert: Callable[[Any], Any], digits: int | None) -> Callable[[Any], Any]:
