@@ -146,6 +146,16 @@ def main(argv: list[str] | None = None) -> int:
     rnd = random.Random(args.seed)
     tmp = Path(tempfile.mkdtemp(prefix="tidemark-soak-"))
     h = _harness(args.db, tmp)
+    try:
+        return _soak(args, rnd, tmp, h)
+    finally:  # the database (and its slots) go also when the soak fails
+        if hasattr(h, "dispose"):
+            h.dispose()
+        else:
+            h.drop()
+
+
+def _soak(args: argparse.Namespace, rnd: random.Random, tmp: Path, h: Any) -> int:
     mysql = args.db == "mariadb"
     h.sql("CREATE TABLE big (id bigint PRIMARY KEY, v varchar(40))")
     if mysql:
@@ -226,10 +236,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"rows read again per kill: {per_kill}")
     print(f"attempt logs in {tmp}")
-    if hasattr(h, "dispose"):
-        h.dispose()
-    else:
-        h.drop()
     return 0 if (missing, stale, extra) == (0, 0, 0) else 1
 
 
