@@ -204,7 +204,7 @@ class CassandraSnapshot(SnapshotSource):
         progress.started, progress.ended, progress.rows_scanned = time.monotonic(), 0.0, 0
         try:
             offset = run_snapshot(
-                ctx, _Steps(self.state, ctx, self.mode), include_data=include_data
+                ctx, _Steps(self.state, ctx, self.mode), include_data=include_data, batched=True
             )
         except BaseException:
             progress.aborted = True

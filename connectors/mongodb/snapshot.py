@@ -288,4 +288,5 @@ class MongoSnapshot(SnapshotSource):
             include_data=include_data,
             resume=resume,
             chunk_rows=self.chunk_rows,
+            batched=True,
         )

@@ -145,6 +145,7 @@ class SnapshotRun:
             include_data=self.include_data,
             resume=resume,
             chunk_rows=int(self.cfg["snapshot.resumable.chunk.size"]),
+            batched=True,
         )
         # Streaming from an earlier position needs the schema as of that position.
         self.state.schema_ready = out == self.own

@@ -354,6 +354,7 @@ class SqlServerSnapshot(SnapshotSource):
                 include_data=include_data,
                 resume=resume,
                 chunk_rows=int(self.cfg["snapshot.resumable.chunk.size"]),
+                batched=True,
             )
         self.registered.update(steps.registered)
         return offset
