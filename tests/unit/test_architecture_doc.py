@@ -25,6 +25,7 @@ EXTERNAL = {
     "MongoDB",
     "SQL",
     "Decimal",
+    "MySQLResult",  # PyMySQL's, the reference of the compiled MySQL row walk
 }
 
 PATH = re.compile(r"\b((?:cdc|connectors|worker|tests|bench|docs)/[A-Za-z0-9_./<>-]*)")
