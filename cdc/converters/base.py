@@ -22,6 +22,7 @@ from cdc.schema.logical import (
     CONNECT_TIME,
     CONNECT_TIMESTAMP,
     DECIMAL_SCALE,
+    signed_bytes,
 )
 from cdc.schema.model import Schema, Type
 
@@ -106,7 +107,7 @@ def decimal_to_unscaled(value: decimal.Decimal, scale: int) -> bytes:
     if not value.is_finite():
         raise ConversionError(f"Decimal field cannot carry {value}")
     unscaled = int(value.scaleb(scale, _EXACT).to_integral_value(_ROUND, _EXACT))
-    return unscaled.to_bytes((unscaled + (unscaled < 0)).bit_length() // 8 + 1, "big", signed=True)
+    return signed_bytes(unscaled)
 
 
 def unscaled_to_decimal(data: bytes, scale: int) -> decimal.Decimal:

@@ -42,6 +42,7 @@ from cdc.converters.base import (
     temporal_fix,
     unscaled_to_decimal,
 )
+from cdc.schema.logical import signed_bytes
 from cdc.schema.model import Field, Schema, Type
 
 _dumps = orjson.dumps
@@ -106,8 +107,7 @@ class _JsonRewriter(SchemaRewriter):
                         den = 0
                     if den and not factor % den:
                         u = num * (factor // den)
-                        raw = u.to_bytes((u + (u < 0)).bit_length() // 8 + 1, "big", signed=True)
-                        return _b64(raw, newline=False).decode("ascii")
+                        return _b64(signed_bytes(u), newline=False).decode("ascii")
                 return _b64(decimal_to_unscaled(value, scale), newline=False).decode("ascii")
 
             return b64

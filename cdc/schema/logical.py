@@ -243,6 +243,12 @@ def fixed_fraction(convert: Callable[[Any], Any], digits: int | None) -> Callabl
     return padded
 
 
+def signed_bytes(unscaled: int) -> bytes:
+    """The shortest big-endian two's complement of ``unscaled`` (Java's
+    ``BigInteger.toByteArray``), as a Connect Decimal carries its unscaled value."""
+    return unscaled.to_bytes((unscaled + (unscaled < 0)).bit_length() // 8 + 1, "big", signed=True)
+
+
 def unscaled_bytes(value: decimal.Decimal, scale: int | None = None) -> bytes:
     """Big-endian two's complement of the unscaled value, as Connect's Decimal carries it."""
     if scale is not None:
@@ -253,8 +259,7 @@ def unscaled_bytes(value: decimal.Decimal, scale: int | None = None) -> bytes:
     else:
         sign, digits, _exp = value.as_tuple()
         unscaled = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
-    length = (unscaled + (unscaled < 0)).bit_length() // 8 + 1
-    return unscaled.to_bytes(length, "big", signed=True)
+    return signed_bytes(unscaled)
 
 
 def decimal_scale(value: decimal.Decimal) -> int:

@@ -524,8 +524,7 @@ def _decimal(modes: Modes, typmod: int) -> tuple[Schema, Conv]:
                     scale, unscaled = 0, int(v)
                 else:
                     scale, unscaled = len(v) - point - 1, int(v[:point] + v[point + 1 :])
-                size = (unscaled + (unscaled < 0)).bit_length() // 8 + 1
-                return {"scale": scale, "value": unscaled.to_bytes(size, "big", signed=True)}
+                return {"scale": scale, "value": logical.signed_bytes(unscaled)}
             return logical.variable_scale_value(decimal.Decimal(v))
 
         return logical.variable_scale_decimal(), native("decimal_variable")(variable)
