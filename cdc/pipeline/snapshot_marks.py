@@ -58,6 +58,32 @@ class SnapshotMarks:
         self.held[table_id] = (record, previous is None)
         return out
 
+    def push_many(self, table_id: TableId, records: list[SourceRecord]) -> list[SourceRecord]:
+        """``push`` of each record in order (a snapshot batch of one table). Only the batch's
+        first record can be its table's first and only its last is held, so the records
+        between them are decided at once, as ``true``: the same records and markers as one
+        ``push`` per record, without a call per row."""
+        if not records:
+            return []
+        out = self.push(table_id, records[0])
+        if len(records) == 1:
+            return out
+        self._decide(table_id, self.held[table_id], False, out)
+        middle = records[1:-1]
+        if middle:
+            shared = None  # a block already checked: the rows of a batch share one
+            for record in middle:
+                source = record.value["source"]
+                if source is not shared:
+                    _mark(record, "true")
+                    if record.value["source"] is source:
+                        shared = source
+            out.append(self.pending)  # type: ignore[arg-type]
+            out += middle[:-1]
+            self.pending = middle[-1]
+        self.held[table_id] = (records[-1], False)
+        return out
+
     def table_completed(self, table_id: TableId) -> list[SourceRecord]:
         out: list[SourceRecord] = []
         entry = self.held.pop(table_id, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import random
 import threading
 from types import SimpleNamespace
 from typing import Any
@@ -18,6 +19,7 @@ from cdc.metrics import TaskMetrics
 from cdc.pipeline.dispatcher import EventDispatcher
 from cdc.pipeline.failures import FailureHandler
 from cdc.pipeline.queue import ChangeEventQueue
+from cdc.pipeline.snapshot_marks import SnapshotMarks
 from cdc.record import SourceRecord
 from cdc.schema.table_schema import TableSchemaBuilder
 from cdc.snapshot.driver import TableScan
@@ -328,16 +330,109 @@ def test_v3_snapshot_batches_shaped_once_give_the_same_records() -> None:
                 scan = TableScan(
                     table, {**SOURCE, "snapshot": True}, {"lsn": 9}, None, key_of=lambda r: [r[0]]
                 )
-                for batch in ([("1",), ("2",), ("3",)], [("4",)], [("5",), ("6",)]):
+                batches = ([("1",), ("2",), ("3",), ("4",), ("5",)], [("6",)], [("7",), ("8",)])
+                for batch in batches:
                     scan.emit(ctx, batch)  # type: ignore[arg-type]
                 d.snapshot_table_completed(table.id, scan.rows)
         d.emit(PositionReached({"lsn": 9}))
         return [
-            (r.topic, r.key, r.value["after"], dict(r.value["source"]), r.source_offset)
+            (
+                r.topic,
+                r.key,
+                r.value["after"],
+                dict(r.value["source"]),
+                r.source_offset,
+                list(r.value),
+                r.value["op"],
+                r.value["ts_ns"] // 1000 == r.value["ts_us"],
+            )
             for r in emitted(queue)
         ]
 
     shaped, plain, at_once = run(True), run(False), run(True, True)
-    assert len(plain) == 12 and shaped == plain and at_once == plain
-    assert [s["snapshot"] for *_, s, _ in plain][:2] == ["first", "true"]
+    assert len(plain) == 16 and shaped == plain and at_once == plain
+    assert plain[0][5] == V3_FIELDS and plain[0][6:] == ("r", True)
+    assert [r[3]["snapshot"] for r in plain][:2] == ["first", "true"]
     assert plain[-1][3]["snapshot"] == "last"
+
+
+def test_snapshot_marks_push_many_equals_push_per_record() -> None:
+    """``push_many`` (a batch of one table at once) hands over the same records in the same
+    order with the same markers as ``push`` per record, for batches of every size, tables
+    interleaved, empty and non-empty ones, with shared and own source blocks."""
+    rng = random.Random(18)
+    plan = [(rng.choice([TABLE.id, T2.id, T3.id]), rng.randrange(0, 7)) for _ in range(60)]
+
+    def run(at_once: bool) -> list[tuple[int, str]]:
+        marks = SnapshotMarks([TABLE.id, T2.id, T3.id])
+        out: list[SourceRecord] = []
+        n = 0
+        for table_id, size in plan:
+            shared = {"snapshot": "true", "table": table_id.table}
+            records = []
+            for _ in range(size):
+                source = shared if n % 5 else {"snapshot": "true", "own": n}
+                records.append(
+                    SourceRecord("t", None, None, None, {"source": source, "n": n}, {}, {})
+                )
+                n += 1
+            if at_once:
+                out += marks.push_many(table_id, records)
+            else:
+                for record in records:
+                    out += marks.push(table_id, record)
+        for table_id in (T2.id, TABLE.id):
+            out += marks.table_completed(table_id)
+        out += marks.finish()
+        assert shared["snapshot"] == "true"  # a shared block is never written into
+        return [(r.value["n"], r.value["source"]["snapshot"]) for r in out]
+
+    want = run(False)
+    assert sorted(n for n, _ in want) == list(range(sum(size for _, size in plan)))
+    assert run(True) == want
+    assert {m for _, m in want} == {
+        "first",
+        "true",
+        "first_in_data_collection",
+        "last_in_data_collection",
+        "last",
+    }
+
+
+def test_v3_snapshot_batch_with_a_row_that_fails_goes_row_by_row() -> None:
+    """A snapshot batch built at once falls back to row by row when a row cannot be
+    converted: the failure is handled where the row was (here: warn and skip) and the
+    records around it, markers included, equal those of one ``emit_row`` per row."""
+
+    def run(at_once: bool) -> list[tuple[Any, ...]]:
+        d, queue = dispatcher("3")
+        d.failures = FailureHandler("warn", d.metrics)
+        ts = d.schemas[TABLE.id]
+        good = ts.value_from_row
+
+        def explode(row: Any) -> Any:
+            if row[0] == "3":
+                raise ValueError("cannot decode value")
+            return good(row)
+
+        ts.value_from_row = explode  # type: ignore[method-assign]
+        d.snapshot_started([TABLE.id])
+        source = d.shape_source({**SOURCE, "snapshot": True}, OFFSET)  # type: ignore[misc]
+        rows = [(str(i),) for i in range(1, 7)]
+        with d.batched(100):
+            if at_once:
+                d.emit_rows(Operation.READ, TABLE.id, rows, source, OFFSET)
+            else:
+                for row in rows:
+                    d.emit_row(Operation.READ, TABLE.id, None, row, source, OFFSET)
+            d.snapshot_table_completed(TABLE.id, 6)
+        d.emit(PositionReached(OFFSET))
+        return [
+            (r.key, r.value["after"], r.value["source"]["snapshot"], list(r.value))
+            for r in emitted(queue)
+        ]
+
+    want = run(False)
+    assert [k["id"] for k, *_ in want] == [1, 2, 4, 5, 6]
+    assert [m for _, _, m, _ in want] == ["first", "true", "true", "true", "last"]
+    assert run(True) == want
