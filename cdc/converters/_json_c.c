@@ -857,26 +857,10 @@ configure(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* encode(plan, value, head, tail) -> head + JSON of value + tail */
+/* head + the JSON of value written by plan n + tail, as new bytes (NULL with an error set) */
 static PyObject *
-encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+encode_node(Node *n, PyObject *value, PyObject *head, PyObject *tail)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "encode(plan, value, head, tail)");
-        return NULL;
-    }
-    if (leaf_dumps == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "configure() was not called");
-        return NULL;
-    }
-    Node *n = (Node *)PyCapsule_GetPointer(args[0], CAPSULE_NAME);
-    if (n == NULL)
-        return NULL;
-    PyObject *head = args[2], *tail = args[3];
-    if (!PyBytes_Check(head) || !PyBytes_Check(tail)) {
-        PyErr_SetString(PyExc_TypeError, "head and tail must be bytes");
-        return NULL;
-    }
     int shared = !scratch_busy;
     Out o = {NULL, 0, 0};
     if (shared && scratch != NULL) {
@@ -892,7 +876,7 @@ encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         scratch = NULL; /* owned by this call until it ends */
     }
     PyObject *result = NULL;
-    if (write_node(&o, n, args[1], 0) == 0) {
+    if (write_node(&o, n, value, 0) == 0) {
         Py_ssize_t hl = PyBytes_GET_SIZE(head), tl = PyBytes_GET_SIZE(tail);
         result = PyBytes_FromStringAndSize(NULL, hl + o.len + tl);
         if (result != NULL) {
@@ -913,6 +897,188 @@ encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* encode(plan, value, head, tail) -> head + JSON of value + tail */
+static PyObject *
+encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "encode(plan, value, head, tail)");
+        return NULL;
+    }
+    if (leaf_dumps == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure() was not called");
+        return NULL;
+    }
+    Node *n = (Node *)PyCapsule_GetPointer(args[0], CAPSULE_NAME);
+    if (n == NULL)
+        return NULL;
+    PyObject *head = args[2], *tail = args[3];
+    if (!PyBytes_Check(head) || !PyBytes_Check(tail)) {
+        PyErr_SetString(PyExc_TypeError, "head and tail must be bytes");
+        return NULL;
+    }
+    return encode_node(n, args[1], head, tail);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* the send loop's ordinary records (cdc/pipeline/delivery.py, Delivery._send) */
+
+static PyObject *s_topic, *s_key_schema, *s_key, *s_value_schema, *s_value, *s_raw, *s_headers,
+    *s_kafka_partition;
+
+/* What JsonConverter.from_connect returns for (schema, value) when its cache already holds
+ * a compiled plan for schema (state: (converter._by_id, converter._tail)): a new reference
+ * to the bytes, or to None for a null key or tombstone without a schema. NULL, with no error
+ * set, for anything else: the caller leaves that record to from_connect itself. */
+static PyObject *
+cached_encode(PyObject *state, PyObject *schema, PyObject *value)
+{
+    if (schema == Py_None) {
+        if (value == Py_None)
+            Py_RETURN_NONE;
+        return NULL;
+    }
+    if (value == Py_None)
+        return NULL;
+    PyObject *by_id = PyTuple_GET_ITEM(state, 0), *tail = PyTuple_GET_ITEM(state, 1);
+    PyObject *id = PyLong_FromVoidPtr(schema);
+    if (id == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *entry = PyDict_GetItemWithError(by_id, id); /* borrowed */
+    Py_DECREF(id);
+    if (entry == NULL || !PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 5 ||
+        PyTuple_GET_ITEM(entry, 0) != schema) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *head = PyTuple_GET_ITEM(entry, 1), *plan = PyTuple_GET_ITEM(entry, 4);
+    if (plan == Py_None || !PyBytes_Check(head))
+        return NULL;
+    Node *n = (Node *)PyCapsule_GetPointer(plan, CAPSULE_NAME);
+    if (n == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *out = encode_node(n, value, head, tail);
+    if (out == NULL)
+        PyErr_Clear(); /* from_connect decides: the reference's bytes or its error */
+    return out;
+}
+
+/* 1 if the attribute is set (truthy), 0 if not, -1 on error */
+static int
+attr_true(PyObject *rec, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(rec, name);
+    if (v == NULL)
+        return -1;
+    int t = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return t;
+}
+
+/* One ordinary record produced: 1 done, 0 left to the caller (no error set). */
+static int
+send_one(PyObject *rec, PyObject *topic, PyObject *known, PyObject *kstate, PyObject *vstate,
+         PyObject *produce)
+{
+    if (attr_true(rec, s_raw) != 0 || attr_true(rec, s_headers) != 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *part = PyObject_GetAttr(rec, s_kafka_partition);
+    if (part == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int fixed = part != Py_None;
+    Py_DECREF(part);
+    if (fixed || PySet_Contains(known, topic) != 1) {
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *ks = PyObject_GetAttr(rec, s_key_schema), *k = PyObject_GetAttr(rec, s_key);
+    PyObject *vs = PyObject_GetAttr(rec, s_value_schema), *v = PyObject_GetAttr(rec, s_value);
+    PyObject *key = NULL, *value = NULL, *res = NULL;
+    if (ks != NULL && k != NULL && vs != NULL && v != NULL &&
+        (key = cached_encode(kstate, ks, k)) != NULL &&
+        (value = cached_encode(vstate, vs, v)) != NULL) {
+        PyObject *args[3] = {topic, value, key};
+        res = PyObject_Vectorcall(produce, args, 3, NULL);
+    }
+    Py_XDECREF(ks);
+    Py_XDECREF(k);
+    Py_XDECREF(vs);
+    Py_XDECREF(v);
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    if (res == NULL) {
+        /* not produced (a full buffer, a refusal, an attribute missing): the caller's own
+         * path does it again and handles what happens there */
+        PyErr_Clear();
+        return 0;
+    }
+    Py_DECREF(res);
+    return 1;
+}
+
+/* send_json(batch, start, known, key_state, value_state, produce) -> (stopped_at, sent)
+ *
+ * Delivery._send's loop for records whose both converters are JsonConverters with the
+ * record's schemas already compiled: from batch[start] on, skip position markers and
+ * produce(topic, value, key) each ordinary record (known topic, not raw, no headers, no
+ * fixed partition, schemas cached with a plan), stopping at the first record it does not
+ * handle, which the caller sends its own way before calling again from the next one. */
+static PyObject *
+send_json(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !PyList_Check(args[0]) || !PyLong_Check(args[1]) ||
+        !PyAnySet_Check(args[2]) || !PyTuple_Check(args[3]) || PyTuple_GET_SIZE(args[3]) != 2 ||
+        !PyTuple_Check(args[4]) || PyTuple_GET_SIZE(args[4]) != 2 ||
+        !PyDict_Check(PyTuple_GET_ITEM(args[3], 0)) || !PyDict_Check(PyTuple_GET_ITEM(args[4], 0)) ||
+        !PyBytes_Check(PyTuple_GET_ITEM(args[3], 1)) || !PyBytes_Check(PyTuple_GET_ITEM(args[4], 1))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "send_json(batch: list, start: int, known: set, (by_id, tail), "
+                        "(by_id, tail), produce)");
+        return NULL;
+    }
+    if (leaf_dumps == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "configure() was not called");
+        return NULL;
+    }
+    PyObject *batch = args[0], *known = args[2], *kstate = args[3], *vstate = args[4];
+    PyObject *produce = args[5];
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]), sent = 0;
+    if (i < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "start must be >= 0");
+        return NULL;
+    }
+    for (; i < PyList_GET_SIZE(batch); i++) {
+        PyObject *rec = PyList_GET_ITEM(batch, i);
+        Py_INCREF(rec);
+        PyObject *topic = PyObject_GetAttr(rec, s_topic);
+        int done = 0;
+        if (topic == NULL)
+            PyErr_Clear();
+        else if (PyUnicode_CheckExact(topic)) {
+            if (PyUnicode_GET_LENGTH(topic) == 0)
+                done = 1; /* a position marker: nothing to produce */
+            else if (send_one(rec, topic, known, kstate, vstate, produce)) {
+                done = 1;
+                sent++;
+            }
+        }
+        Py_XDECREF(topic);
+        Py_DECREF(rec);
+        if (!done)
+            break;
+    }
+    return Py_BuildValue("(nn)", i, sent);
+}
+
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
      "configure(leaf_dumps, float_dumps, decimal_type): the leaf writers and the Decimal type "
@@ -921,6 +1087,9 @@ static PyMethodDef methods[] = {
      "compile_plan(spec) -> plan: a per-schema plan (json._plan) compiled for encode."},
     {"encode", (PyCFunction)(void (*)(void))encode, METH_FASTCALL,
      "encode(plan, value, head, tail) -> bytes: head + the value's JSON + tail."},
+    {"send_json", (PyCFunction)(void (*)(void))send_json, METH_FASTCALL,
+     "send_json(batch, start, known, key_state, value_state, produce) -> (stopped_at, sent): "
+     "Delivery._send's loop over ordinary records converted by cached JSON plans."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -933,5 +1102,13 @@ PyMODINIT_FUNC
 PyInit__json_c(void)
 {
     esc_init();
+    static const char *names[] = {"topic", "key_schema", "key", "value_schema", "value",
+                                  "raw", "headers", "kafka_partition"};
+    PyObject **slots[] = {&s_topic, &s_key_schema, &s_key, &s_value_schema, &s_value,
+                          &s_raw, &s_headers, &s_kafka_partition};
+    for (int i = 0; i < 8; i++) {
+        if (*slots[i] == NULL && (*slots[i] = PyUnicode_InternFromString(names[i])) == NULL)
+            return NULL;
+    }
     return PyModule_Create(&module);
 }

@@ -610,3 +610,25 @@ class JsonConverter:
             del self._by_id[next(iter(self._by_id))]
         self._by_id[id(schema)] = entry
         return entry
+
+
+#: the compiled send loop and the key and value converters' plan caches it reads
+CompiledSend = tuple[
+    Callable[..., tuple[int, int]], tuple[dict[int, _Entry], bytes], tuple[dict[int, _Entry], bytes]
+]
+
+
+def compiled_send(key_converter: object, value_converter: object) -> CompiledSend | None:
+    """What the send loop needs to produce records in C (``send_json``) when both
+    converters are this module's ``JsonConverter`` and the writer is built; None otherwise.
+    The loop reads the converters' own caches (a plan found there is what ``from_connect``
+    would use) and leaves every record it is not sure of to ``from_connect``."""
+    if _c is None or type(key_converter) is not JsonConverter:
+        return None
+    if type(value_converter) is not JsonConverter:
+        return None
+    return (
+        _c.send_json,
+        (key_converter._by_id, key_converter._tail),
+        (value_converter._by_id, value_converter._tail),
+    )

@@ -24,6 +24,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 
 from cdc.converters import Converter
+from cdc.converters.json import CompiledSend, compiled_send
 from cdc.errors import ConversionError
 from cdc.metrics import TaskMetrics
 from cdc.offsets.kafka import KafkaOffsetStore
@@ -35,8 +36,6 @@ from cdc.sinks.kafka import SIZE_ADVICE, KafkaSink, SinkError
 from cdc.transforms import TransformChain
 
 log = logging.getLogger("tidemark.engine")
-
-_NO_TOPICS: frozenset[str] = frozenset()
 
 
 class Delivery:
@@ -71,6 +70,10 @@ class Delivery:
         self.partition = partition
         self.stopping = stopping
         self.flush_timeout_s = flush_timeout_s
+        #: the compiled loop for ordinary records (JSON converters; see :meth:`_send`)
+        self._compiled_send = (
+            compiled_send(key_converter, value_converter) if self.fast_path else None
+        )
 
     # -- the hooks of a mode ----------------------------------------------------------------
     def start(self) -> None:
@@ -96,51 +99,77 @@ class Delivery:
     def _send(self, batch: list[SourceRecord]) -> int:
         """Hand a batch to the producer in order; returns how many records were sent.
 
-        The per-record loop of the task thread, kept flat: everything it touches is bound
-        once per batch, transforms are skipped when there are none, and an ordinary record
-        (known topic, no headers, no fixed partition) goes straight to the producer. Anything
-        else (raw dead-letter records, a first record for a topic, a conversion failure, a
-        full producer buffer) takes the general path, in the same order."""
-        sink = self.sink
-        known = sink.fast_topics if self.fast_path else _NO_TOPICS
-        produce = sink.producer.produce
+        The per-record loop of the task thread. With no transforms and both converters
+        JSON, the compiled loop (``send_json`` of ``cdc/converters/_json_c.c``) produces the
+        ordinary records (known topic, no headers, no fixed partition, schemas already
+        compiled) and stops at the first one it does not handle, which goes through
+        :meth:`_send_one` here before the compiled loop goes on from the next. Otherwise
+        every record goes through :meth:`_send_one`."""
         apply = self.transforms.apply if len(self.transforms) else None
-        key_of = self.key_converter.from_connect
-        value_of = self.value_converter.from_connect
+        if apply is None and self._compiled_send is not None:
+            return self._send_compiled(batch, self._compiled_send)
+        send_one = self._send_one
         sent = 0
         for rec in batch:
             if not rec.topic:  # a position marker: nothing to produce
                 continue
             out = rec if apply is None else apply(rec)
-            if out is None:
-                continue
-            topic = out.topic
-            if out.raw or out.headers or out.kafka_partition is not None or topic not in known:
-                encoded = self._encode(out)
-                if encoded is None:
-                    continue
-                try:
-                    sink.send(topic, encoded[0], encoded[1], out.headers, out.kafka_partition)
-                except KafkaException as exc:
-                    self._produce_failed(out, encoded[0], encoded[1], exc)
-                    continue
-                sent += 1
-                continue
-            try:
-                key = key_of(topic, out.key_schema, out.key, is_key=True)
-                value = value_of(topic, out.value_schema, out.value, is_key=False)
-            except Exception as exc:
-                self._encode_failed(out, exc)
-                continue
-            try:
-                produce(topic, value, key)
-            except BufferError:
-                sink.send(topic, key, value, None)  # waits for room, serving callbacks
-            except KafkaException as exc:  # refused at once: over the producer's size limit
-                self._produce_failed(out, key, value, exc)
-                continue
-            sent += 1
+            if out is not None:
+                sent += send_one(out)
         return sent
+
+    def _send_compiled(self, batch: list[SourceRecord], loop: CompiledSend) -> int:
+        send_json, key_state, value_state = loop
+        known, produce = self.sink.fast_topics, self.sink.producer.produce
+        send_one = self._send_one
+        total, sent, at = len(batch), 0, 0
+        while at < total:
+            at, done = send_json(batch, at, known, key_state, value_state, produce)
+            sent += done
+            if at < total:
+                sent += send_one(batch[at])
+                at += 1
+        return sent
+
+    def _send_one(self, out: SourceRecord) -> int:
+        """One record (after the transforms) to the producer; 1 if it was produced. An
+        ordinary record goes straight to ``produce``; anything else (raw dead-letter
+        records, a first record for a topic, a conversion failure, a full producer buffer)
+        takes the general path."""
+        sink = self.sink
+        topic = out.topic
+        if (
+            out.raw
+            or out.headers
+            or out.kafka_partition is not None
+            or not self.fast_path
+            or topic not in sink.fast_topics
+        ):
+            encoded = self._encode(out)
+            if encoded is None:
+                return 0
+            try:
+                sink.send(topic, encoded[0], encoded[1], out.headers, out.kafka_partition)
+            except KafkaException as exc:
+                self._produce_failed(out, encoded[0], encoded[1], exc)
+                return 0
+            return 1
+        try:
+            key = self.key_converter.from_connect(topic, out.key_schema, out.key, is_key=True)
+            value = self.value_converter.from_connect(
+                topic, out.value_schema, out.value, is_key=False
+            )
+        except Exception as exc:
+            self._encode_failed(out, exc)
+            return 0
+        try:
+            sink.producer.produce(topic, value, key)
+        except BufferError:
+            sink.send(topic, key, value, None)  # waits for room, serving callbacks
+        except KafkaException as exc:  # refused at once: over the producer's size limit
+            self._produce_failed(out, key, value, exc)
+            return 0
+        return 1
 
     def _encode(self, rec: SourceRecord) -> tuple[bytes | None, bytes | None] | None:
         if rec.raw:
