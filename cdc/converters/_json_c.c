@@ -47,6 +47,13 @@ typedef struct {
     PyObject *name_json; /* bytes: "name": */
     int fill_missing;    /* a missing field is appended with null_json */
     Node *node;
+    /* The JSON last written for this field's dict value, while that dict is unchanged:
+     * records of a batch share one source block, written once instead of per record. */
+    PyObject *cache_dict; /* the dict's address only (no reference held) */
+    uint64_t cache_version;
+    PyObject *cache_json; /* bytes, or NULL */
+    PyObject *seen_dict;  /* the previous record's dict at this field (address only) */
+    uint64_t seen_version;
 } Field;
 
 struct Node {
@@ -81,6 +88,7 @@ node_free(Node *n)
         for (Py_ssize_t i = 0; i < n->nfields; i++) {
             Py_XDECREF(n->fields[i].name);
             Py_XDECREF(n->fields[i].name_json);
+            Py_XDECREF(n->fields[i].cache_json);
             node_free(n->fields[i].node);
         }
         PyMem_Free(n->fields);
@@ -653,6 +661,59 @@ write_decimal(Out *o, Node *n, PyObject *v, int depth)
     return write_fixed(o, n, v, depth);
 }
 
+/* A field whose value is the same unchanged dict as the previous record's is written from
+ * the bytes kept the first time it repeated. "Unchanged" is the dict's version tag (PEP 509:
+ * a new value on every change of any dict, and on creating one, so a dict freed and another
+ * made at its address never matches), which CPython keeps up to 3.11; later versions write
+ * every time. Kept only for dicts of immutable scalars, whose JSON (for a given plan) is a
+ * function of the dict's own entries. */
+#if PY_VERSION_HEX < 0x030C0000
+#define FIELD_CACHE 1
+static int
+flat_scalars(PyObject *d)
+{
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+        if (!PyUnicode_CheckExact(k))
+            return 0;
+        if (!(v == Py_None || v == Py_True || v == Py_False || PyUnicode_CheckExact(v) ||
+              PyLong_CheckExact(v) || PyFloat_CheckExact(v)))
+            return 0;
+    }
+    return 1;
+}
+
+static int
+write_field_cached(Out *o, Field *f, PyObject *v, int depth)
+{
+    uint64_t version = ((PyDictObject *)v)->ma_version_tag;
+    if (f->cache_json != NULL && f->cache_dict == v && f->cache_version == version)
+        return out_bytes(o, f->cache_json);
+    Py_ssize_t start = o->len;
+    if (write_node(o, f->node, v, depth) < 0)
+        return -1;
+    if (f->seen_dict == v && f->seen_version == version && flat_scalars(v)) {
+        PyObject *json = PyBytes_FromStringAndSize(o->buf + start, o->len - start);
+        if (json == NULL)
+            return -1;
+        Py_XSETREF(f->cache_json, json);
+        f->cache_dict = v;
+        f->cache_version = version;
+    }
+    f->seen_dict = v;
+    f->seen_version = version;
+    return 0;
+}
+#else
+#define FIELD_CACHE 0
+static int
+write_field_cached(Out *o, Field *f, PyObject *v, int depth)
+{
+    return write_node(o, f->node, v, depth);
+}
+#endif
+
 static int
 write_struct(Out *o, Node *n, PyObject *d, int depth)
 {
@@ -712,9 +773,12 @@ write_struct(Out *o, Node *n, PyObject *d, int depth)
             cursor = hit + 1 < n->nfields ? hit + 1 : 0;
             if (n->any_fill)
                 seen[hit] = 1;
-            r = ((first ? 0 : out_char(o, ',')) < 0 ||
-                 out_bytes(o, n->fields[hit].name_json) < 0 ||
-                 write_node(o, n->fields[hit].node, v, depth + 1) < 0)
+            Field *f = &n->fields[hit];
+            int cached = FIELD_CACHE && PyDict_CheckExact(v) &&
+                         (f->node->kind == K_RAW || f->node->kind == K_STRUCT);
+            r = ((first ? 0 : out_char(o, ',')) < 0 || out_bytes(o, f->name_json) < 0 ||
+                 (cached ? write_field_cached(o, f, v, depth + 1)
+                         : write_node(o, f->node, v, depth + 1)) < 0)
                     ? -1
                     : 0;
         }

@@ -568,3 +568,42 @@ def test_floats_of_every_exponent_are_written_as_orjson_writes_them() -> None:
             for x in values[i : i + 10]:
                 value = {"f": x, "a": values[i : i + 10]}
                 assert direct(conv, schema, value) == reference(config, schema, value), x
+
+
+def test_a_shared_source_block_is_written_again_whenever_it_changed() -> None:
+    """Records of a batch share one source dict, whose JSON the writer keeps once it repeats
+    (while the dict is unchanged). Every change must show: a value changed or added in
+    place, the dict replaced by a new one (maybe at the freed one's address), a dict holding
+    a list (never kept: the list could change without the dict knowing), and records whose
+    blocks alternate."""
+    for config in CONFIGS:
+        conv = JsonConverter(config)
+
+        def check(
+            value: dict[str, Any], conv: JsonConverter = conv, config: dict[str, str] = config
+        ) -> None:
+            assert direct(conv, ENVELOPE, value) == reference(config, ENVELOPE, value)
+
+        shared = _source(1)
+        for i in range(4):
+            check({**_envelope(i, D("1.50")), "source": shared})
+        shared["lsn"] = 99
+        check({**_envelope(5, D("1.50")), "source": shared})
+        shared["sequence"] = '["1","2"]'
+        check({**_envelope(6, D("1.50")), "source": shared})
+        del shared["sequence"]
+        shared["snapshot"] = "last"
+        check({**_envelope(7, D("1.50")), "source": shared})
+        for i in range(20):  # new dicts, often at an address just freed
+            block = _source(i)
+            check({**_envelope(i, D("2.25")), "source": block})
+            check({**_envelope(i, D("2.25")), "source": block})
+            del block
+            gc.collect()
+        other = _source(2)
+        for i in range(6):
+            check({**_envelope(i, D("1.50")), "source": shared if i % 2 else other})
+        listed = {**_source(3), "txId": [1]}
+        for i in range(3):
+            check({**_envelope(i, D("1.50")), "source": listed})
+            listed["txId"].append(i)  # type: ignore[attr-defined]
