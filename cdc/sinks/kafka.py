@@ -35,6 +35,10 @@ DEFAULT_PRODUCER = {
     "queue.buffering.max.kbytes": 262144,
     "compression.type": "lz4",
     "max.in.flight.requests.per.connection": 5,
+    # Java's default partitioner (murmur2 of the key bytes), as Debezium's producer uses:
+    # librdkafka's own default (CRC32) would put a key in another partition of the same
+    # topic, so a switch from Debezium to tidemark would break per-key order downstream.
+    "partitioner": "murmur2_random",
 }
 
 
