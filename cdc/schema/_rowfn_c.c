@@ -19,13 +19,16 @@
  *   6 TSTZ_UTC_PAD TSTZ_UTC with the fraction padded or cut to ``argument`` digits (1-9), as
  *                 Debezium 2.2+ writes a timestamptz(p) (logical.fixed_fraction)
  *   7 FLOAT       float(str): PyFloat_FromString, which float() itself uses
- *   8 DATE_DAYS   'YYYY-MM-DD' of a valid date in 1..9999 → days since 1970-01-01
+ *   8 DATE_DAYS   'YYYY-MM-DD' of a valid date in 1..9999 → days since 1970-01-01;
+ *                 ``argument``: None, or the lowest year done here (MySQL's two-digit year
+ *                 adjustment leaves years below 100 to the converter)
  *   9 DEC_VARIABLE unconstrained numeric text '-?digits[.digits]' of at most 38 digits →
  *                 Debezium's VariableScaleDecimal struct {"scale": digits after the point,
  *                 "value": the unscaled value's shortest big-endian two's complement}
  *  10 TS_MICROS   timestamp text 'YYYY-MM-DD HH:MM:SS[.f{1,6}]' of a valid date and time
  *                 (years 1..9999) → microseconds since the epoch, floor-divided by
- *                 ``argument`` (1, or 1000 for milliseconds)
+ *                 ``argument`` (1, or 1000 for milliseconds), or by its first item when it
+ *                 is (divisor, lowest year done here)
  *  11 TIME_MICROS time text 'HH:MM:SS[.f{1,6}]' → microseconds since midnight,
  *                 floor-divided by ``argument``
  */
@@ -59,6 +62,7 @@ typedef struct {
     int kind;
     Py_ssize_t scale;   /* DEC_FIXED: the scale; TSTZ_UTC_PAD: the fraction's digits;
                            TS_MICROS, TIME_MICROS: the divisor */
+    int min_year;       /* DATE_DAYS, TS_MICROS: a lower year goes to the converter */
     PyObject *decimal;  /* DEC_FIXED: the Decimal type */
 } Column;
 
@@ -165,7 +169,7 @@ civil_days(long long y, int m, int d)
 /* 'YYYY-MM-DD' at s (10 characters) of a date datetime.date accepts (years 1..9999): its
  * days since 1970-01-01 in *days, and 1; else 0 */
 static int
-ymd_days(const char *s, long long *days)
+ymd_days(const char *s, long long *days, int min_year)
 {
     static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     for (int i = 0; i < 10; i++) {
@@ -179,7 +183,7 @@ ymd_days(const char *s, long long *days)
     int y = (s[0] - '0') * 1000 + (s[1] - '0') * 100 + (s[2] - '0') * 10 + (s[3] - '0');
     int m = (s[5] - '0') * 10 + (s[6] - '0');
     int d = (s[8] - '0') * 10 + (s[9] - '0');
-    if (y < 1 || m < 1 || m > 12 || d < 1)
+    if (y < 1 || y < min_year || m < 1 || m > 12 || d < 1)
         return 0;
     int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
     if (d > mdays[m - 1] + (m == 2 && leap))
@@ -190,11 +194,11 @@ ymd_days(const char *s, long long *days)
 
 /* DATE_DAYS's common case, or NULL (no error set) */
 static PyObject *
-date_days(PyObject *v)
+date_days(PyObject *v, int min_year)
 {
     long long days;
     if (!PyUnicode_CheckExact(v) || !PyUnicode_IS_ASCII(v) || PyUnicode_GET_LENGTH(v) != 10 ||
-        !ymd_days((const char *)PyUnicode_1BYTE_DATA(v), &days))
+        !ymd_days((const char *)PyUnicode_1BYTE_DATA(v), &days, min_year))
         return NULL;
     return PyLong_FromLongLong(days);
 }
@@ -254,14 +258,14 @@ time_micros(PyObject *v, Py_ssize_t divisor)
 
 /* TS_MICROS's common case, or NULL (no error set) */
 static PyObject *
-timestamp_micros(PyObject *v, Py_ssize_t divisor)
+timestamp_micros(PyObject *v, Py_ssize_t divisor, int min_year)
 {
     long long days;
     if (!PyUnicode_CheckExact(v) || !PyUnicode_IS_ASCII(v))
         return NULL;
     Py_ssize_t n = PyUnicode_GET_LENGTH(v);
     const char *s = (const char *)PyUnicode_1BYTE_DATA(v);
-    if (n < 19 || s[10] != ' ' || !ymd_days(s, &days))
+    if (n < 19 || s[10] != ' ' || !ymd_days(s, &days, min_year))
         return NULL;
     long long us = time_of_day_micros(s + 11, n - 11, 1);
     if (us < 0)
@@ -392,7 +396,7 @@ convert(Column *c, PyObject *v)
             return PyFloat_FromString(v);
         break;
     case K_DATE_DAYS:
-        out = date_days(v);
+        out = date_days(v, c->min_year);
         if (out != NULL || PyErr_Occurred())
             return out;
         break;
@@ -402,7 +406,7 @@ convert(Column *c, PyObject *v)
             return out;
         break;
     case K_TS_MICROS:
-        out = timestamp_micros(v, c->scale);
+        out = timestamp_micros(v, c->scale, c->min_year);
         if (out != NULL || PyErr_Occurred())
             return out;
         break;
@@ -521,7 +525,16 @@ builder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                 goto fail;
             c->decimal = Py_NewRef(decimal);
         }
+        else if (kind == K_DATE_DAYS) {
+            c->min_year = arg == Py_None ? 1 : (int)PyLong_AsLong(arg);
+            if (c->min_year == -1 && PyErr_Occurred())
+                goto fail;
+        }
         else if (kind == K_TS_MICROS || kind == K_TIME_MICROS) {
+            if (kind == K_TS_MICROS && PyTuple_Check(arg)) {
+                if (!PyArg_ParseTuple(arg, "Oi:timestamp", &arg, &c->min_year))
+                    goto fail;
+            }
             c->scale = PyLong_AsSsize_t(arg);
             if (c->scale == -1 && PyErr_Occurred())
                 goto fail;

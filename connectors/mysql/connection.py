@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pymysql  # type: ignore[import-untyped]
+import pymysql.converters  # type: ignore[import-untyped]
 import pymysql.cursors  # type: ignore[import-untyped]
 from pymysql.constants import FIELD_TYPE  # type: ignore[import-untyped]
 from pymysql.protocol import MysqlPacket  # type: ignore[import-untyped]
@@ -199,6 +200,10 @@ def connection_settings(cfg: Config) -> dict[str, Any]:
     return settings
 
 
+#: temporal types a snapshot session reads as text (see :func:`connect`)
+TEXT_TEMPORAL = (FIELD_TYPE.DATE, FIELD_TYPE.NEWDATE, FIELD_TYPE.DATETIME)
+
+
 def connect(
     cfg: Config,
     *,
@@ -209,7 +214,8 @@ def connect(
     """A session for metadata and snapshots: UTC session time zone (so TIMESTAMP values come
     back in UTC, whatever the server's zone), then ``database.initial.statements``. A
     ``snapshot`` session marks its TIMESTAMP values as read by the snapshot
-    (:class:`~connectors.mysql.types.SnapshotTimestamp`)."""
+    (:class:`~connectors.mysql.types.SnapshotTimestamp`) and returns DATE and DATETIME values
+    as the server's text, which the columns' converters read."""
     conn = pymysql.connect(
         **connection_settings(cfg),
         charset="utf8mb4",
@@ -218,7 +224,13 @@ def connect(
     )
     if snapshot:
         ts = FIELD_TYPE.TIMESTAMP
-        conn.decoders = {**conn.decoders, ts: snapshot_timestamp_decoder(conn.decoders[ts])}
+        conn.decoders = {
+            **conn.decoders,
+            ts: snapshot_timestamp_decoder(conn.decoders[ts]),
+            # as text: the columns' converters read it (natively in the compiled row
+            # function) instead of PyMySQL building a date/datetime to be converted again
+            **dict.fromkeys(TEXT_TEMPORAL, pymysql.converters.through),
+        }
     try:
         with conn.cursor() as cur:
             cur.execute("SET time_zone = '+00:00'")

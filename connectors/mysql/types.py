@@ -46,6 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cdc.compiled import native
 from cdc.schema import logical
 from cdc.schema.model import (
     BOOLEAN,
@@ -202,6 +203,9 @@ def _micros_of_time(value: Any) -> int:
 
 
 def _date_conv(zero: int | None, adjust: bool) -> Conv:
+    # The snapshot reads DATE as its text ('YYYY-MM-DD'), whose valid dates the compiled row
+    # function converts itself (years below 100 stay here when they are adjusted).
+    @native("date_days", 100 if adjust else 1)
     def convert(value: Any) -> int | None:
         day: dt.date
         if isinstance(value, dt.datetime):
@@ -221,6 +225,9 @@ def _date_conv(zero: int | None, adjust: bool) -> Conv:
 
 
 def _datetime_conv(zero: int | None, adjust: bool, divisor: int) -> Conv:
+    # as _date_conv: the snapshot's DATETIME text, 'YYYY-MM-DD HH:MM:SS[.f]', is PostgreSQL's
+    # timestamp text, converted by the compiled row function when valid
+    @native("timestamp_micros", (divisor, 100 if adjust else 1))
     def convert(value: Any) -> int | None:
         if not isinstance(value, dt.datetime):
             if isinstance(value, dt.date):
@@ -272,9 +279,22 @@ class SnapshotTimestamp(dt.datetime):
 
 def snapshot_timestamp_decoder(decode: Conv) -> Conv:
     """PyMySQL's TIMESTAMP decoder with its datetimes marked as :class:`SnapshotTimestamp`;
-    zero and invalid dates (returned as text) pass unchanged."""
+    zero and invalid dates (returned as text) pass unchanged. The server's text,
+    'YYYY-MM-DD HH:MM:SS[.f]', is read by ``fromisoformat`` (one C call where PyMySQL's
+    decoder runs a regular expression and the mark a second constructor); anything it
+    refuses goes to PyMySQL's decoder, as before."""
+    parse = SnapshotTimestamp.fromisoformat
 
     def decoder(text: Any) -> Any:
+        if (
+            type(text) is str
+            and text[10:11] == " "
+            and (len(text) == 19 or (20 < len(text) < 27 and text[19] == "."))
+        ):
+            try:
+                return parse(text)
+            except ValueError:
+                pass
         value = decode(text)
         if type(value) is dt.datetime:
             return SnapshotTimestamp(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import os
+import random
 import re
 import struct
 import time
@@ -223,6 +224,34 @@ def test_v3_timestamp_pads_binlog_values_not_the_snapshots() -> None:
     assert snapshot_timestamp_decoder(lambda text: text)("0000-00-00 00:00:00") == (
         "0000-00-00 00:00:00"
     )
+
+
+def test_snapshot_timestamp_decoder_equals_pymysqls_decoder_marked() -> None:
+    """The snapshot's TIMESTAMP decoder reads the server's text itself where it can; it must
+    give what PyMySQL's decoder gives, marked as a snapshot value, for every fraction
+    length, and leave zero, invalid and odd text to PyMySQL's decoder."""
+    import pymysql.converters
+
+    pymysqls = pymysql.converters.decoders[pymysql.constants.FIELD_TYPE.TIMESTAMP]
+    decode = snapshot_timestamp_decoder(pymysqls)
+    rng = random.Random(7)
+    texts = ["0000-00-00 00:00:00", "2024-02-30 00:00:00", "2024-01-01 24:00:00",
+             "2024-01-01T00:00:00", "2024-01-01", "0999-01-01 00:00:00.5",
+             "2038-01-19 03:14:07.999999", "1970-01-01 00:00:01", "garbage text here!!",
+             "2024-01-01 00:00:00+01:00"]  # fmt: skip
+    for _ in range(5000):
+        at = dt.datetime(1970, 1, 1) + dt.timedelta(
+            seconds=rng.randrange(2**31), microseconds=rng.randrange(10**6)
+        )
+        fsp = rng.randrange(0, 7)
+        text = at.isoformat(" ", "seconds")
+        texts.append(text + ("." + f"{at.microsecond:06d}"[:fsp] if fsp else ""))
+    for text in texts:
+        want = pymysqls(text)
+        if type(want) is dt.datetime:
+            want = SnapshotTimestamp.combine(want.date(), want.time())
+        got = decode(text)
+        assert (type(got), got) == (type(want), want), text
 
 
 def test_widest_decimal_is_scaled_without_overflow() -> None:

@@ -229,3 +229,43 @@ def test_timestamps_and_times_across_the_range_give_the_references_values() -> N
             text = text.rstrip("0")
         row = [text, text, text[11:], text[11:]]
         assert native(row) == reference(row), row
+
+
+def test_mysql_date_and_datetime_text_give_the_references_values() -> None:
+    """A MySQL/MariaDB snapshot reads DATE and DATETIME as the server's text; the compiled
+    row function converts valid values itself and must agree with the connector's own
+    converters everywhere: every year (below 100 only when two-digit years are not
+    adjusted), zero and invalid dates, fractions of every length, milliseconds floored."""
+    from connectors.mysql import types as myt
+
+    rng = random.Random(1000)
+    lo, hi = dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)
+    span = int((hi - lo).total_seconds())
+    odd = ["0000-00-00", "0000-00-00 00:00:00", "2024-02-30", "2023-02-29 00:00:00",
+           "2024-00-10 10:00:00", "2024-01-01 24:00:00", "0099-12-31", "0070-06-01 12:00:00.5",
+           "0001-01-01 00:00:00.000001", "1969-12-31 23:59:59.9995", "2024-01-01",
+           "2024-01-01 00:00:00.1234567"]  # fmt: skip
+    for adjust in (True, False):
+        cols = [
+            _col(0, "d", INT32, myt._date_conv(None, adjust)),
+            _col(1, "ts_ms", INT64, myt._datetime_conv(None, adjust, 1000)),
+            _col(2, "ts", INT64, myt._datetime_conv(0, adjust, 1)),
+        ]
+        native, reference = _native_row_fn(cols), _generated_row_fn(cols, "value_t")
+        assert native is not None
+        texts = odd[:]
+        for _ in range(20_000):
+            at = lo + dt.timedelta(seconds=rng.randrange(span), microseconds=rng.randrange(10**6))
+            if rng.random() < 0.05:
+                at = at.replace(year=rng.randrange(1, 200))
+            fsp = rng.randrange(0, 7)
+            text = at.isoformat(" ", "seconds")
+            if fsp:
+                text += "." + f"{at.microsecond:06d}"[:fsp]
+            texts.append(text)
+        for text in texts:
+            row = [text[:10], text, text]
+            assert native(row) == reference(row), (adjust, row)
+        assert native(["0050-03-01", "0050-03-01 00:00:00", None])["d"] == (
+            (dt.date(2050 if adjust else 50, 3, 1) - dt.date(1970, 1, 1)).days
+        )
