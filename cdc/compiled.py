@@ -51,6 +51,7 @@ NATIVE_KINDS = {
     "decimal_variable": 9,
     "timestamp_micros": 10,
     "time_micros": 11,
+    "naive_zoned": 12,
 }
 
 

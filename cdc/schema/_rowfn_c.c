@@ -31,9 +31,14 @@
  *                 is (divisor, lowest year done here)
  *  11 TIME_MICROS time text 'HH:MM:SS[.f{1,6}]' → microseconds since midnight,
  *                 floor-divided by ``argument``
+ *  12 NAIVE_ZONED a naive datetime of exactly the type ``argument`` (MySQL's
+ *                 SnapshotTimestamp), not the epoch →
+ *                 'YYYY-MM-DDTHH:MM:SS[.f]Z', the fraction without trailing zeros
+ *                 (logical.zoned_timestamp_str)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <datetime.h>
 #include <stddef.h>
 
 enum {
@@ -49,6 +54,7 @@ enum {
     K_DEC_VARIABLE = 9,
     K_TS_MICROS = 10,
     K_TIME_MICROS = 11,
+    K_NAIVE_ZONED = 12,
 };
 
 /* the struct's field names, made once */
@@ -63,7 +69,7 @@ typedef struct {
     Py_ssize_t scale;   /* DEC_FIXED: the scale; TSTZ_UTC_PAD: the fraction's digits;
                            TS_MICROS, TIME_MICROS: the divisor */
     int min_year;       /* DATE_DAYS, TS_MICROS: a lower year goes to the converter */
-    PyObject *decimal;  /* DEC_FIXED: the Decimal type */
+    PyObject *type_arg; /* DEC_FIXED: the Decimal type; NAIVE_ZONED: the datetime type */
 } Column;
 
 typedef struct {
@@ -81,7 +87,7 @@ builder_dealloc(RowBuilder *self)
         Py_XDECREF(c->name);
         Py_XDECREF(c->null_value);
         Py_XDECREF(c->fn);
-        Py_XDECREF(c->decimal);
+        Py_XDECREF(c->type_arg);
     }
     PyMem_Free(self->cols);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -273,6 +279,32 @@ timestamp_micros(PyObject *v, Py_ssize_t divisor, int min_year)
     return PyLong_FromLongLong(floor_div(days * 86400000000LL + us, divisor));
 }
 
+/* NAIVE_ZONED: a naive datetime's ISO text with a 'Z' (logical.zoned_timestamp_str); the
+ * epoch, which the converter maps to its zero value, and aware values go to the converter
+ * (NULL, no error set) */
+static PyObject *
+naive_zoned(PyObject *v)
+{
+    if (((_PyDateTime_BaseTZInfo *)v)->hastzinfo)
+        return NULL;
+    int y = PyDateTime_GET_YEAR(v), mo = PyDateTime_GET_MONTH(v), d = PyDateTime_GET_DAY(v);
+    int h = PyDateTime_DATE_GET_HOUR(v), mi = PyDateTime_DATE_GET_MINUTE(v);
+    int sec = PyDateTime_DATE_GET_SECOND(v), us = PyDateTime_DATE_GET_MICROSECOND(v);
+    if (y == 1970 && mo == 1 && d == 1 && h == 0 && mi == 0 && sec == 0 && us == 0)
+        return NULL;
+    char buf[48];
+    int n = snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d", y, mo, d, h, mi, sec);
+    if (n < 0 || n > 19)
+        return NULL;
+    if (us) {
+        n += snprintf(buf + n, sizeof buf - (size_t)n, ".%06d", us);
+        while (buf[n - 1] == '0')
+            n--;
+    }
+    buf[n++] = 'Z';
+    return PyUnicode_FromStringAndSize(buf, n);
+}
+
 /* numeric(p,s) text already at its scale, made of digits, one sign and one point only */
 static int
 fixed_decimal_text(PyObject *v, Py_ssize_t scale)
@@ -384,7 +416,7 @@ convert(Column *c, PyObject *v)
         break;
     case K_DEC_FIXED:
         if (fixed_decimal_text(v, c->scale))
-            return PyObject_CallOneArg(c->decimal, v);
+            return PyObject_CallOneArg(c->type_arg, v);
         break;
     case K_TSTZ_UTC_PAD:
         out = tstz_utc_padded(v, c->scale);
@@ -414,6 +446,13 @@ convert(Column *c, PyObject *v)
         out = time_micros(v, c->scale);
         if (out != NULL || PyErr_Occurred())
             return out;
+        break;
+    case K_NAIVE_ZONED:
+        if ((PyObject *)Py_TYPE(v) == c->type_arg) {
+            out = naive_zoned(v);
+            if (out != NULL || PyErr_Occurred())
+                return out;
+        }
         break;
     default:
         break;
@@ -503,7 +542,7 @@ builder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             PyErr_SetString(PyExc_ValueError, "RowBuilder: a negative column index");
             goto fail;
         }
-        if (kind < K_PASS || kind > K_TIME_MICROS) {
+        if (kind < K_PASS || kind > K_NAIVE_ZONED) {
             PyErr_Format(PyExc_ValueError, "RowBuilder: unknown kind %d", kind);
             goto fail;
         }
@@ -523,7 +562,15 @@ builder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             PyObject *decimal;
             if (!PyArg_ParseTuple(arg, "nO:decimal", &c->scale, &decimal))
                 goto fail;
-            c->decimal = Py_NewRef(decimal);
+            c->type_arg = Py_NewRef(decimal);
+        }
+        else if (kind == K_NAIVE_ZONED) {
+            if (!PyType_Check(arg) ||
+                !PyType_IsSubtype((PyTypeObject *)arg, PyDateTimeAPI->DateTimeType)) {
+                PyErr_SetString(PyExc_TypeError, "RowBuilder: NAIVE_ZONED takes a datetime type");
+                goto fail;
+            }
+            c->type_arg = Py_NewRef(arg);
         }
         else if (kind == K_DATE_DAYS) {
             c->min_year = arg == Py_None ? 1 : (int)PyLong_AsLong(arg);
@@ -580,7 +627,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__rowfn_c(void)
 {
-    if (PyType_Ready(&RowBuilderType) < 0)
+    PyDateTime_IMPORT;
+    if (PyDateTimeAPI == NULL || PyType_Ready(&RowBuilderType) < 0)
         return NULL;
     str_scale = PyUnicode_InternFromString("scale");
     str_value = PyUnicode_InternFromString("value");

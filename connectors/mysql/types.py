@@ -249,6 +249,8 @@ _Y1000 = dt.datetime(1000, 1, 1)
 
 
 def _timestamp_conv(zero: str | None) -> Conv:
+    # A snapshot's value (SnapshotTimestamp) is written by the compiled row function.
+    @native("naive_zoned", SnapshotTimestamp)
     def convert(value: Any) -> str | None:
         if type(value) is dt.datetime and value.tzinfo is None and value > _Y1000:
             # the binlog's (naive, UTC) value: its ISO text is the ZonedTimestamp's, with the
@@ -319,6 +321,7 @@ def _timestamp_v3(convert: Conv, fsp: int | None) -> Conv:
         return convert if padded is convert else _unpadded_snapshot(convert, padded)
     bare = "." + "0" * fsp + "Z"  # a whole second, padded
 
+    @native("naive_zoned", SnapshotTimestamp)  # the snapshot's values: convert's text
     def timestamp(value: Any) -> Any:
         if (
             type(value) is dt.datetime
@@ -334,6 +337,7 @@ def _timestamp_v3(convert: Conv, fsp: int | None) -> Conv:
 
 
 def _unpadded_snapshot(convert: Conv, padded: Conv) -> Conv:
+    @native("naive_zoned", SnapshotTimestamp)  # the snapshot's values: convert's text
     def timestamp(value: Any) -> Any:
         return convert(value) if type(value) is SnapshotTimestamp else padded(value)
 

@@ -12,6 +12,7 @@ from typing import Any
 import cdc.schema._rowfn_c  # noqa: F401  built by the install; not skipped when missing
 import pytest
 
+from cdc import compiled
 from cdc.schema import logical
 from cdc.schema.model import BOOLEAN, FLOAT64, INT32, INT64, STRING, Schema, array
 from cdc.schema.table_schema import _Col, _compile_row_fn, _generated_row_fn, _native_row_fn
@@ -296,3 +297,40 @@ def test_mysql_decimal_text_gives_the_references_decimals() -> None:
         for value in values:
             want, got = _outcome(reference, [value]), _outcome(native, [value])
             assert got == want, (scale, value)
+
+
+def test_mysql_snapshot_timestamps_give_the_references_text() -> None:
+    """A snapshot's TIMESTAMP values (``SnapshotTimestamp``) are written as ZonedTimestamp
+    text by the compiled row function, for every converter variant (1.2, and 3.x at every
+    fsp, which pads binlog values but not the snapshot's); the epoch (the zero value), binlog
+    datetimes, aware values and zero-date text stay with the converter, and both agree."""
+    from connectors.mysql import types as myt
+
+    rng = random.Random(2038)
+    lo, hi = dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)
+    span = int((hi - lo).total_seconds())
+    values: list[Any] = [myt.SnapshotTimestamp(1970, 1, 1), dt.datetime(1970, 1, 1),
+                         "0000-00-00 00:00:00", "2024-02-30 00:00:00",
+                         dt.datetime(2024, 5, 1, 12, tzinfo=dt.UTC),
+                         myt.SnapshotTimestamp(2024, 5, 1, 12, tzinfo=dt.UTC),
+                         myt.SnapshotTimestamp(1970, 1, 1, 0, 0, 0, 1)]  # fmt: skip
+    for _ in range(20_000):
+        at = lo + dt.timedelta(seconds=rng.randrange(span), microseconds=rng.randrange(10**6))
+        if rng.random() < 0.3:
+            at = at.replace(microsecond=rng.choice([0, 500000, 120000, 1]))
+        kind = myt.SnapshotTimestamp if rng.random() < 0.8 else dt.datetime
+        values.append(kind.combine(at.date(), at.time()))
+    for zero in ("1970-01-01T00:00:00Z", None):
+        convs = [myt._timestamp_conv(zero)]
+        convs += [myt._timestamp_v3(myt._timestamp_conv(zero), fsp) for fsp in range(7)]
+        assert {compiled.native_kind(conv) for conv in convs} == {
+            (compiled.NATIVE_KINDS["naive_zoned"], myt.SnapshotTimestamp)
+        }
+        cols = [_col(i, f"ts{i}", STRING, conv) for i, conv in enumerate(convs)]
+        native, reference = _native_row_fn(cols), _generated_row_fn(cols, "value_t")
+        assert native is not None
+        for value in values:
+            row = [value] * len(cols)
+            assert _outcome(native, row) == _outcome(reference, row), value
+    out = native([myt.SnapshotTimestamp(999, 1, 2, 3, 4, 5, 120000)] * len(cols))
+    assert set(out.values()) == {"0999-01-02T03:04:05.12Z"}
