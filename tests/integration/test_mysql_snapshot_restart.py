@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -21,6 +22,11 @@ from typing import Any
 import pytest
 
 from cdc.offsets.memory import MemoryOffsetStore
+from cdc.snapshot.driver import plain_key_reader
+from cdc.spi import Table, TableId
+from connectors.mysql import connection as myconn
+from connectors.mysql.config import parse_config
+from connectors.mysql.snapshot import _after_key
 from tests.integration.conftest import MySqlInfo
 from tests.integration.mysql_harness import Event, MySqlHarness, module_harness
 
@@ -222,3 +228,39 @@ def test_unavailable_earlier_position_warns_and_streams_from_the_snapshot(
         events = h.read(cfg, "purged", min_count=11, settle=0.5)
     reconcile(h, "purged", events)
     assert any("deletes of rows emitted before may be" in r.getMessage() for r in caplog.records)
+
+
+def test_a_datetime_key_read_as_text_resumes_exactly_after_it(h: MySqlHarness) -> None:
+    """A snapshot session reads DATETIME as the server's text, so a table keyed by DATETIME
+    (alone, or after a DATE) is read in key order and resumes after its last stored key.
+    The resume query compares the key columns with that text: it must return exactly the
+    rows after the key, in order, fractions and zero dates included."""
+    h.sql(
+        "CREATE TABLE stamps (id datetime(3) PRIMARY KEY, v int)",
+        "INSERT INTO stamps SELECT TIMESTAMP'2024-01-01 00:00:00' "
+        "+ INTERVAL (seq * 1500) * 1000 MICROSECOND, seq FROM seq_1_to_400",
+        "INSERT INTO stamps VALUES ('0000-00-00 00:00:00', 0), ('1999-12-31 23:59:59.999', -1)",
+        "CREATE TABLE pairs (d date, t datetime(6), v int, PRIMARY KEY (d, t))",
+        "INSERT INTO pairs SELECT DATE'2024-01-01' + INTERVAL (seq % 7) DAY, "
+        "TIMESTAMP'2024-01-01 00:00:00' + INTERVAL (seq * 123457) MICROSECOND, seq "
+        "FROM seq_1_to_300",
+    )
+    cfg = parse_config(h.config())
+    conn = myconn.connect(cfg, snapshot=True)
+    try:
+        myconn.execute(conn, f"USE {h.dbname}")
+        rng = random.Random(5)
+        for table, keys in (("stamps", ("id",)), ("pairs", ("d", "t"))):
+            columns = ", ".join(keys)
+            rows = myconn.query(conn, f"SELECT {columns}, v FROM {table} ORDER BY {columns}")
+            assert all(type(value) is str for row in rows for value in row[:-1]), rows[:3]
+            assert plain_key_reader(range(len(keys)))(rows[0]) is not None  # resumable
+            spec = Table(TableId(h.dbname, None, table), (), keys)
+            for at in [0, len(rows) - 1, *rng.sample(range(len(rows)), 25)]:
+                where, args = _after_key(spec, rows[at][: len(keys)])
+                after = myconn.query(
+                    conn, f"SELECT {columns}, v FROM {table} WHERE {where} ORDER BY {columns}", args
+                )
+                assert [tuple(r) for r in after] == [tuple(r) for r in rows[at + 1 :]], at
+    finally:
+        conn.close()
