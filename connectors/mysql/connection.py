@@ -200,14 +200,8 @@ def connection_settings(cfg: Config) -> dict[str, Any]:
     return settings
 
 
-#: types a snapshot session reads as the server's text (see :func:`connect`)
-SNAPSHOT_TEXT_TYPES = (
-    FIELD_TYPE.DATE,
-    FIELD_TYPE.NEWDATE,
-    FIELD_TYPE.DATETIME,
-    FIELD_TYPE.DECIMAL,
-    FIELD_TYPE.NEWDECIMAL,
-)
+#: temporal types a snapshot session reads as text (see :func:`connect`)
+TEXT_TEMPORAL = (FIELD_TYPE.DATE, FIELD_TYPE.NEWDATE, FIELD_TYPE.DATETIME)
 
 
 def connect(
@@ -220,8 +214,8 @@ def connect(
     """A session for metadata and snapshots: UTC session time zone (so TIMESTAMP values come
     back in UTC, whatever the server's zone), then ``database.initial.statements``. A
     ``snapshot`` session marks its TIMESTAMP values as read by the snapshot
-    (:class:`~connectors.mysql.types.SnapshotTimestamp`) and returns DATE, DATETIME and
-    DECIMAL values as the server's text, which the columns' converters read."""
+    (:class:`~connectors.mysql.types.SnapshotTimestamp`) and returns DATE and DATETIME values
+    as the server's text, which the columns' converters read."""
     conn = pymysql.connect(
         **connection_settings(cfg),
         charset="utf8mb4",
@@ -234,9 +228,8 @@ def connect(
             **conn.decoders,
             ts: snapshot_timestamp_decoder(conn.decoders[ts]),
             # as text: the columns' converters read it (natively in the compiled row
-            # function) instead of PyMySQL building a date, datetime or Decimal that is
-            # converted again
-            **dict.fromkeys(SNAPSHOT_TEXT_TYPES, pymysql.converters.through),
+            # function) instead of PyMySQL building a date/datetime to be converted again
+            **dict.fromkeys(TEXT_TEMPORAL, pymysql.converters.through),
         }
     try:
         with conn.cursor() as cur:
