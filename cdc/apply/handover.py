@@ -292,32 +292,34 @@ def _encode_refs(refs: Mapping[str, Cand]) -> str | None:
     return orjson.dumps({c: encode_candidate(v) for c, v in refs.items()}).decode()
 
 
-def _follow(ref: Ref, col: str, images: Mapping[tuple[str, Pos], Image]) -> tuple[bool, Any]:
-    """(known, value) of ``col`` in the image ``ref`` names, following chains; known is False
-    while an image on the way has not arrived."""
+def _follow(ref: Ref, col: str, images: Mapping[tuple[str, Pos], Image]) -> tuple[bool, Any, str]:
+    """(known, value, old key) of ``col`` in the image ``ref`` names, following chains: known
+    is False while an image on the way has not arrived; the old key is that of the last image
+    followed (the key whose value it is, or that had none)."""
     seen: set[Ref] = set()
     while True:
         image = images.get((ref.key, ref.kc))
         if image is None:
-            return False, None
+            return False, None, ref.key
         cand = image.cols.get(col)
         if cand is None:
-            return True, MISSING
+            return True, MISSING, image.old_key
         value = cand[1]
         if isinstance(value, Ref):
             if value in seen:
-                return True, MISSING
+                return True, MISSING, image.old_key
             seen.add(value)
             ref = value
             continue
-        return True, value
+        return True, value, image.old_key
 
 
 def _fill(rec: dict[str, Any], images: Mapping[tuple[str, Pos], Image], out: Outcome) -> bool:
     refs = refs_of(rec)
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for col, (_, ref) in refs.items():
-        known, value = _follow(ref, col, images)
+        known, value, sources[col] = _follow(ref, col, images)
         if not known:
             return False
         values[col] = value
@@ -327,11 +329,13 @@ def _fill(rec: dict[str, Any], images: Mapping[tuple[str, Pos], Image], out: Out
         if value is MISSING:
             out.missing.append(f"{rec['key_json']}.{col}")
             log.warning(
-                "key %s: column %s came from key change %s, whose old key has no value for it "
-                "in the lake; written as NULL",
+                "key %s: column %s was handed over by key change at %s from old key %s, which "
+                "has no value for it in the lake (its earlier changes never reached it); written "
+                "as NULL",
                 rec["key_json"],
                 col,
-                refs[col][1].key,
+                list(refs[col][1].kc),
+                sources[col],
             )
             value = None
         row[col] = value

@@ -8,9 +8,13 @@ saved and reloaded between batches (a job restart), and a MERGE with the job's g
 
 from __future__ import annotations
 
+import logging
+import random
+import zlib
 from typing import Any
 
 import orjson
+import pytest
 
 from cdc.apply import keychanges as kc
 from cdc.apply.events import NEW_KEY_HEADER, OLD_KEY_HEADER, ParseSettings
@@ -125,7 +129,7 @@ class Lake:
             return
         for c in rec["unavailable"] or ():
             row[c] = stored[c] if stored else None
-        for c, p in (rec["fills"] or {}).items():
+        for c, p in dict(rec["fills"] or {}).items():  # a list of pairs from take()
             if stored is not None and tuple(stored["__pos"]) > tuple(p):
                 row[c] = stored[c]
         row["__pos"] = pos
@@ -257,10 +261,107 @@ def test_key_change_re_sent_at_later_offsets_keeps_the_handed_over_value() -> No
     assert lake.rows() == {2: ("moved", "BIG")} and lake.side == []
 
 
-def test_old_key_never_seen_by_the_lake_gives_null_not_a_placeholder() -> None:
+def test_old_key_never_seen_by_the_lake_gives_null_not_a_placeholder(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     lake = Lake()
     d, c = key_change(1, 2, 20, "moved")
     lake.send(0, d)
     lake.send(1, c)
-    lake.batch()
+    with caplog.at_level(logging.WARNING, logger="tidemark.apply"):
+        lake.batch()
     assert lake.rows() == {2: ("moved", None)}
+    # The warning names the key written with NULL and the old key that had no value.
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert 'key {"id":2}: column big' in warning and 'from old key {"id":1}' in warning
+
+
+def _random_workload(rng: random.Random) -> tuple[list[Any], dict[int, tuple[str, str]]]:
+    """Records of a random workload full of key changes (chains, reused keys, placeholder
+    updates, deletes with tombstones), starting from a snapshot or from inserts, and the source
+    table it leaves."""
+    source: dict[int, tuple[str, str]] = {}
+    records: list[Any] = []
+    lsn = 100
+    snapshot = rng.random() < 0.5
+    for i in range(1, 31):
+        lsn += 1
+        source[i] = (f"n{i}", f"b{i}")
+        if snapshot:  # every snapshot record has the same source position
+            key, value = T.record("r", {"id": i, "name": f"n{i}", "big": f"b{i}"}, pg(50))
+            records.append((key, value, None))
+        else:
+            records += ins(i, lsn, f"n{i}", f"b{i}")
+    live, freed, next_id = list(source), [], 1000
+    for _ in range(150):
+        lsn += 1
+        r, target = rng.random(), rng.choice(live)
+        if r < 0.35:
+            next_id += 1
+            name = source[target][0] + ">"
+            d, c = key_change(target, next_id, lsn, name)
+            records += [*d, (d[0][0], None, None), *c]
+            source[next_id] = (name, source.pop(target)[1])
+            live[live.index(target)] = next_id
+            freed.append(target)
+        elif r < 0.55:
+            name = source[target][0] + "+"
+            records += upd(target, lsn, name)
+            source[target] = (name, source[target][1])
+        elif r < 0.62:
+            records += upd(target, lsn, source[target][0], f"B{lsn}")
+            source[target] = (source[target][0], f"B{lsn}")
+        elif r < 0.7 and len(live) > 10:
+            d = delete(target, lsn)
+            records += [*d, (d[0][0], None, None)]
+            del source[target]
+            live.remove(target)
+            freed.append(target)
+        else:
+            if freed and rng.random() < 0.6:
+                new = freed.pop(rng.randrange(len(freed)))
+            else:
+                next_id += 1
+                new = next_id
+            source[new] = (f"n{new}", f"I{lsn}")
+            records += ins(new, lsn, f"n{new}", f"I{lsn}")
+            live.append(new)
+    return records, source
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_key_change_workloads_across_lagging_partitions_and_replays(seed: int) -> None:
+    """As the Spark test does with a real capture: keys routed to 3 partitions, partition 0
+    lagging, replayed ranges spliced in, micro-batches split across partitions by lag; no NULL
+    at any stage and the source's table at the end."""
+    rng = random.Random(seed)
+    records, source = _random_workload(rng)
+    parts: list[list[Any]] = [[], [], []]
+    for rec in records:
+        parts[zlib.crc32(rec[0]) % 3].append(rec)
+    third = len(parts[0]) // 3
+    start = rng.randint(0, 20)
+    stages = [
+        [(1, parts[1]), (2, parts[2]), (0, parts[0][:third])],
+        [(0, parts[0][third:]), (1, parts[1][start : start + 60]), (2, parts[2][:30])],
+        [(0, parts[0][max(0, third - 30) : third + 90]), (1, parts[1][:50])],
+    ]
+    per_batch = rng.choice([20, 40, 60, 90])
+    lake = Lake()
+    for p in range(3):
+        lake.send(p, [])
+    for stage in stages:
+        for p, recs in stage:
+            lake.send(p, recs)
+        while lag := {p: len(recs) - lake.done.get(p, 0) for p, recs in lake.log.items()}:
+            total = sum(lag.values())
+            if not total:
+                break
+            share = 1.0 if total <= per_batch else per_batch / total
+            upto = {
+                p: lake.done.get(p, 0) + max(1, int(n * share)) if n else lake.done.get(p, 0)
+                for p, n in lag.items()
+            }
+            lake.batch(upto)
+        assert [k for k, r in lake.table.items() if r["big"] is None] == []
+    assert lake.rows() == dict(sorted(source.items()))
