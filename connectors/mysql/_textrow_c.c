@@ -17,32 +17,25 @@
  * passed to ``converter`` when given. A row that ends before the last column ends the row
  * there, as PyMySQL does. A length that runs past the packet returns None: the reference then
  * reads the packet and raises its own error.
+ *
+ * ``read_packets`` goes one step further for a streaming result: PyMySQL reads each row packet
+ * in Python (header, body, a packet object, the end-of-result check: as much again as the
+ * walk itself), so it takes every complete row packet already in the connection's buffered
+ * reader at once and leaves the rest to PyMySQL (see its comment and text_rows.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-static PyObject *
-read_row(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* One row from data[pos:size]: 1 and *out set, 0 when the reference must read it (a length
+ * that runs past the packet, a 0xff lead), -1 with an exception set. */
+static int
+walk_row(const unsigned char *data, Py_ssize_t pos, Py_ssize_t size, PyObject *converters,
+         PyObject **out)
 {
-    (void)module;
-    if (nargs != 3 || !PyBytes_Check(args[0]) || !PyTuple_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "read_row(data: bytes, pos: int, converters: tuple)");
-        return NULL;
-    }
-    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(args[0]);
-    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    if (pos == -1 && PyErr_Occurred())
-        return NULL;
-    if (pos < 0 || pos > size) {
-        PyErr_SetString(PyExc_ValueError, "read_row: position outside the packet");
-        return NULL;
-    }
-    PyObject *converters = args[2];
     Py_ssize_t ncols = PyTuple_GET_SIZE(converters);
     PyObject *row = PyTuple_New(ncols);
     if (row == NULL)
-        return NULL;
+        return -1;
     Py_ssize_t col = 0;
     for (; col < ncols; col++) {
         PyObject *spec = PyTuple_GET_ITEM(converters, col);
@@ -99,21 +92,114 @@ read_row(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         /* a short row: the columns read so far, as PyMySQL's ``tuple(row)`` */
         PyObject *shorter = PyTuple_GetSlice(row, 0, col);
         Py_DECREF(row);
-        return shorter;
+        if (shorter == NULL)
+            return -1;
+        *out = shorter;
+        return 1;
     }
-    return row;
+    *out = row;
+    return 1;
 reference:
     Py_DECREF(row);
-    Py_RETURN_NONE;
+    return 0;
 fail:
     Py_DECREF(row);
-    return NULL;
+    return -1;
+}
+
+static PyObject *
+read_row(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3 || !PyBytes_Check(args[0]) || !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "read_row(data: bytes, pos: int, converters: tuple)");
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    if (pos < 0 || pos > size) {
+        PyErr_SetString(PyExc_ValueError, "read_row: position outside the packet");
+        return NULL;
+    }
+    PyObject *row = NULL;
+    int got = walk_row(data, pos, size, args[2], &row);
+    if (got < 0)
+        return NULL;
+    if (got == 0)
+        Py_RETURN_NONE;
+    return row;
+}
+
+/* read_packets(buffer: bytes, seq: int, limit: int, converters: tuple, out: list)
+ *     -> (consumed: int, seq: int)
+ *
+ * Walks the complete row packets at the start of ``buffer`` (what the connection's buffered
+ * reader holds, from its ``peek``): per packet a 3-byte little-endian length and the sequence
+ * number, which must be ``seq`` (then ``seq + 1`` modulo 256). Appends up to ``limit`` rows to
+ * ``out`` and returns the bytes those packets took and the next sequence number. It stops,
+ * without taking it, at the first packet that is not a plain complete row: cut off by the end
+ * of the buffer, out of sequence, 16 MB or more (split over packets), an EOF (0xfe, shorter
+ * than 9 bytes) or error (0xff) packet, a row ``read_row`` leaves to the reference, or one
+ * whose converter raises. PyMySQL then reads that packet itself, so its errors, its end of
+ * result and its exceptions are its own. */
+static PyObject *
+read_packets(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 5 || !PyBytes_Check(args[0]) || !PyTuple_Check(args[3]) ||
+        !PyList_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_packets(buffer: bytes, seq: int, limit: int, converters: tuple, "
+                        "out: list)");
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    long seq = PyLong_AsLong(args[1]);
+    if (seq == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t limit = PyLong_AsSsize_t(args[2]);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *converters = args[3], *out = args[4];
+    Py_ssize_t pos = 0, taken = 0;
+    while (taken < limit && size - pos >= 4) {
+        const unsigned char *h = data + pos;
+        Py_ssize_t len = (Py_ssize_t)h[0] | ((Py_ssize_t)h[1] << 8) | ((Py_ssize_t)h[2] << 16);
+        if (h[3] != (seq & 0xff) || len == 0xffffff || len == 0 || size - pos - 4 < len)
+            break;
+        const unsigned char *payload = h + 4;
+        if (payload[0] == 0xff || (payload[0] == 0xfe && len < 9))
+            break;
+        PyObject *row = NULL;
+        int got = walk_row(payload, 0, len, converters, &row);
+        if (got < 0) {
+            PyErr_Clear(); /* PyMySQL reads the packet again and raises it itself */
+            break;
+        }
+        if (got == 0)
+            break;
+        int appended = PyList_Append(out, row);
+        Py_DECREF(row);
+        if (appended < 0)
+            return NULL;
+        pos += 4 + len;
+        seq = (seq + 1) & 0xff;
+        taken++;
+    }
+    return Py_BuildValue("(nl)", pos, seq);
 }
 
 static PyMethodDef methods[] = {
     {"read_row", (PyCFunction)(void (*)(void))read_row, METH_FASTCALL,
      "read_row(data, pos, converters) -> tuple | None: one text-protocol result row (see the "
      "module's C source)."},
+    {"read_packets", (PyCFunction)(void (*)(void))read_packets, METH_FASTCALL,
+     "read_packets(buffer, seq, limit, converters, out) -> (consumed, seq): the complete row "
+     "packets at the start of a buffered reader's bytes (see the module's C source)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -87,7 +87,7 @@ class MySqlChunkReader:
         limit: int,
         condition: str | None,
     ) -> list[Sequence[Any]]:
-        where, args = _range(key_columns, after, upto, condition)
+        where, args = _range(table, key_columns, after, upto, condition)
         order = ", ".join(_quote(k) for k in key_columns)
         query = f"{select_statement(table)} WHERE {where} ORDER BY {order} LIMIT {int(limit)}"
         return [list(r) for r in myconn.query(self.conn, query, args)]
@@ -102,7 +102,7 @@ class MySqlChunkReader:
         condition: str | None,
     ) -> Key | None:
         keys = ", ".join(_quote(k) for k in key_columns)
-        where, args = _range(key_columns, after, upto, condition)
+        where, args = _range(table, key_columns, after, upto, condition)
         row = myconn.query_one(
             self.conn,
             f"SELECT {keys} FROM {qualified(table.id)} WHERE {where} ORDER BY {keys} "
@@ -165,11 +165,11 @@ class MySqlChunkReader:
 
 
 def _range(
-    key_columns: Sequence[str], after: Key | None, upto: Key, condition: str | None
+    table: Table, key_columns: Sequence[str], after: Key | None, upto: Key, condition: str | None
 ) -> tuple[str, list[Any]]:
     """``after < key <= upto`` (and the condition) as a WHERE clause and its parameters."""
     keys = "(" + ", ".join(_quote(k) for k in key_columns) + ")"
-    marks = "(" + ", ".join(["%s"] * len(key_columns)) + ")"
+    marks = "(" + ", ".join(myconn.key_marks(table, key_columns)) + ")"
     where, args = [f"{keys} <= {marks}"], list(upto)
     if after is not None:
         where.insert(0, f"{keys} > {marks}")

@@ -54,6 +54,7 @@ from pymysqlreplication.row_event import (
 )
 
 from cdc.config import Config
+from cdc.spi.relational import Table
 from connectors.mysql.config import initial_statements
 from connectors.mysql.types import snapshot_timestamp_decoder
 
@@ -200,8 +201,34 @@ def connection_settings(cfg: Config) -> dict[str, Any]:
     return settings
 
 
-#: temporal types a snapshot session reads as text (see :func:`connect`)
-TEXT_TEMPORAL = (FIELD_TYPE.DATE, FIELD_TYPE.NEWDATE, FIELD_TYPE.DATETIME)
+#: types a snapshot session reads as the server's text (see :func:`connect`)
+SNAPSHOT_TEXT_TYPES = (
+    FIELD_TYPE.DATE,
+    FIELD_TYPE.NEWDATE,
+    FIELD_TYPE.DATETIME,
+    FIELD_TYPE.DECIMAL,
+    FIELD_TYPE.NEWDECIMAL,
+)
+
+
+def key_marks(table: Table, names: Sequence[str]) -> list[str]:
+    """The query placeholder of each key column for a key value a snapshot session read.
+
+    DECIMAL comes as text (:data:`SNAPSHOT_TEXT_TYPES`). MySQL's documented rule compares a
+    DECIMAL column with a string as two doubles, so past 15 significant digits a resume or
+    chunk boundary could skip or repeat rows; MariaDB 10.11 converts the string to the
+    column's DECIMAL (checked by the integration test), MySQL was not run here. The text is
+    cast back to the column's own DECIMAL(M,D), exact on both, and the range on the key stays
+    a range scan. DATE and DATETIME text compares as a date already."""
+    marks = []
+    for name in names:
+        column = table.column(name)
+        base = column.type_name.upper().split()[0] if column and column.type_name else ""
+        if column is not None and base in ("DECIMAL", "NUMERIC", "DEC", "FIXED"):
+            marks.append(f"CAST(%s AS DECIMAL({column.length or 65},{column.scale or 0}))")
+        else:
+            marks.append("%s")
+    return marks
 
 
 def connect(
@@ -214,8 +241,9 @@ def connect(
     """A session for metadata and snapshots: UTC session time zone (so TIMESTAMP values come
     back in UTC, whatever the server's zone), then ``database.initial.statements``. A
     ``snapshot`` session marks its TIMESTAMP values as read by the snapshot
-    (:class:`~connectors.mysql.types.SnapshotTimestamp`) and returns DATE and DATETIME values
-    as the server's text, which the columns' converters read."""
+    (:class:`~connectors.mysql.types.SnapshotTimestamp`) and returns DATE, DATETIME and
+    DECIMAL values as the server's text, which the columns' converters read (a key value
+    read so goes back into a query through :func:`key_marks`)."""
     conn = pymysql.connect(
         **connection_settings(cfg),
         charset="utf8mb4",
@@ -228,8 +256,9 @@ def connect(
             **conn.decoders,
             ts: snapshot_timestamp_decoder(conn.decoders[ts]),
             # as text: the columns' converters read it (natively in the compiled row
-            # function) instead of PyMySQL building a date/datetime to be converted again
-            **dict.fromkeys(TEXT_TEMPORAL, pymysql.converters.through),
+            # function) instead of PyMySQL building a date, datetime or Decimal that is
+            # converted again
+            **dict.fromkeys(SNAPSHOT_TEXT_TYPES, pymysql.converters.through),
         }
     try:
         with conn.cursor() as cur:

@@ -534,11 +534,10 @@ class SnapshotRun:
                 )
             else:
                 cursor.execute(scan.plan)
-            if streaming:
-                read_rows_compiled(cursor)
+            fetch_rows = (read_rows_compiled(cursor) if streaming else None) or cursor.fetchmany
             reorder = _reorder(table, [d[0] for d in cursor.description or ()])
             while True:
-                batch = cursor.fetchmany(fetch)
+                batch = fetch_rows(fetch)
                 if not batch:
                     break
                 if reorder is not None:
@@ -556,10 +555,11 @@ def _after_key(table: Table, after: Sequence[Any]) -> tuple[str, list[Any]]:
     """``(k1, k2) > (v1, v2)`` written out as ``k1 > v1 OR (k1 = v1 AND k2 > v2)``, which
     MariaDB turns into a range on the primary key (it does not for a row comparison)."""
     keys = [_quote(k) for k in table.primary_key]
+    marks = myconn.key_marks(table, table.primary_key)
     terms, args = [], []
     for i, key in enumerate(keys):
-        equal = [f"{k} = %s" for k in keys[:i]]
-        terms.append("(" + " AND ".join([*equal, f"{key} > %s"]) + ")")
+        equal = [f"{k} = {m}" for k, m in zip(keys[:i], marks[:i], strict=True)]
+        terms.append("(" + " AND ".join([*equal, f"{key} > {marks[i]}"]) + ")")
         args += [*after[:i], after[i]]
     return " OR ".join(terms), args
 

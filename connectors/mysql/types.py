@@ -435,6 +435,9 @@ _WIDE = decimal.Context(prec=100)
 def _decimal_precise(scale: int) -> Conv:
     quantum = decimal.Decimal(1).scaleb(-scale)
 
+    # The snapshot reads DECIMAL(p,s) as its text, which has exactly s digits after the
+    # point: the compiled row function makes the Decimal of such text itself.
+    @native("decimal_fixed", (scale, decimal.Decimal))
     def convert(value: Any) -> decimal.Decimal:
         d = value if isinstance(value, decimal.Decimal) else decimal.Decimal(str(value))
         if d.as_tuple().exponent == -scale:

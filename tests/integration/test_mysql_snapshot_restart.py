@@ -23,9 +23,11 @@ import pytest
 
 from cdc.offsets.memory import MemoryOffsetStore
 from cdc.snapshot.driver import plain_key_reader
-from cdc.spi import Table, TableId
+from cdc.spi import TableId
 from connectors.mysql import connection as myconn
+from connectors.mysql.chunks import _range
 from connectors.mysql.config import parse_config
+from connectors.mysql.schema import MySqlSchema
 from connectors.mysql.snapshot import _after_key
 from tests.integration.conftest import MySqlInfo
 from tests.integration.mysql_harness import Event, MySqlHarness, module_harness
@@ -245,22 +247,62 @@ def test_a_datetime_key_read_as_text_resumes_exactly_after_it(h: MySqlHarness) -
         "TIMESTAMP'2024-01-01 00:00:00' + INTERVAL (seq * 123457) MICROSECOND, seq "
         "FROM seq_1_to_300",
     )
+    _check_key_ranges(h, [("stamps", ("id",)), ("pairs", ("d", "t"))], seed=5)
+
+
+def test_a_decimal_key_read_as_text_resumes_and_chunks_exactly(h: MySqlHarness) -> None:
+    """A snapshot session reads DECIMAL as the server's text, so a DECIMAL-keyed table is
+    resumable. Keys here differ only past the 15th significant digit (equal as doubles, as
+    MySQL's documented rule would compare a DECIMAL column with a string): the resume query
+    (``_after_key``) and the incremental snapshot's chunk range (``chunks._range``), which cast
+    the text back to the column's DECIMAL, must return exactly the rows after (and up to) a
+    key, alone or after another key column."""
+    h.sql(
+        "CREATE TABLE amounts (id decimal(30,20) PRIMARY KEY, v int)",
+        # 1.00000000000000000001, ...02, ...: all the same double
+        "INSERT INTO amounts SELECT 1 + seq * 0.00000000000000000001, seq FROM seq_1_to_300",
+        "INSERT INTO amounts VALUES (-99999999.99999999999999999999, -1), (0, 0)",
+        "CREATE TABLE ledger (acct decimal(20,0), amt decimal(30,12), v int, "
+        "PRIMARY KEY (acct, amt))",
+        "INSERT INTO ledger SELECT 12345678901234567890 - (seq % 3), "
+        "1000 + seq * 0.000000000001, seq FROM seq_1_to_240",
+    )
+    _check_key_ranges(h, [("amounts", ("id",)), ("ledger", ("acct", "amt"))], seed=7)
+
+
+def _check_key_ranges(
+    h: MySqlHarness, tables: list[tuple[str, tuple[str, ...]]], seed: int
+) -> None:
+    """For each table, its keys as a snapshot session reads them (text, resumable), and for
+    27 of them: the resume query (``_after_key``) returns exactly the rows after the key, and
+    the incremental snapshot's chunk range (``chunks._range``) exactly those up to a later one."""
     cfg = parse_config(h.config())
     conn = myconn.connect(cfg, snapshot=True)
     try:
         myconn.execute(conn, f"USE {h.dbname}")
-        rng = random.Random(5)
-        for table, keys in (("stamps", ("id",)), ("pairs", ("d", "t"))):
+        rng = random.Random(seed)
+        for table, keys in tables:
             columns = ", ".join(keys)
             rows = myconn.query(conn, f"SELECT {columns}, v FROM {table} ORDER BY {columns}")
             assert all(type(value) is str for row in rows for value in row[:-1]), rows[:3]
             assert plain_key_reader(range(len(keys)))(rows[0]) is not None  # resumable
-            spec = Table(TableId(h.dbname, None, table), (), keys)
+            schema = MySqlSchema()
+            [(_, ddl)] = myconn.query(conn, f"SHOW CREATE TABLE {table}")
+            schema.apply_ddl(ddl, h.dbname)
+            spec = schema.table(TableId(h.dbname, None, table))
+            assert spec is not None
+
+            def read(
+                where: str, args: list[Any], columns: str = columns, table: str = table
+            ) -> list[tuple[Any, ...]]:
+                sql = f"SELECT {columns}, v FROM {table} WHERE {where} ORDER BY {columns}"
+                return [tuple(r) for r in myconn.query(conn, sql, args)]
+
             for at in [0, len(rows) - 1, *rng.sample(range(len(rows)), 25)]:
-                where, args = _after_key(spec, rows[at][: len(keys)])
-                after = myconn.query(
-                    conn, f"SELECT {columns}, v FROM {table} WHERE {where} ORDER BY {columns}", args
-                )
-                assert [tuple(r) for r in after] == [tuple(r) for r in rows[at + 1 :]], at
+                key = rows[at][: len(keys)]
+                assert read(*_after_key(spec, key)) == [tuple(r) for r in rows[at + 1 :]], at
+                upto = min(at + 1 + rng.randrange(40), len(rows) - 1)
+                chunk = read(*_range(spec, keys, key, rows[upto][: len(keys)], None))
+                assert chunk == [tuple(r) for r in rows[at + 1 : upto + 1]], (at, upto)
     finally:
         conn.close()

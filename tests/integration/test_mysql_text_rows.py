@@ -73,18 +73,47 @@ def conn(mariadb: MySqlInfo) -> Iterator[Any]:
         admin.close()
 
 
-def _rows(conn: Any, compiled: bool, query: str) -> list[tuple[Any, ...]]:
+def _rows(conn: Any, mode: str, query: str, fetch_size: int = 500) -> list[tuple[Any, ...]]:
+    """``reference``: PyMySQL alone; ``walk``: PyMySQL's fetchmany with the compiled row walk;
+    ``buffered``: the compiled packet reader (``fetch_rows``); ``buffered-small``: the same
+    over a read buffer of 61 bytes, so most packets are cut off by its end and the reader
+    hands over to PyMySQL and back again all the time."""
     cur = conn.cursor(pymysql.cursors.SSCursor)
+    rfile = conn._rfile
     try:
+        if mode == "buffered-small":
+            conn._rfile = conn._sock.makefile("rb", buffering=61)
         cur.execute(query)
-        if compiled:
-            assert read_rows_compiled(cur)
+        fetch = cur.fetchmany
+        by_pymysql = 0
+        read_next = cur.read_next
+
+        def counted() -> Any:
+            nonlocal by_pymysql
+            by_pymysql += 1
+            return read_next()
+
+        cur.read_next = counted
+        if mode != "reference":
+            compiled = read_rows_compiled(cur)
+            assert compiled is not None
+            if mode.startswith("buffered"):
+                fetch = compiled
         out: list[tuple[Any, ...]] = []
-        while batch := cur.fetchmany(500):
+        while batch := fetch(fetch_size):
+            assert len(batch) <= fetch_size
             out.extend(batch)
+        assert not cur._result.unbuffered_active  # the end of the result was read
+        if mode == "buffered":  # most rows were taken from the read buffer, not by PyMySQL
+            assert by_pymysql < len(out) / 5, (by_pymysql, len(out))
+        cur.execute("SELECT 1")  # and the connection is in step with the server
+        assert list(cur.fetchall()) == [(1,)]
         return out
     finally:
         cur.close()
+        if conn._rfile is not rfile:
+            conn._rfile.close()
+            conn._rfile = rfile
 
 
 def _typed(rows: list[tuple[Any, ...]]) -> list[list[tuple[type, Any]]]:
@@ -98,9 +127,10 @@ def _typed(rows: list[tuple[Any, ...]]) -> list[list[tuple[type, Any]]]:
         "SELECT id, tx, CAST(bl AS CHAR CHARACTER SET latin1), l1, dtm FROM t ORDER BY id",
     ],
 )
-def test_rows_equal_pymysqls_own(conn: Any, query: str) -> None:
-    want = _rows(conn, False, query)
-    got = _rows(conn, True, query)
+@pytest.mark.parametrize("mode", ["walk", "buffered", "buffered-small"])
+def test_rows_equal_pymysqls_own(conn: Any, query: str, mode: str) -> None:
+    want = _rows(conn, "reference", query)
+    got = _rows(conn, mode, query, fetch_size=7 if mode == "buffered-small" else 500)
     assert len(want) == 2003
     assert _typed(got) == _typed(want)
     first = got[0]
@@ -123,3 +153,36 @@ def test_a_packet_the_walk_does_not_take_goes_to_the_reference() -> None:
         _textrow_c.read_row(b"\x01\xff\x01\xff", 0, specs)
     with pytest.raises(ValueError):
         _textrow_c.read_row(b"\x01a\x01a\x01x", 0, specs)  # int("x"), as PyMySQL would raise
+
+
+def test_the_packet_reader_stops_before_what_pymysql_must_read() -> None:
+    from connectors.mysql import _textrow_c
+
+    specs = (("utf8", None), ("utf8", int))
+
+    def packet(seq: int, payload: bytes) -> bytes:
+        return len(payload).to_bytes(3, "little") + bytes([seq]) + payload
+
+    a, b = packet(5, b"\x01a\x0212"), packet(6, b"\x01b\x013")
+    rows: list[Any] = []
+    assert _textrow_c.read_packets(a + b, 5, 10, specs, rows) == (len(a + b), 7)
+    assert rows == [("a", 12), ("b", 3)]
+    eof = packet(7, b"\xfe\x00\x00\x02\x00")
+    error = packet(7, b"\xff\x15\x04#28000denied")
+    huge = b"\xff\xff\xff\x07" + b"\x00" * 10  # 16 MB: split over packets
+    empty = packet(7, b"")
+    for after in (eof, error, huge, empty, b"\x05\x00\x00", b + b"", packet(8, b"\x01c\x011")):
+        rows = []
+        # b again is out of sequence (6, not 7); the cut-off header and the rest wait for more
+        assert _textrow_c.read_packets(a + b + after, 5, 10, specs, rows) == (len(a + b), 7)
+        assert len(rows) == 2
+    rows = []
+    assert _textrow_c.read_packets(a + b, 5, 1, specs, rows) == (len(a), 6)  # the limit
+    assert rows == [("a", 12)]
+    rows = []
+    bad = packet(7, b"\x01c\x01x")  # int("x") raises: PyMySQL reads it again and raises
+    assert _textrow_c.read_packets(a + b + bad, 5, 10, specs, rows) == (len(a + b), 7)
+    wrapped = packet(255, b"\x01z\x010") + packet(0, b"\x01y\x011")  # 255 -> 0
+    rows = []
+    assert _textrow_c.read_packets(wrapped, 255, 10, specs, rows) == (len(wrapped), 1)
+    assert rows == [("z", 0), ("y", 1)]

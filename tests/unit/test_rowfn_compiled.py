@@ -272,6 +272,33 @@ def test_mysql_date_and_datetime_text_give_the_references_values() -> None:
         )
 
 
+def test_mysql_decimal_text_gives_the_references_decimals() -> None:
+    """A snapshot reads DECIMAL(p,s) as text with exactly s decimals, made a Decimal by the
+    compiled row function; any other value (fewer or more decimals, an int of BIGINT
+    UNSIGNED, a Decimal from the binlog, odd text) goes through the converter, and both must
+    give the same Decimal, exponent included."""
+    import decimal
+
+    from connectors.mysql import types as myt
+
+    rng = random.Random(65)
+    for scale in (0, 1, 2, 4, 10, 30):
+        cols = [_col(0, "n", STRING, myt._decimal_precise(scale))]
+        native, reference = _native_row_fn(cols), _generated_row_fn(cols, "value_t")
+        assert native is not None
+        values: list[Any] = ["0", "-0", "1.5", "12", "1e3", "-", "", " 1.00", 7, 2**64 - 1]
+        values.append(decimal.Decimal("3.14159"))
+        for _ in range(3000):
+            digits = rng.randrange(1, 66 - scale) if scale < 65 else 1
+            whole = str(rng.randrange(10**digits)) if rng.random() < 0.9 else "0"
+            frac = "".join(rng.choice("0123456789") for _ in range(scale))
+            sign = "-" if rng.random() < 0.3 else ""
+            values.append(sign + whole + ("." + frac if scale else ""))
+        for value in values:
+            want, got = _outcome(reference, [value]), _outcome(native, [value])
+            assert got == want, (scale, value)
+
+
 def test_mysql_snapshot_timestamps_give_the_references_text() -> None:
     """A snapshot's TIMESTAMP values (``SnapshotTimestamp``) are written as ZonedTimestamp
     text by the compiled row function, for every converter variant (1.2, and 3.x at every
