@@ -25,6 +25,54 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <datetime.h>
+
+/* A converter spec of three items, (encoding, converter, type), marks a TIMESTAMP column of a
+ * snapshot session (``snapshot_timestamp_decoder``): the server's text
+ * 'YYYY-MM-DD HH:MM:SS' with an optional fraction of 1 to 6 digits becomes ``type`` (a
+ * datetime subclass) here, as the converter's ``fromisoformat`` would make it. Any other text,
+ * or a date the datetime refuses (zero dates, a 30th of February), goes to the converter. */
+static int
+digits(const unsigned char *p, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return 0;
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+/* The datetime of ``text``, NULL without an exception when the converter must decide, NULL
+ * with one on a real error. */
+static PyObject *
+timestamp_text(const unsigned char *t, Py_ssize_t len, PyObject *type)
+{
+    int y, mo, d, h, mi, sec, us = 0;
+    if (!PyType_Check(type) || !PyType_IsSubtype((PyTypeObject *)type, PyDateTimeAPI->DateTimeType))
+        return NULL;
+    if (len != 19 && !(len > 20 && len < 27 && t[19] == '.'))
+        return NULL;
+    if (t[4] != '-' || t[7] != '-' || t[10] != ' ' || t[13] != ':' || t[16] != ':')
+        return NULL;
+    if (!digits(t, 4, &y) || !digits(t + 5, 2, &mo) || !digits(t + 8, 2, &d) ||
+        !digits(t + 11, 2, &h) || !digits(t + 14, 2, &mi) || !digits(t + 17, 2, &sec))
+        return NULL;
+    if (len > 19) {
+        int n = (int)len - 20;
+        if (!digits(t + 20, n, &us))
+            return NULL;
+        for (int i = n; i < 6; i++)
+            us *= 10;
+    }
+    PyObject *v = PyDateTimeAPI->DateTime_FromDateAndTime(y, mo, d, h, mi, sec, us, Py_None,
+                                                          (PyTypeObject *)type);
+    if (v == NULL && PyErr_ExceptionMatches(PyExc_ValueError))
+        PyErr_Clear(); /* out of range: the converter's own path */
+    return v;
+}
 
 /* One row from data[pos:size]: 1 and *out set, 0 when the reference must read it (a length
  * that runs past the packet, a 0xff lead), -1 with an exception set. */
@@ -39,8 +87,9 @@ walk_row(const unsigned char *data, Py_ssize_t pos, Py_ssize_t size, PyObject *c
     Py_ssize_t col = 0;
     for (; col < ncols; col++) {
         PyObject *spec = PyTuple_GET_ITEM(converters, col);
-        if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 2) {
-            PyErr_SetString(PyExc_TypeError, "read_row: a converter is (encoding, converter)");
+        if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) < 2 || PyTuple_GET_SIZE(spec) > 3) {
+            PyErr_SetString(PyExc_TypeError,
+                            "read_row: a converter is (encoding, converter[, timestamp type])");
             goto fail;
         }
         if (pos >= size)
@@ -69,6 +118,16 @@ walk_row(const unsigned char *data, Py_ssize_t pos, Py_ssize_t size, PyObject *c
         const char *text = (const char *)data + pos;
         pos += (Py_ssize_t)len;
         PyObject *value;
+        if (PyTuple_GET_SIZE(spec) == 3) {
+            value = timestamp_text((const unsigned char *)text, (Py_ssize_t)len,
+                                   PyTuple_GET_ITEM(spec, 2));
+            if (value != NULL) {
+                PyTuple_SET_ITEM(row, col, value);
+                continue;
+            }
+            if (PyErr_Occurred())
+                goto fail;
+        }
         if (encoding == Py_None)
             value = PyBytes_FromStringAndSize(text, (Py_ssize_t)len);
         else {
@@ -213,5 +272,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__textrow_c(void)
 {
+    PyDateTime_IMPORT;
+    if (PyDateTimeAPI == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -251,15 +251,7 @@ def connect(
         read_timeout=read_timeout,
     )
     if snapshot:
-        ts = FIELD_TYPE.TIMESTAMP
-        conn.decoders = {
-            **conn.decoders,
-            ts: snapshot_timestamp_decoder(conn.decoders[ts]),
-            # as text: the columns' converters read it (natively in the compiled row
-            # function) instead of PyMySQL building a date, datetime or Decimal that is
-            # converted again
-            **dict.fromkeys(SNAPSHOT_TEXT_TYPES, pymysql.converters.through),
-        }
+        conn.decoders = snapshot_decoders(conn.decoders)
     try:
         with conn.cursor() as cur:
             cur.execute("SET time_zone = '+00:00'")
@@ -269,6 +261,18 @@ def connect(
         conn.close()
         raise
     return conn
+
+
+def snapshot_decoders(decoders: dict[int, Any]) -> dict[int, Any]:
+    """A snapshot session's decoders (see :func:`connect`) from PyMySQL's."""
+    ts = FIELD_TYPE.TIMESTAMP
+    return {
+        **decoders,
+        ts: snapshot_timestamp_decoder(decoders[ts]),
+        # as text: the columns' converters read it (natively in the compiled row function)
+        # instead of PyMySQL building a date, datetime or Decimal that is converted again
+        **dict.fromkeys(SNAPSHOT_TEXT_TYPES, pymysql.converters.through),
+    }
 
 
 def query(conn: Any, sql: str, args: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:

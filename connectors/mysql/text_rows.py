@@ -15,6 +15,7 @@ else (a packet cut off by the end of the buffer, the end of the result, an error
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +37,7 @@ def read_rows_compiled(cursor: Any) -> Fetch | None:
     original = getattr(result, "_read_row_from_packet", None)
     if _compiled is None or not isinstance(converters, list) or not callable(original):
         return None
-    specs = tuple((encoding, converter) for encoding, converter in converters)
+    specs = tuple(_spec(encoding, converter) for encoding, converter in converters)
     walk = _compiled.read_row
 
     def read(packet: Any) -> Any:
@@ -55,6 +56,15 @@ def read_rows_compiled(cursor: Any) -> Fetch | None:
     ):
         return lambda size: list(cursor.fetchmany(size))
     return _buffered_fetch(cursor, result, conn, rfile, specs)
+
+
+def _spec(encoding: Any, converter: Any) -> tuple[Any, ...]:
+    """(encoding, converter), or with a third item, the type the walk makes of a TIMESTAMP's
+    canonical text itself (a converter marked by ``snapshot_timestamp_decoder``)."""
+    made = getattr(converter, "__tidemark_textrow__", None)
+    if isinstance(made, type) and issubclass(made, datetime.datetime):
+        return (encoding, converter, made)
+    return (encoding, converter)
 
 
 def _buffered_fetch(

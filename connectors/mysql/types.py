@@ -310,6 +310,9 @@ def snapshot_timestamp_decoder(decode: Conv) -> Conv:
             )
         return value
 
+    # The compiled packet walk (connectors/mysql/_textrow_c.c) makes the SnapshotTimestamp of
+    # the server's canonical text itself, as ``parse`` would; anything else still comes here.
+    decoder.__tidemark_textrow__ = SnapshotTimestamp  # type: ignore[attr-defined]
     return decoder
 
 

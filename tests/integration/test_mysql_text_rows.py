@@ -15,6 +15,7 @@ import pymysql
 import pymysql.cursors
 import pytest
 
+from connectors.mysql import connection as myconn
 from connectors.mysql.text_rows import read_rows_compiled
 from tests.integration.conftest import MySqlInfo
 
@@ -128,9 +129,18 @@ def _typed(rows: list[tuple[Any, ...]]) -> list[list[tuple[type, Any]]]:
     ],
 )
 @pytest.mark.parametrize("mode", ["walk", "buffered", "buffered-small"])
-def test_rows_equal_pymysqls_own(conn: Any, query: str, mode: str) -> None:
-    want = _rows(conn, "reference", query)
-    got = _rows(conn, mode, query, fetch_size=7 if mode == "buffered-small" else 500)
+@pytest.mark.parametrize("session", ["plain", "snapshot"])
+def test_rows_equal_pymysqls_own(conn: Any, query: str, mode: str, session: str) -> None:
+    """``snapshot``: with a snapshot session's decoders (DATE, DATETIME and DECIMAL as text,
+    TIMESTAMP as SnapshotTimestamp, which the walk makes itself from canonical text)."""
+    plain = conn.decoders
+    if session == "snapshot":
+        conn.decoders = myconn.snapshot_decoders(plain)
+    try:
+        want = _rows(conn, "reference", query)
+        got = _rows(conn, mode, query, fetch_size=7 if mode == "buffered-small" else 500)
+    finally:
+        conn.decoders = plain
     assert len(want) == 2003
     assert _typed(got) == _typed(want)
     first = got[0]

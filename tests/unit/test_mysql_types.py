@@ -229,16 +229,25 @@ def test_v3_timestamp_pads_binlog_values_not_the_snapshots() -> None:
 def test_snapshot_timestamp_decoder_equals_pymysqls_decoder_marked() -> None:
     """The snapshot's TIMESTAMP decoder reads the server's text itself where it can; it must
     give what PyMySQL's decoder gives, marked as a snapshot value, for every fraction
-    length, and leave zero, invalid and odd text to PyMySQL's decoder."""
+    length, and leave zero, invalid and odd text to PyMySQL's decoder. So must the compiled
+    packet walk, which makes the value of canonical text itself."""
     import pymysql.converters
+
+    from cdc.compiled import load
 
     pymysqls = pymysql.converters.decoders[pymysql.constants.FIELD_TYPE.TIMESTAMP]
     decode = snapshot_timestamp_decoder(pymysqls)
+    compiled = load("connectors.mysql._textrow_c")
+    walk = compiled.read_row if compiled is not None else None
     rng = random.Random(7)
     texts = ["0000-00-00 00:00:00", "2024-02-30 00:00:00", "2024-01-01 24:00:00",
              "2024-01-01T00:00:00", "2024-01-01", "0999-01-01 00:00:00.5",
              "2038-01-19 03:14:07.999999", "1970-01-01 00:00:01", "garbage text here!!",
-             "2024-01-01 00:00:00+01:00"]  # fmt: skip
+             "2024-01-01 00:00:00+01:00", "0001-01-01 00:00:00", "9999-12-31 23:59:59.999999",
+             "2024-02-29 12:00:00.1", "2023-02-29 12:00:00", "2024-13-01 00:00:00",
+             "2024-1-01 00:00:00", "abcd-ef-gh ij:kl:mn", "2024-01-01 00:00:00.",
+             "2024-01-01 00:00:00.1234567", "2024-01-01 00:00:00.12a", "2024-01-01 00:00:60",
+             "2024-01-01 00:60:00", "-024-01-01 00:00:00", "2024-01-01 00:00:00 "]  # fmt: skip
     for _ in range(5000):
         at = dt.datetime(1970, 1, 1) + dt.timedelta(
             seconds=rng.randrange(2**31), microseconds=rng.randrange(10**6)
@@ -252,6 +261,18 @@ def test_snapshot_timestamp_decoder_equals_pymysqls_decoder_marked() -> None:
             want = SnapshotTimestamp.combine(want.date(), want.time())
         got = decode(text)
         assert (type(got), got) == (type(want), want), text
+        if walk is not None:  # the compiled packet walk makes canonical text itself
+            data = text.encode()
+            [made] = walk(bytes([len(data)]) + data, 0, (("utf8", decode, SnapshotTimestamp),))
+            assert (type(made), made) == (type(want), want), text
+    if walk is not None:  # and really without the converter for canonical text
+
+        def refuse(text: str) -> Any:
+            raise AssertionError(text)
+
+        for text in texts[-5000:]:
+            data = text.encode()
+            walk(bytes([len(data)]) + data, 0, (("utf8", refuse, SnapshotTimestamp),))
 
 
 def test_widest_decimal_is_scaled_without_overflow() -> None:
