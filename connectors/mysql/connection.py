@@ -257,10 +257,27 @@ def connect(
             cur.execute("SET time_zone = '+00:00'")
             for statement in initial_statements(cfg):
                 cur.execute(statement)
+        if snapshot:
+            _widen_read_buffer(conn)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+#: the read buffer of a snapshot session: the compiled packet reader (text_rows.py) takes the
+#: rows of one buffer fill at a time, and hands the one cut off at its end to PyMySQL
+SNAPSHOT_READ_BUFFER = 256 * 1024
+
+
+def _widen_read_buffer(conn: Any) -> None:
+    """Replaces PyMySQL's 8 KiB buffered reader of the socket with a wider one: between
+    statements nothing is buffered (every reply was read whole), so no byte is lost."""
+    sock, old = getattr(conn, "_sock", None), getattr(conn, "_rfile", None)
+    if sock is None or old is None or not callable(getattr(sock, "makefile", None)):
+        return
+    conn._rfile = sock.makefile("rb", buffering=SNAPSHOT_READ_BUFFER)
+    old.close()  # the reader only: the socket stays open for the new one
 
 
 def snapshot_decoders(decoders: dict[int, Any]) -> dict[int, Any]:
