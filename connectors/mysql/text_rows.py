@@ -7,10 +7,11 @@ PyMySQL's own; PyMySQL's method is the reference, used when the extension was no
 ``TIDEMARK_PURE_PYTHON=1`` asks for it, and for any packet the walk does not take. The walk is
 installed on one executed cursor's result, never on PyMySQL's classes.
 
-:func:`fetch_rows` also takes PyMySQL's per-packet reading out of the way: it walks every
-complete row packet already in the connection's read buffer in one call, and leaves anything
-else (a packet cut off by the end of the buffer, the end of the result, an error, a packet over
-16 MB, a row whose converter raises) to PyMySQL's own ``fetchmany`` path, one packet at a time.
+The fetch function :func:`read_rows_compiled` returns also takes PyMySQL's per-packet reading
+out of the way: it walks every complete row packet already in the connection's read buffer in
+one call, and leaves anything else (a packet cut off by the end of the buffer, the end of the
+result, an error, a packet of 16 MB or more, a row whose converter raises) to PyMySQL's own
+``fetchmany`` path, one packet at a time.
 """
 
 from __future__ import annotations
