@@ -236,6 +236,8 @@ read_packets(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyObject *row = NULL;
         int got = walk_row(payload, 0, len, converters, &row);
         if (got < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception))
+                return NULL; /* KeyboardInterrupt, SystemExit: not swallowed */
             PyErr_Clear(); /* PyMySQL reads the packet again and raises it itself */
             break;
         }

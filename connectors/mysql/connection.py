@@ -56,7 +56,7 @@ from pymysqlreplication.row_event import (
 from cdc.config import Config
 from cdc.spi.relational import Table
 from connectors.mysql.config import initial_statements
-from connectors.mysql.types import snapshot_timestamp_decoder
+from connectors.mysql.types import base_type, snapshot_timestamp_decoder
 
 __all__ = [
     "BinlogReader",
@@ -223,8 +223,7 @@ def key_marks(table: Table, names: Sequence[str]) -> list[str]:
     marks = []
     for name in names:
         column = table.column(name)
-        base = column.type_name.upper().split()[0] if column and column.type_name else ""
-        if column is not None and base in ("DECIMAL", "NUMERIC", "DEC", "FIXED"):
+        if column is not None and base_type(column)[0] in ("DECIMAL", "NUMERIC"):
             marks.append(f"CAST(%s AS DECIMAL({column.length or 65},{column.scale or 0}))")
         else:
             marks.append("%s")

@@ -192,6 +192,12 @@ def test_the_packet_reader_stops_before_what_pymysql_must_read() -> None:
     rows = []
     bad = packet(7, b"\x01c\x01x")  # int("x") raises: PyMySQL reads it again and raises
     assert _textrow_c.read_packets(a + b + bad, 5, 10, specs, rows) == (len(a + b), 7)
+
+    def interrupt(text: str) -> Any:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # not swallowed like a converter's error
+        _textrow_c.read_packets(a, 5, 10, (("utf8", None), ("utf8", interrupt)), [])
     wrapped = packet(255, b"\x01z\x010") + packet(0, b"\x01y\x011")  # 255 -> 0
     rows = []
     assert _textrow_c.read_packets(wrapped, 255, 10, specs, rows) == (len(wrapped), 1)
