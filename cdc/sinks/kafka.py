@@ -22,6 +22,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
 )
 
 from cdc.kafka_security import SECURITY_PREFIXES, librdkafka_config
+from cdc.sinks import allocator
 
 log = logging.getLogger("tidemark.sink")
 
@@ -86,6 +87,7 @@ class KafkaSink:
         self.error: str | None = None
         conf["delivery.report.only.error"] = True
         conf["on_delivery"] = self._on_delivery_error
+        allocator.tune_for_producer()
         self.producer = Producer(conf)
         self._admin_conf = {
             k: v
