@@ -410,6 +410,13 @@ def resume_origin(stored: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 _freeze_lock = threading.Lock()
 _freeze_users = 0
+_saved_thresholds: tuple[int, ...] | None = None
+#: Collection thresholds while an engine snapshots or streams (each generation's own, or
+#: the interpreter's if higher): a young collection every 20,000 net container allocations
+#: instead of 700, so a record is usually freed by reference counting before any
+#: collection sees it, instead of being traversed and promoted while it waits in the queue.
+#: Measured on W4 (PostgreSQL, 1M rows): 149-153k -> 159-168k rows/s; 5,000 gained nothing.
+BUSY_THRESHOLDS = (20_000, 20, 20)
 
 
 @contextlib.contextmanager
@@ -420,13 +427,18 @@ def _frozen_heap() -> Iterator[None]:
     schemas, driver state): measured at about 2.5 µs per event, a sixth of the source thread
     (and ~10 % of a MariaDB snapshot's CPU). What exists when a snapshot or streaming starts
     is long-lived, so it is moved out of the collector's view (``gc.freeze``) while any
-    engine snapshots or streams; when the last one stops it is handed back
-    (``gc.unfreeze``), so cyclic garbage among those objects is still collected then.
-    Reference-counted freeing is unaffected either way."""
-    global _freeze_users
+    engine snapshots or streams, and collections run less often (``BUSY_THRESHOLDS``); when
+    the last one stops both are handed back (``gc.unfreeze``, the thresholds it found), so
+    cyclic garbage among those objects is still collected then. Reference-counted freeing
+    is unaffected either way."""
+    global _freeze_users, _saved_thresholds
     with _freeze_lock:
         _freeze_users += 1
         gc.freeze()
+        if _freeze_users == 1:
+            _saved_thresholds = gc.get_threshold()
+            pairs = zip(_saved_thresholds, BUSY_THRESHOLDS, strict=False)
+            gc.set_threshold(*(max(a, b) for a, b in pairs))
     try:
         yield
     finally:
@@ -434,3 +446,6 @@ def _frozen_heap() -> Iterator[None]:
             _freeze_users -= 1
             if _freeze_users == 0:
                 gc.unfreeze()
+                if _saved_thresholds is not None:
+                    gc.set_threshold(*_saved_thresholds)
+                    _saved_thresholds = None
