@@ -30,6 +30,8 @@ M_TOP_PAD = -2
 #: Enough for the records a producer holds between acknowledgements at snapshot speed.
 DEFAULT_TOP_PAD = 32 << 20
 ENV = "TIDEMARK_MALLOC_TOP_PAD"
+#: mallopt takes an int
+MAX_TOP_PAD = 2**31 - 1
 
 _lock = threading.Lock()
 _done: bool = False
@@ -47,8 +49,10 @@ def top_pad_setting(environ: dict[str, str] | os._Environ[str] = os.environ) -> 
         pad = int(raw)
     except ValueError:
         pad = -1
-    if pad < 0:
-        raise ValueError(f"{ENV} must be a number of bytes (0 turns the tuning off), not {raw!r}")
+    if not 0 <= pad <= MAX_TOP_PAD:
+        raise ValueError(
+            f"{ENV} must be a number of bytes from 0 (the tuning off) to {MAX_TOP_PAD}, not {raw!r}"
+        )
     return pad or None
 
 
@@ -58,11 +62,9 @@ def tune_for_producer() -> bool:
     with _lock:
         if _done:
             return False
+        pad = top_pad_setting()  # a bad value raises here, for every producer until fixed
         _done = True
-        if not sys.platform.startswith("linux"):
-            return False
-        pad = top_pad_setting()
-        if pad is None:
+        if pad is None or not sys.platform.startswith("linux"):
             return False
         try:
             libc = ctypes.CDLL(None)

@@ -25,7 +25,7 @@ def test_zero_turns_it_off_and_a_number_sets_it() -> None:
     assert allocator.top_pad_setting({allocator.ENV: "8388608"}) == 8 << 20
 
 
-@pytest.mark.parametrize("raw", ["lots", "-1", "1.5", ""])
+@pytest.mark.parametrize("raw", ["lots", "-1", "1.5", "", str(2**31)])
 def test_a_bad_value_names_the_variable(raw: str) -> None:
     with pytest.raises(ValueError, match=allocator.ENV):
         allocator.top_pad_setting({allocator.ENV: raw})
