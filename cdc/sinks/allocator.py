@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Mapping
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ _lock = threading.Lock()
 _done: bool = False
 
 
-def top_pad_setting(environ: dict[str, str] | os._Environ[str] = os.environ) -> int | None:
+def top_pad_setting(environ: Mapping[str, str] = os.environ) -> int | None:
     """The pad to set, or None to leave the allocator alone. Raises ValueError, naming the
     variable, for a value that is not a non-negative integer."""
     if "MALLOC_TOP_PAD_" in environ or "GLIBC_TUNABLES" in environ:
