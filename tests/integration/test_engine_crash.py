@@ -67,11 +67,7 @@ def start(path: Path) -> subprocess.Popen[bytes]:
 def end_offset(kafka: str, topic: str) -> int:
     consumer = Consumer({"bootstrap.servers": kafka, "group.id": uuid.uuid4().hex})
     try:
-        try:
-            _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)
-        except Exception:
-            return 0
-        return int(high)
+        return _high_watermark(consumer, topic)
     finally:
         consumer.close()
 
@@ -84,15 +80,30 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 def wait_for(
     kafka: str, topic: str, count: int, proc: subprocess.Popen[bytes], timeout: float = 120
 ) -> None:
+    """Until ``topic`` holds ``count`` records. One consumer asks for the watermark every
+    20 ms: a kill test that stops the child "after N records" must see N soon after it is
+    reached, and a snapshot of 100k rows can finish in under a second."""
     deadline = time.monotonic() + timeout
-    while end_offset(kafka, topic) < count:
-        if proc.poll() is not None:
-            _, err = proc.communicate()
-            raise AssertionError(f"child exited {proc.returncode}: {err.decode()[-3000:]}")
-        if time.monotonic() > deadline:
-            _kill(proc)  # a timed-out child would outlive the test, holding its slot
-            raise AssertionError(f"fewer than {count} records on {topic}")
-        time.sleep(0.05)
+    consumer = Consumer({"bootstrap.servers": kafka, "group.id": uuid.uuid4().hex})
+    try:
+        while _high_watermark(consumer, topic) < count:
+            if proc.poll() is not None:
+                _, err = proc.communicate()
+                raise AssertionError(f"child exited {proc.returncode}: {err.decode()[-3000:]}")
+            if time.monotonic() > deadline:
+                _kill(proc)  # a timed-out child would outlive the test, holding its slot
+                raise AssertionError(f"fewer than {count} records on {topic}")
+            time.sleep(0.02)
+    finally:
+        consumer.close()
+
+
+def _high_watermark(consumer: Consumer, topic: str) -> int:
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)
+    except Exception:
+        return 0  # the topic does not exist yet
+    return int(high)
 
 
 def wait_for_last_event(

@@ -225,10 +225,17 @@ def test_status_and_metrics_report_kafka_not_acknowledging(private_kafka: KafkaS
                 samples["tidemark_seconds_since_last_acknowledgement"],
             )
 
-        wait("caught up", lambda: scrape()[0] == 0)
-        caught_up = [s for s in (scrape() for _ in range(50)) if s[0] == 0]
-        assert caught_up, "never caught up in 50 scrapes"
-        assert all(since == 0 for _, since in caught_up)
+        # Scrape for a while and judge only the scrapes that found nothing outstanding (at
+        # 400 records/s and the producer's linger, a burst of scrapes can all land mid-flight).
+        caught_up: list[tuple[float, float]] = []
+        deadline = time.monotonic() + 30
+        while len(caught_up) < 5 and time.monotonic() < deadline:
+            sample = scrape()
+            if sample[0] == 0:
+                caught_up.append(sample)
+            time.sleep(0.01)
+        assert caught_up, "nothing was ever fully acknowledged in 30 s of scrapes"
+        assert all(since == 0 for _, since in caught_up), caught_up
     finally:
         runner.shutdown()
         assert runner.join(60)
