@@ -52,6 +52,8 @@ NATIVE_KINDS = {
     "timestamp_micros": 10,
     "time_micros": 11,
     "naive_zoned": 12,
+    "str_pass": 13,
+    "bool_int": 14,
 }
 
 

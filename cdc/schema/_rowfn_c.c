@@ -35,6 +35,10 @@
  *                 SnapshotTimestamp), not the epoch →
  *                 'YYYY-MM-DDTHH:MM:SS[.f]Z', the fraction without trailing zeros
  *                 (logical.zoned_timestamp_str)
+ *  13 STR_PASS    an exact str as is (a converter that returns any str unchanged and
+ *                 only turns other values into text: MySQL's text, enum and JSON)
+ *  14 BOOL_INT    an exact int → its truth (a converter that is ``bool(value)`` for an
+ *                 int: MySQL's BOOLEAN, whose snapshot and binlog values are ints)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -55,6 +59,8 @@ enum {
     K_TS_MICROS = 10,
     K_TIME_MICROS = 11,
     K_NAIVE_ZONED = 12,
+    K_STR_PASS = 13,
+    K_BOOL_INT = 14,
 };
 
 /* the struct's field names, made once */
@@ -454,6 +460,18 @@ convert(Column *c, PyObject *v)
                 return out;
         }
         break;
+    case K_STR_PASS:
+        if (PyUnicode_CheckExact(v))
+            return Py_NewRef(v);
+        break;
+    case K_BOOL_INT:
+        if (PyLong_CheckExact(v)) {
+            int t = PyObject_IsTrue(v);
+            if (t < 0)
+                return NULL;
+            return Py_NewRef(t ? Py_True : Py_False);
+        }
+        break;
     default:
         break;
     }
@@ -542,7 +560,7 @@ builder_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             PyErr_SetString(PyExc_ValueError, "RowBuilder: a negative column index");
             goto fail;
         }
-        if (kind < K_PASS || kind > K_NAIVE_ZONED) {
+        if (kind < K_PASS || kind > K_BOOL_INT) {
             PyErr_Format(PyExc_ValueError, "RowBuilder: unknown kind %d", kind);
             goto fail;
         }

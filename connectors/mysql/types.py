@@ -395,6 +395,7 @@ def _set_conv(allowed: Sequence[str]) -> Conv:
     return convert
 
 
+@native("str_pass")
 def _json_conv(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -460,6 +461,7 @@ def _unsigned_long(value: Any) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v  # Java's long, as Debezium's ``long`` mode
 
 
+@native("str_pass")
 def _text(value: Any) -> Any:
     return value if isinstance(value, str) else _as_bytes(value).decode("utf-8", "replace")
 
@@ -507,6 +509,7 @@ def _inet6(value: Any) -> str:
     return f"{head}::{tail}"
 
 
+@native("bool_int")
 def _boolean(value: Any) -> bool:
     if isinstance(value, str):
         return value.strip() not in ("0", "", "false", "FALSE")

@@ -334,3 +334,35 @@ def test_mysql_snapshot_timestamps_give_the_references_text() -> None:
             assert _outcome(native, row) == _outcome(reference, row), value
     out = native([myt.SnapshotTimestamp(999, 1, 2, 3, 4, 5, 120000)] * len(cols))
     assert set(out.values()) == {"0999-01-02T03:04:05.12Z"}
+
+
+def test_mysql_text_json_and_boolean_values_give_the_references_values() -> None:
+    """MySQL's text, enum and JSON converters hand a str back unchanged, and its BOOLEAN
+    converter is ``bool`` of an int: the compiled row function does those cases itself. Every
+    other value (bytes of a binlog text column, a str subclass, JSON the binlog decoded into
+    Python values, text of a boolean, a bool) still goes through the converter, and both paths
+    give the same value of the same type, the str itself included."""
+    from connectors.mysql import types as myt
+
+    class Text(str):
+        pass
+
+    kinds = {compiled.native_kind(fn) for fn in (myt._text, myt._json_conv)}
+    assert kinds == {(compiled.NATIVE_KINDS["str_pass"], None)}
+    assert compiled.native_kind(myt._boolean) == (compiled.NATIVE_KINDS["bool_int"], None)
+    texts: list[Any] = ["", "a", "héllo 🦀", '{"k": 1}', Text("sub"), b"bytes", bytearray(b"ba"),
+                        b"\xff\xfe", {"k": [1, 2]}, [1, "x"], 12, None]  # fmt: skip
+    bools: list[Any] = [0, 1, -1, 2, 255, 2**70, True, False, "0", "1", "", " 0 ", "false",
+                        "FALSE", "true", None]  # fmt: skip
+    cols = [_col(0, "t", STRING.with_(optional=True), myt._text),
+            _col(1, "j", STRING.with_(optional=True), myt._json_conv),
+            _col(2, "b", BOOLEAN.with_(optional=True), myt._boolean)]  # fmt: skip
+    native, reference = _native_row_fn(cols), _generated_row_fn(cols, "value_t")
+    assert native is not None
+    for text in texts:
+        for flag in bools:
+            row = [text, text, flag]
+            assert _outcome(native, row) == _outcome(reference, row), row
+    row = ["same", "same", 3]
+    out = native(row)
+    assert out["t"] is row[0] and out["j"] is row[1] and out["b"] is True
