@@ -19,6 +19,7 @@ from cdc.assembly import EngineSettings, TaskParts, assemble, table_filter_from_
 from cdc.config import Config
 from cdc.offsets.store import OffsetStore
 from cdc.pipeline.coordinator import SourceCoordinator, resume_origin
+from cdc.pipeline.direct_send import DirectSend
 from cdc.record import SourceRecord
 from cdc.sinks.kafka import KafkaSink, SinkError
 from cdc.spi import Connector, StreamingSource
@@ -79,6 +80,12 @@ class Engine:
             stopping=self._stopping,
             wake_task=self.queue.wake,
         )
+        #: the initial snapshot's records sent by the source thread itself when nothing is
+        #: ahead of them (at-least-once only; see cdc.pipeline.direct_send)
+        self._direct: DirectSend | None = None
+        if self.delivery.direct_send:
+            self._direct = DirectSend(self.queue, self.delivery.process)
+            self.dispatcher.snapshot_hand_over = self._direct.hand_over
 
     @property
     def state(self) -> str:
@@ -110,7 +117,7 @@ class Engine:
         interval = self.settings.offset_flush_interval_ms / 1000
         next_commit = time.monotonic() + interval
         next_sink_poll = 0.0
-        process = self.delivery.process
+        process = self.delivery.process if self._direct is None else self._direct.task_process
         try:
             while True:
                 if self._stopping.is_set():
@@ -149,7 +156,22 @@ class Engine:
     def _process(self, batch: list[SourceRecord]) -> None:
         self.delivery.process(batch)
 
-    def _commit(self) -> None:
+    def _commit(self, lock_timeout: float = -1) -> None:
+        """Store what Kafka acknowledged. With the snapshot's direct send, under its lock:
+        no record is handed to the producer between the flush and the offset write.
+        ``lock_timeout``: give up (store nothing, it is re-sent) rather than wait longer."""
+        direct = self._direct
+        if direct is None:
+            self._commit_now()
+        elif direct.lock.acquire(timeout=lock_timeout):
+            try:
+                self._commit_now()
+            finally:
+                direct.lock.release()
+        else:
+            log.warning("%s: the source is still sending; offsets not stored", self.name)
+
+    def _commit_now(self) -> None:
         taken = self.queue.taken_total  # every record taken so far was handed to the producer
         self.delivery.commit()
         if self.writer.pending is None:
@@ -180,7 +202,8 @@ class Engine:
             )
         try:
             if not remaining and self.sink.error is None:
-                self._commit()
+                # a source thread that did not stop may be in a direct send (Kafka down)
+                self._commit(lock_timeout=timeout)
         finally:
             post = self.dispatcher.post_processor
             for closeable in (self.key_converter, self.value_converter, self.transforms, post):

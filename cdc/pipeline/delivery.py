@@ -43,6 +43,8 @@ class Delivery:
 
     #: an ordinary record for a known topic may skip :meth:`_encode` (see :meth:`_send`)
     fast_path = True
+    #: whether the source thread may call :meth:`process` itself (cdc.pipeline.direct_send)
+    direct_send = False
 
     def __init__(
         self,
@@ -234,6 +236,10 @@ class Delivery:
 class AtLeastOnceDelivery(Delivery):
     """Records go to the producer as they come; offsets are stored on the flush interval,
     only once Kafka acknowledged every record before them."""
+
+    #: an initial snapshot's source thread may call :meth:`process` itself
+    #: (``cdc.pipeline.direct_send``)
+    direct_send = True
 
     def start(self) -> None:
         self.store.start()

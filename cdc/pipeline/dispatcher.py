@@ -134,6 +134,9 @@ class EventDispatcher:
         self.tables: dict[TableId, Table] = {}
         self.phase: CommonMetrics = metrics.streaming
         self._streaming_metrics = metrics.streaming
+        #: the initial snapshot's way to the delivery when it is not the queue (set by the
+        #: engine: ``cdc.pipeline.direct_send``); streaming always uses the queue
+        self.snapshot_hand_over: Callable[[list[SourceRecord]], None] | None = None
         self._tx: _Transaction | None = None
         self._heartbeat_s = heartbeat_interval_ms / 1000.0
         self._heartbeat_action = heartbeat_action
@@ -255,13 +258,20 @@ class EventDispatcher:
             self._held = []
             if self.post_processor is not None:
                 held = self.post_processor.resolve(held, self.partition, self.queue.put_many)
-            self.queue.put_many(held)
+            self._hand_over(held)
 
     def _release(self) -> None:
         held, self._held = self._held, None
         if held:
             if self.post_processor is not None:
                 held = self.post_processor.resolve(held, self.partition, self.queue.put_many)
+            self._hand_over(held)
+
+    def _hand_over(self, held: list[SourceRecord]) -> None:
+        direct = self.snapshot_hand_over
+        if direct is not None and self.phase is not self._streaming_metrics:
+            direct(held)
+        else:
             self.queue.put_many(held)
 
     def _put(self, record: SourceRecord) -> None:

@@ -103,6 +103,20 @@ class ChangeEventQueue(Generic[T]):
                     self._not_empty.notify()
             self.put_total += total
 
+    def take_directly(self, n: int) -> bool:
+        """Count ``n`` items as put and taken at once, when the queue is empty: the source
+        handed them to the consumer's processing itself (``cdc.pipeline.direct_send``), and
+        positions named in these totals must still count them. False (nothing counted) when
+        items are queued, which must go first."""
+        with self._lock:
+            if self._closed:
+                raise QueueClosed("the change event queue is closed")
+            if self._items:
+                return False
+            self.put_total += n
+            self.taken_total += n
+            return True
+
     def _put_sized(self, item: T) -> None:
         assert self.size_of is not None and self._sizes is not None
         size = self.size_of(item)
