@@ -77,7 +77,7 @@ def test_records_the_task_took_but_did_not_process_go_first() -> None:
 
 
 def test_no_run_is_sent_while_a_commit_holds_the_lock() -> None:
-    queue, rec, direct = setup()
+    _queue, rec, direct = setup()
     assert direct.lock.acquire(timeout=1)
     sender = threading.Thread(target=direct.hand_over, args=(recs(1),))
     sender.start()
