@@ -154,7 +154,10 @@ class Engine:
             self._shutdown()
 
     def _process(self, batch: list[SourceRecord]) -> None:
-        self.delivery.process(batch)
+        if self._direct is None:
+            self.delivery.process(batch)
+        else:
+            self._direct.task_process(batch)  # under the lock the source's sends take
 
     def _commit(self, lock_timeout: float = -1) -> None:
         """Store what Kafka acknowledged. With the snapshot's direct send, under its lock:
