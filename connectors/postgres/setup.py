@@ -8,7 +8,7 @@ from typing import Any
 
 from cdc.config import Config
 from cdc.errors import FatalError, RetriableError
-from cdc.retry import Backoff, Failure, NeverStop, run_with_retries
+from cdc.retry import Backoff, Failure, Stop, run_with_retries
 from connectors.postgres import connection as pgconn
 
 log = logging.getLogger("tidemark.postgres")
@@ -20,9 +20,11 @@ class _SlotActive(Exception):
         self.info = info
 
 
-def wait_for_inactive_slot(conn: Any, cfg: Config) -> None:
+def wait_for_inactive_slot(conn: Any, cfg: Config, stop: Stop) -> None:
     """A slot held by another connection is retried ``slot.max.retries`` times, every
-    ``slot.retry.delay.ms``, then fails."""
+    ``slot.retry.delay.ms``, then fails. A stop ends the wait at once (InterruptedError, the
+    pipeline's clean end): the wait can last a minute, and a source left waiting after its
+    task was stopped would take the slot from the task that replaced it."""
     slot = cfg["slot.name"]
     retries = int(cfg["slot.max.retries"])
     delay = int(cfg["slot.retry.delay.ms"]) / 1000
@@ -54,10 +56,12 @@ def wait_for_inactive_slot(conn: Any, cfg: Config) -> None:
     run_with_retries(
         check,
         schedule=lambda exc: every if isinstance(exc, _SlotActive) else None,
-        stop=NeverStop(),
+        stop=stop,
         on_failure=on_failure,
         give_up=give_up,
     )
+    if stop.is_set():
+        raise InterruptedError(f"stopped while waiting for replication slot {slot!r}")
 
 
 def _holder(failure: Failure) -> object:

@@ -91,7 +91,7 @@ class PostgresSnapshot(SnapshotSource):
                     ctx.register_table(schema.load(tid, oid))
                 return handover_offset({"lsn": 0, "lsn_commit": 0, "complete": True})
             if existing is not None:
-                wait_for_inactive_slot(meta, cfg)
+                wait_for_inactive_slot(meta, cfg, ctx.stop_event)
                 if existing.wal_status == "lost":
                     # Its changes are gone already; a new slot starts at the new snapshot.
                     log.warning(
@@ -138,7 +138,7 @@ class PostgresSnapshot(SnapshotSource):
         slot. The restart position is recorded before the publication changes: if this is
         interrupted, the next start re-snapshots every table (it cannot tell which were new)
         and still resumes from the stored offset."""
-        wait_for_inactive_slot(meta, self.cfg)
+        wait_for_inactive_slot(meta, self.cfg, ctx.stop_event)
         handover = handover_offset(ctx.snapshot_starting(handover_offset(dict(previous_offset))))
         added = sync_publication(meta, self.cfg, [t for t, _ in tables])
         new = {(t.schema, t.table) for t in added}

@@ -146,6 +146,8 @@ class PostgresStreaming(StreamingSource):
         def schedule(exc: BaseException) -> Backoff | None:
             if isinstance(exc, PublicationLacksTables):
                 return None  # a restart of the task snapshots the new tables first
+            if isinstance(exc, InterruptedError):
+                return None  # stopped while waiting for the slot: a clean end
             if ERRORS.classify(exc) is not ErrorKind.RETRIABLE:
                 return None
             return busy if isinstance(exc, SlotInUse) else lost
@@ -210,7 +212,7 @@ class PostgresStreaming(StreamingSource):
                 )
             if info is not None:
                 check_slot(info, cfg)
-                wait_for_inactive_slot(meta, cfg)
+                wait_for_inactive_slot(meta, cfg, ctx.stop_event)
             repl = pgconn.connect_replication(cfg)
             try:
                 if info is None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import base64
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 import pytest
@@ -423,15 +426,12 @@ def test_heartbeats_and_slot_advance_when_idle(h: PgHarness) -> None:
     assert after > before
 
 
-def test_busy_slot_retries_then_fails(h: PgHarness) -> None:
-    """AC-53 (with short retry settings)."""
-    customers(h, "c53", rows=1)
-    cfg = h.config(
-        table_include_list="public.c53",
-        snapshot_mode="never",
-        slot_max_retries="2",
-        slot_retry_delay_ms="200",
-    )
+@contextmanager
+def slot_held_elsewhere(h: PgHarness, table: str, **overrides: Any) -> Iterator[dict[str, Any]]:
+    """A connector's config whose slot exists (one run streamed) and is now held by another
+    replication connection, as a previous owner's would be."""
+    customers(h, table, rows=1)
+    cfg = h.config(table_include_list=f"public.{table}", snapshot_mode="never", **overrides)
     with h.running(cfg) as run:
         h.wait_streaming(run)
     holder = psycopg.connect(h.pg.dsn(h.dbname), replication="database", autocommit=True)
@@ -441,13 +441,39 @@ def test_busy_slot_retries_then_fails(h: PgHarness) -> None:
             f"(proto_version '1', publication_names '\"{cfg['publication.name']}\"')".encode()
         )
         time.sleep(0.5)
+        yield cfg
+    finally:
+        holder.close()
+
+
+def test_busy_slot_retries_then_fails(h: PgHarness) -> None:
+    """AC-53 (with short retry settings)."""
+    with slot_held_elsewhere(h, "c53", slot_max_retries="2", slot_retry_delay_ms="200") as cfg:
         run = h.start(cfg)
         run.thread.join(60)
         assert run.errors, "the connector should fail while the slot is held"
         assert isinstance(run.errors[0], RetriableError)
         assert "in use" in str(run.errors[0])
-    finally:
-        holder.close()
+
+
+def test_a_stop_ends_the_wait_for_a_held_slot(h: PgHarness) -> None:
+    """A task stopped while its source waits for a slot another connection holds (a restart,
+    a rebalance): the source thread ends with the stop, instead of waiting out
+    slot.max.retries x slot.retry.delay.ms and then taking the slot from the task started in
+    its place (seen in the distributed test: a restarted task's old source kept retrying for a
+    minute after its engine had given up on it)."""
+    with slot_held_elsewhere(h, "c53s", slot_max_retries="6", slot_retry_delay_ms="30000") as cfg:
+        run = h.start(cfg)
+        time.sleep(2)  # the source has found the slot busy and waits 30 s to look again
+        name = f"tidemark-source-{cfg['name']}"
+        source = next(t for t in threading.enumerate() if t.name == name)
+        assert source.is_alive()
+        t0 = time.monotonic()
+        run.stop()
+        source.join(5)
+        assert not source.is_alive(), "the source still waits for the slot after the stop"
+        assert time.monotonic() - t0 < 5
+        assert not run.errors, run.errors  # a stop is a clean end, not a failure
 
 
 def test_heartbeat_action_query_runs_and_slot_advances_on_a_quiet_database(
