@@ -196,15 +196,32 @@ class Membership:
         self._in_callbacks += time.monotonic() - t0
 
     def _revoke(self, consumer: Consumer, parts: list[TopicPartition]) -> None:
-        self._take_back(parts, lost=False)
+        self._take_back(consumer, parts, lost=False)
 
     def _lost(self, consumer: Consumer, parts: list[TopicPartition]) -> None:
-        self._take_back(parts, lost=True)
+        self._take_back(consumer, parts, lost=True)
 
-    def _take_back(self, parts: list[TopicPartition], *, lost: bool) -> None:
+    def _take_back(self, consumer: Consumer, parts: list[TopicPartition], *, lost: bool) -> None:
         """``lost``: the slots may already be someone else's (session expired), so this
-        worker must not write anything about their tasks any more."""
+        worker must not write anything about their tasks any more.
+
+        The slots are released to librdkafka *before* their tasks are stopped. librdkafka
+        (2.16) rejoins the group when a subscribed topic appears even while a revocation is
+        still with the application; a revocation completed after such a rejoin leaves it
+        believing an assignment is pending, and it then skips every rebalance until the
+        broker drops this worker at ``rebalance.timeout.ms`` (a dead worker's tasks waited
+        that long to move). Releasing first closes that window to the poll that delivered
+        the revocation. Otherwise the slots go to no one else before this callback returns
+        (the follow-up assignment waits for the next poll, and the group waits for it). Only
+        that same topic-driven rejoin, with or without the early release, can hand a slot to
+        another worker while its task here is still stopping; the new task then waits for
+        what the old one holds (a replication slot), and exactly-once fences the old one."""
         t0 = time.monotonic()
+        if parts:
+            try:
+                consumer.incremental_unassign(parts)
+            except KafkaException as exc:  # librdkafka's own unassign then follows
+                log.warning("group %s: releasing slots failed: %s", self.group_id, exc)
         gone = {(p.topic, p.partition) for p in parts}
         with self._lock:
             gone &= self._owned
