@@ -98,6 +98,7 @@ class SourceCoordinator:
         writer.on_committed = self._committed
         dispatcher.snapshot_start_hook = self.snapshot_starting
         dispatcher.snapshot_chunk_hook = self.snapshot_chunk_done
+        dispatcher.snapshot_chunk_wait = self.wait_for_chunk
 
     # -- source thread ------------------------------------------------------------------------
     def run(self) -> None:
@@ -342,15 +343,25 @@ class SourceCoordinator:
         self.writer.snapshot_origin = None
         self.writer.snapshot_resume = None
 
-    def snapshot_chunk_done(self, mark: int) -> None:
-        """A resumable snapshot emitted a chunk, ending with queue record ``mark``: block the
-        source until the offset of that chunk's last row is stored (Kafka acknowledged it and
-        every record before it). The offset flush interval alone lets tens of thousands of
-        rows go out unstored at snapshot speed, all read again after a crash; with this, a
-        crash re-reads at most the chunk under way. The wait costs a producer round trip and
-        an offset write per chunk."""
+    def snapshot_chunk_done(self, mark: int, wait: bool = True) -> None:
+        """A resumable snapshot emitted a chunk, ending with queue record ``mark``: the source
+        sends nothing more until the offset of that chunk's last row is stored (Kafka
+        acknowledged it and every record before it); it waits here, or, with ``wait`` False,
+        in :meth:`wait_for_chunk` before its next hand-over. The offset flush interval alone
+        lets tens of thousands of rows go out unstored at snapshot speed, all read again after
+        a crash; with this, a crash re-reads at most the chunk under way. The wait costs a
+        producer round trip and an offset write per chunk."""
         self._store_through = mark
         self._wake_task()
+        if wait:
+            self.wait_for_chunk(mark)
+
+    def wait_for_chunk(self, mark: int) -> None:
+        """The wait of :meth:`snapshot_chunk_done`, on its own: the initial snapshot's direct
+        send asks for the store at the chunk's end and waits only before it hands the next
+        records over, so the next batch is read from the database while Kafka acknowledges
+        and the offset is written (the task thread's part of that is mostly without the
+        interpreter lock)."""
         stop = self.dispatcher.stop_event
         while True:
             self._chunk_stored.clear()

@@ -144,8 +144,13 @@ class EventDispatcher:
         self._progress_hook: Callable[[TableId, int, int | None], None] | None = None
         #: set by the engine: records a snapshot's start durably, returns the resume offset
         self.snapshot_start_hook: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
-        #: set by the engine: waits until the records handed over so far have stored offsets
-        self.snapshot_chunk_hook: Callable[[int], None] | None = None
+        #: set by the engine: asks for the records handed over so far to have their offsets
+        #: stored and, unless told not to, waits for it
+        self.snapshot_chunk_hook: Callable[[int, bool], None] | None = None
+        #: set by the engine: waits until the records up to a mark have stored offsets
+        self.snapshot_chunk_wait: Callable[[int], None] | None = None
+        #: a chunk whose store was asked for and not yet waited on (direct send only)
+        self._chunk_gate = 0
         self._next_end_marker = 0.0
         #: records not yet handed to the queue while a source runs ``batched`` (else None)
         self._held: list[SourceRecord] | None = None
@@ -192,7 +197,13 @@ class EventDispatcher:
         if hook is None:
             return
         self.flush()
-        hook(self.queue.put_total)
+        if self._direct_phase() and self.snapshot_chunk_wait is not None:
+            # The wait comes before the next hand-over (_hand_over): the source reads and
+            # decodes the next batch meanwhile, and sends nothing more before it.
+            self._chunk_gate = self.queue.put_total
+            hook(self._chunk_gate, False)
+        else:
+            hook(self.queue.put_total, True)
 
     def snapshot_table_completed(self, table_id: TableId, rows: int) -> None:
         snap = self.metrics.snapshot
@@ -267,9 +278,16 @@ class EventDispatcher:
                 held = self.post_processor.resolve(held, self.partition, self.queue.put_many)
             self._hand_over(held)
 
+    def _direct_phase(self) -> bool:
+        return self.snapshot_hand_over is not None and self.phase is not self._streaming_metrics
+
     def _hand_over(self, held: list[SourceRecord]) -> None:
         direct = self.snapshot_hand_over
         if direct is not None and self.phase is not self._streaming_metrics:
+            gate = self._chunk_gate
+            if gate and self.snapshot_chunk_wait is not None:
+                self._chunk_gate = 0
+                self.snapshot_chunk_wait(gate)
             direct(held)
         else:
             self.queue.put_many(held)

@@ -118,3 +118,32 @@ def test_the_dispatcher_sends_directly_only_in_the_snapshot_phase() -> None:
         d.emit_rows(Operation.READ, t.id, [row], src, {"pos": 2})
     assert queue.size == 1 and len(sent) == 1
     assert [r.source_offset for r in sent[0]] == [{"pos": 2}]
+
+
+def test_a_chunk_gate_waits_before_the_next_hand_over_not_at_the_chunk_end() -> None:
+    """With the direct send, a chunk's end asks for its offset to be stored and returns: the
+    source reads the next batch meanwhile, and waits for the store only before it hands that
+    batch over. Without the direct send (streaming, exactly-once) the chunk end waits."""
+    d, queue, t = make_dispatcher()
+    rec = Recorder()
+    d.snapshot_hand_over = DirectSend(queue, rec).hand_over  # counts runs as put and taken
+    calls: list[tuple[str, int, bool]] = []
+    d.snapshot_chunk_hook = lambda mark, wait: calls.append(("ask", mark, wait))
+    d.snapshot_chunk_wait = lambda mark: calls.append(("wait", mark, True))
+    d.phase = d.metrics.snapshot
+    row = [1, "a", "b", "c"]
+    src = {"ts_ms": 1, "snapshot": True, "db": "db", "table": "customers", "pos": 1}
+    with d.batched(limit=100):
+        d.emit_rows(Operation.READ, t.id, [row], src, {"pos": 1})
+        d.snapshot_chunk_done()
+        assert calls == [("ask", 1, False)] and rec.runs == [[{"id": 1}]]  # no wait yet
+        d.emit_rows(Operation.READ, t.id, [row], src, {"pos": 2})
+        d.flush()
+    assert calls == [("ask", 1, False), ("wait", 1, True)]  # before the next run went out
+    assert rec.runs == [[{"id": 1}], [{"id": 1}]] and queue.put_total == 2
+    calls.clear()
+    d.phase = d.metrics.streaming
+    with d.batched(limit=100):
+        d.emit_rows(Operation.READ, t.id, [row], src, {"pos": 3})
+        d.snapshot_chunk_done()
+    assert calls == [("ask", queue.put_total, True)]  # the queue path waits at once
