@@ -149,7 +149,8 @@ class EventDispatcher:
         self.snapshot_chunk_hook: Callable[[int, bool], None] | None = None
         #: set by the engine: waits until the records up to a mark have stored offsets
         self.snapshot_chunk_wait: Callable[[int], None] | None = None
-        #: a chunk whose store was asked for and not yet waited on (direct send only)
+        #: a chunk whose store was asked for and not yet waited on (direct send only: there
+        #: every snapshot row reaches the producer through ``_hand_over``, which waits first)
         self._chunk_gate = 0
         self._next_end_marker = 0.0
         #: records not yet handed to the queue while a source runs ``batched`` (else None)
@@ -282,15 +283,15 @@ class EventDispatcher:
         return self.snapshot_hand_over is not None and self.phase is not self._streaming_metrics
 
     def _hand_over(self, held: list[SourceRecord]) -> None:
-        direct = self.snapshot_hand_over
-        if direct is not None and self.phase is not self._streaming_metrics:
-            gate = self._chunk_gate
-            if gate and self.snapshot_chunk_wait is not None:
-                self._chunk_gate = 0
-                self.snapshot_chunk_wait(gate)
-            direct(held)
-        else:
+        if not self._direct_phase():
             self.queue.put_many(held)
+            return
+        gate = self._chunk_gate
+        if gate and self.snapshot_chunk_wait is not None:
+            self._chunk_gate = 0
+            self.snapshot_chunk_wait(gate)
+        assert self.snapshot_hand_over is not None
+        self.snapshot_hand_over(held)
 
     def _put(self, record: SourceRecord) -> None:
         held = self._held
