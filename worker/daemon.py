@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from cdc.offsets.file import FileOffsetStore
 from cdc.offsets.memory import MemoryOffsetStore
 from cdc.offsets.store import OffsetStore
-from worker import config_providers
+from worker import config_providers, redaction
 from worker.config import WorkerConfig, WorkerSettings
 from worker.herder import Herder, Secrets
 from worker.registry import Registry, tidemark_version
@@ -79,14 +79,34 @@ class WorkerSecrets(Secrets):
 
 
 class RedactingFormatter(logging.Formatter):
-    """Last line of defence: resolved secrets never reach the log, not even in a traceback."""
+    """Last line of defence: resolved secrets never reach the log, not even in a traceback.
+
+    Only what can carry a value is scrubbed: the message, and an exception's or a stack's
+    text except its frame lines (:mod:`worker.redaction`). Not the logger name, the time, the
+    level, the task context or the code paths: those are the same on every line, so a short
+    password that happens to equal a word of them (``tidemark``, as in every logger name)
+    would be masked there on every line and so disclosed by where the mask stands."""
 
     def __init__(self, secrets: Secrets, fmt: str) -> None:
         super().__init__(fmt)
         self.secrets = secrets
 
-    def format(self, record: logging.LogRecord) -> str:
-        return self.secrets.redact(super().format(record))
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        message = record.message
+        record.message = self.secrets.redact(message)
+        try:
+            return super().formatMessage(record)
+        finally:
+            record.message = message
+
+    def formatException(self, ei: Any) -> str:
+        return self._scrub_trace(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:
+        return self._scrub_trace(super().formatStack(stack_info))
+
+    def _scrub_trace(self, text: str) -> str:
+        return redaction.scrub(self.secrets.redact, text)
 
 
 def setup_logging(

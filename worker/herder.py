@@ -36,6 +36,7 @@ from cdc.config import ConfigDef, is_secret_key
 from cdc.errors import ConfigError
 from cdc.metrics import TaskMetrics
 from cdc.offsets.store import OffsetStore
+from worker import redaction
 from worker.config import ConnectorEntry, WorkerSettings
 from worker.registry import (
     MASK,
@@ -314,7 +315,7 @@ class Herder:
         for key, msg in checked.warnings:
             log.warning("connector %s: %s %s", c.name, key, msg)
         if not checked.ok:
-            c.failure = self.secrets.redact(_trace(ConfigError(checked.problems)))
+            c.failure = redaction.scrub(self.secrets.redact, _trace(ConfigError(checked.problems)))
             log.error("connector %s cannot start: %s", c.name, c.failure.splitlines()[-1])
             return
         if c.target is TargetState.STOPPED or checked.plugin is None:

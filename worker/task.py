@@ -37,6 +37,7 @@ from typing import Any, Protocol
 from cdc.errors import RetriableError
 from cdc.metrics import TaskMetrics
 from cdc.retry import Backoff
+from worker import redaction
 
 log = logging.getLogger("tidemark.worker.task")
 
@@ -244,7 +245,9 @@ class TaskRunner:
             if time.monotonic() - started >= self.policy.reset_after_s:
                 attempt = 0
             attempt += 1
-            trace = self._redact("".join(traceback.format_exception(error)).rstrip())
+            trace = redaction.scrub(
+                self._redact, "".join(traceback.format_exception(error)).rstrip()
+            )
             if isinstance(error, RetriableError) and self.policy.allows(attempt):
                 delay = self.policy.delay(attempt)
                 log.warning(

@@ -119,6 +119,43 @@ def test_log_records_carry_the_task_context_and_never_a_secret() -> None:
     ]
 
 
+def test_a_password_equal_to_a_word_of_the_line_format_is_not_disclosed_by_it(
+    tmp_path: Path,
+) -> None:
+    """A password "tidemark" masked inside every logger name would tell anyone reading the log
+    what it is: only the message and the exception's text are scrubbed."""
+    secrets = Secrets()
+    secrets.add_config({"database.password": "tidemark", "database.user": "u"}, None)
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(ContextFilter(lambda c: None))
+    handler.setFormatter(RedactingFormatter(secrets, "%(name)s%(context)s: %(message)s"))
+    log = logging.getLogger("tidemark.test.daemon.format")
+    log.addHandler(handler)
+    log.propagate = False
+    module = tmp_path / "tidemark" / "raiser.py"
+    module.parent.mkdir()
+    module.write_text("def boom(v):\n    raise ValueError('bad password ' + v)\n")
+    namespace: dict[str, Any] = {}
+    exec(compile(module.read_text(), str(module), "exec"), namespace)
+    try:
+        log.warning("login as u with tidemark failed")
+        try:
+            namespace["boom"]("tidemark")
+        except ValueError:
+            log.exception("connect failed: %s", "tidemark")
+    finally:
+        log.removeHandler(handler)
+        log.propagate = True
+    out = stream.getvalue()
+    assert "tidemark" not in out.replace("tidemark.test.daemon.format", "").replace(str(module), "")
+    lines = out.splitlines()
+    assert lines[0] == "tidemark.test.daemon.format: login as u with ******** failed"
+    assert lines[1] == "tidemark.test.daemon.format: connect failed: ********"
+    assert f'File "{module}", line 2, in boom' in out  # the frame's path is kept
+    assert lines[-1] == "ValueError: bad password ********"
+
+
 def test_a_password_equal_to_a_plain_value_is_not_scrubbed() -> None:
     """The local stack's password is its user name; scrubbing it would mangle every line."""
     secrets = Secrets()

@@ -27,6 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from cdc.signals import model as signals
 from cdc.signals import registry as signal_registry
+from worker import redaction
 from worker.config_providers import RESOLVED, Provider, check_placeholders
 from worker.herder import BadRequest, Conflict, Herder, HerderError, NotFound
 from worker.rest.forward import Unreachable, forward
@@ -142,9 +143,9 @@ class App:
         """The last line of defence: no resolved secret value leaves in an answer, whatever
         path (a trace, an error message echoing a value, a metric label) carried it here."""
         if isinstance(body, str):
-            return self.redact(body)
+            return redaction.scrub(self.redact, body)
         if isinstance(body, bytes):
-            return self.redact(body.decode("utf-8", "replace")).encode()
+            return redaction.scrub(self.redact, body.decode("utf-8", "replace")).encode()
         if isinstance(body, dict):
             return {self._scrub(k): self._scrub(v) for k, v in body.items()}
         if isinstance(body, list):
