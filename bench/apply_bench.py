@@ -11,6 +11,9 @@
    folds and MERGEs them into the table. **append**: a streaming query over the same topic and
    micro-batches that parses the envelope on the JVM and appends the flattened rows to an empty
    Delta table, with no per-key reduction and no MERGE: the floor any apply job pays.
+   With ``--table-type merge-on-read`` the job appends each batch to the table's change log
+   (cdc/apply/changelog.py) and one compaction after the drain MERGEs it: timed apart, and
+   the ratio is printed with and without it.
 4. Prints rows/s of both and their ratio, and checks the table has the expected row count. Also
    the CPU-seconds each query cost the whole process tree (driver JVM and Python workers, read
    from /proc): a figure the load of a shared machine distorts much less than wall time.
@@ -286,6 +289,17 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
         help="extra Spark setting for the session, e.g. "
         "spark.databricks.delta.properties.defaults.enableDeletionVectors=true",
     )
+    p.add_argument(
+        "--table-type",
+        default="copy-on-write",
+        choices=("copy-on-write", "merge-on-read"),
+        help="the job's table.type; merge-on-read also times one compaction after the drain",
+    )
+    p.add_argument(
+        "--compaction-every",
+        default="none",
+        help="merge-on-read: compaction.every during the drain (default none: only the one after)",
+    )
     p.add_argument("--keep", action="store_true", help="keep the topic and the tables")
     p.add_argument("--json", action="store_true", help="print the result as JSON too")
     args = p.parse_args(argv)
@@ -300,6 +314,8 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
             "target.path": str(base / "lake"),
             "checkpoint.location": str(base / "checkpoint-apply"),
             "trigger": "available-now",
+            "table.type": args.table_type,
+            "compaction.every": args.compaction_every,
             "spark.master": args.master,
             "spark.conf": {
                 "spark.ui.enabled": "false",
@@ -322,7 +338,18 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
         cpu0 = tree_cpu_s()
         apply_s, job = run_apply(spark, cfg)
         apply_cpu = tree_cpu_s() - cpu0
+        compact_s = compact_cpu = 0.0
+        if cfg.merge_on_read:
+            name = path.rstrip("/").rsplit("/", 1)[-1]
+            viewed = job.read_table(name).count()  # the real-time view, before the compaction
+            cpu0 = tree_cpu_s()
+            started = time.monotonic()
+            job.compact_all()
+            compact_s = time.monotonic() - started
+            compact_cpu = tree_cpu_s() - cpu0
         after = spark.read.format("delta").load(path).count()
+        if not cfg.merge_on_read:
+            viewed = after
         cpu0 = tree_cpu_s()
         append_s = run_append(
             spark, cfg, str(base / "append-table"), str(base / "checkpoint-append")
@@ -353,7 +380,16 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
             round((args.events / apply_cpu) / (appended / append_cpu), 3) if apply_cpu else None
         ),
         "batch_lines": [r.line() for r in job.reports],
+        "table_type": args.table_type,
+        "viewed_rows": viewed,
+        "compact_s": round(compact_s, 1),
+        "compact_cpu_s": round(compact_cpu, 1),
     }
+    if cfg.merge_on_read:
+        with_compaction = (args.events / (apply_s + compact_s)) / (appended / append_s)
+        result["ratio_with_compaction"] = round(with_compaction, 3)
+        by_cpu = (args.events / (apply_cpu + compact_cpu)) / (appended / append_cpu)
+        result["cpu_ratio_with_compaction"] = round(by_cpu, 3) if apply_cpu else None
     print(
         f"events: {args.events:,} ({counts['u']:,} u incl. {counts['toast']:,} TOAST, "
         f"{counts['c']:,} c, {counts['d']:,} d) into a {before:,}-row Delta table"
@@ -370,10 +406,17 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
         f"CPU-s (process tree): apply {apply_cpu:.1f}, append {append_cpu:.1f}, "
         f"ratio by CPU: {result['cpu_ratio_apply_to_append']}"
     )
+    if cfg.merge_on_read:
+        print(
+            f"merge-on-read: the drain logged its batches; one compaction after it: "
+            f"{compact_s:.1f} s, {compact_cpu:.1f} CPU-s; ratio with it: "
+            f"{result['ratio_with_compaction']} (wall), {result['cpu_ratio_with_compaction']} "
+            f"(CPU); real-time view before it: {viewed:,} rows"
+        )
     print(f"rows: {after:,} in the table, {expected:,} expected")
     if args.json:
         print(json.dumps(result))
-    if after != expected:
+    if after != expected or viewed != expected:
         print("error: the table does not have the expected row count", file=sys.stderr)
     if not args.keep and args.workdir is None:
         shutil.rmtree(base, ignore_errors=True)

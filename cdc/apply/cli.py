@@ -36,6 +36,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print the resolved Kafka/Delta jars comma-separated (for spark-submit --jars)",
     )
+    p.add_argument(
+        "--compact",
+        action="store_true",
+        help=(
+            "merge-on-read tables: merge every change log into its table and exit, without "
+            "reading Kafka (run it while the job is stopped)"
+        ),
+    )
     p.add_argument("--log-level", default="INFO", help="Python log level (default INFO)")
     return p
 
@@ -70,10 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except cfgmod.ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return run(cfg, master=args.master)
+    return run(cfg, master=args.master, compact=args.compact)
 
 
-def run(cfg: cfgmod.ApplyConfig, *, master: str | None = None) -> int:
+def run(cfg: cfgmod.ApplyConfig, *, master: str | None = None, compact: bool = False) -> int:
     from cdc.apply.jars import JarsMissing
     from cdc.apply.job import ApplyError, ApplyJob
     from cdc.apply.progress import add_listener
@@ -87,6 +95,16 @@ def run(cfg: cfgmod.ApplyConfig, *, master: str | None = None) -> int:
         return 2
     add_listener(spark)
     job = ApplyJob(spark, cfg)
+    if compact:
+        for table, counts in sorted(job.compact_all().items()):
+            log.info(
+                "table %s: change log compacted: %d inserted, %d updated, %d deleted",
+                table,
+                counts.inserted,
+                counts.updated,
+                counts.deleted,
+            )
+        return 0
     try:
         job.run()
     except KeyboardInterrupt:

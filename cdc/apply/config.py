@@ -22,6 +22,7 @@ Policy = Literal["evolve", "fail", "ignore"]
 OnError = Literal["fail", "quarantine"]
 SchemasMode = Literal["auto", "true", "false"]
 InputFormat = Literal["auto", "json", "avro"]
+TableType = Literal["copy-on-write", "merge-on-read"]
 
 DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
 DEFAULT_TOPIC_EXCLUDE = r"(^__debezium-heartbeat\..*)|(.*\.transaction$)|(^__.*)"
@@ -56,6 +57,8 @@ class ApplyConfig:
     on_error: OnError = "fail"
     quarantine_path: str | None = None
     deletes_compact_every: int | None = 100
+    table_type: TableType = "copy-on-write"
+    compaction_every: int | None = 10
     placeholders: tuple[str, ...] = (DEFAULT_PLACEHOLDER,)
     snapshot_order: SnapshotOrder = "before-stream"
     mysql_order: MysqlOrder = "binlog"
@@ -84,6 +87,15 @@ class ApplyConfig:
     def keychanges_location(self, table: str) -> str:
         """The side table of primary-key change images and held rows (see handover.py)."""
         return _join(self.target_path, "_tidemark", "keychanges", table)
+
+    def changes_location(self, table: str) -> str:
+        """The change log of a merge-on-read table: batches appended since its last compaction
+        (see changelog.py)."""
+        return _join(self.target_path, "_tidemark", "changes", table)
+
+    @property
+    def merge_on_read(self) -> bool:
+        return self.table_type == "merge-on-read"
 
     def with_overrides(self, **changes: Any) -> ApplyConfig:
         return replace(self, **changes)
@@ -291,6 +303,8 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("on.error", "on_error", "str", choices=("fail", "quarantine")),
     _Spec("quarantine.path", "quarantine_path", "opt_str"),
     _Spec("deletes.compact.every", "deletes_compact_every", "opt_int"),
+    _Spec("table.type", "table_type", "str", choices=("copy-on-write", "merge-on-read")),
+    _Spec("compaction.every", "compaction_every", "opt_int"),
     _Spec("toast.placeholders", "placeholders", "str_list"),
     _Spec("ordering.snapshot", "snapshot_order", "str", choices=("before-stream", "by-position")),
     _Spec("ordering.mysql", "mysql_order", "str", choices=("binlog", "gtid")),

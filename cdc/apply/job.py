@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from cdc.apply import cells, document_patches, documents
+from cdc.apply import cells, changelog, document_patches, documents
 from cdc.apply import keychanges as kc
 from cdc.apply import policy as pol
 from cdc.apply.avro_input import RegistrySettings
@@ -87,10 +87,11 @@ class BatchReport:
     def line(self) -> str:
         t = self.totals
         lag = "-" if self.lag_ms is None else str(self.lag_ms)
+        mor = f"logged={t.logged} compactions={t.compactions} " if t.logged or t.compactions else ""
         return (
             f"batch {self.batch_id}: events={self.events} changes={self.changes} "
             f"keys={self.rows} inserted={t.inserted} updated={t.updated} deleted={t.deleted} "
-            f"unchanged={t.unchanged} held={t.held} filled={t.filled} "
+            f"unchanged={t.unchanged} held={t.held} filled={t.filled} {mor}"
             f"tombstones={self.tombstones} skipped={self.skipped} "
             f"quarantined={self.quarantined} tables={len(self.tables)} lag_ms={lag} "
             f"took_ms={self.duration_ms} ("
@@ -143,6 +144,8 @@ class ApplyJob:
         self._keychanges: dict[str, KeyChanges] = {}
         #: table -> the key-change side table's rows as last read or written
         self._keychanges_saved: dict[str, list[tuple[str, str, str]]] = {}
+        #: merge-on-read: table -> whether its change log may hold rows (absent: not checked)
+        self._logged: dict[str, bool] = {}
 
     # -- the query ----------------------------------------------------------------------------
     def source(self) -> Any:
@@ -282,10 +285,14 @@ class ApplyJob:
             if report.errors:
                 self._bad_input(parsed, batch_id, report)
                 clock.lap("quarantine")
+            logged = self._merge_on_read(plans, side, report, clock)
             for plan in plans.values():
                 self.catalog.apply(plan)
             clock.lap("ddl")
-            self._apply(parsed, side, plans, report, clock)
+            self._apply(parsed, side, plans, report, clock, logged)
+            every = self.cfg.compaction_every
+            if self.cfg.merge_on_read and every and batch_id % every == every - 1:
+                self.compact_all(batch_id, report, clock)
         finally:
             parsed.unpersist()
         report.duration_ms = int((time.monotonic() - started) * 1000)
@@ -402,6 +409,7 @@ class ApplyJob:
         plans: dict[str, pol.TablePlan],
         report: BatchReport,
         clock: _Clock,
+        logged: frozenset[str] = frozenset(),
     ) -> None:
         batch_id = report.batch_id
         from pyspark.sql import functions as F
@@ -424,6 +432,17 @@ class ApplyJob:
                 self._save_keychanges(table, keys)
             sources = side.sources.get(table, set())
             if not sources:
+                continue
+            if table in logged:
+                # Merge-on-read: no per-key reduction either, the compaction's fold does it.
+                typed = typed_rows(table_rows, plan, dedupe=False)
+                changelog.append(
+                    self.spark, typed, self.cfg.changes_location(table), self._app_id(), batch_id
+                )
+                self._logged[table] = True
+                logged_counts = MergeCounts(logged=side.rows.get(table, 0))
+                report.tables.setdefault(table, MergeCounts()).add(logged_counts)
+                _lap(clock, table if len(plans) > 1 else None, "log")
                 continue
             handed: Outcome | None = None
             if side.handover.get(table) or keys.pending or keys.images:
@@ -467,11 +486,94 @@ class ApplyJob:
             if handed is not None:
                 counts.held, counts.filled = handed.held, handed.filled
             self._save_keychanges(table, keys)
-            report.tables[table] = counts
+            report.tables.setdefault(table, MergeCounts()).add(counts)
             every = self.cfg.deletes_compact_every
             if every and info.deletes_nonempty and batch_id % every == every - 1:
                 compact_deletes(self.spark, path, dpath, list(plan.key))
                 clock.lap("compact")
+
+    # -- merge-on-read (changelog.py) ------------------------------------------------------
+    def _merge_on_read(
+        self, plans: dict[str, pol.TablePlan], side: _Side, report: BatchReport, clock: _Clock
+    ) -> frozenset[str]:
+        """The tables whose rows this batch appends to their change log. The others' logs
+        are compacted first, before any DDL, with the table's columns as they were: a
+        truncate, key change, patch or schema change needs the stored rows up to date."""
+        if not self.cfg.merge_on_read:
+            return frozenset()
+        logged = set()
+        for table, plan in plans.items():
+            state = self.catalog.state(table)
+            if state is None:
+                continue  # created by this batch: its first rows are MERGEd into it
+            keys = self._keychanges_of(table)
+            copy_on_write = (
+                table in side.truncates
+                or side.handover.get(table)
+                or keys.pending
+                or keys.images
+                or side.patches.get(table)
+                or plan.add
+                or plan.widen
+                or not changelog.supports(plan)
+            )
+            if copy_on_write:
+                self._compact(table, report.batch_id, report, clock)
+            else:
+                logged.add(table)
+        return frozenset(logged)
+
+    def compact_all(
+        self, batch_id: int | None = None, report: BatchReport | None = None, clock: Any = None
+    ) -> dict[str, MergeCounts]:
+        """Compacts every merge-on-read table's change log (every ``compaction.every``
+        batches, and on demand: ``cdc.apply job.yaml --compact``). Outside a batch the
+        deleted-keys append is keyed by the time, as no batch id is at hand."""
+        self._preload()
+        if batch_id is None:
+            batch_id = int(time.time() * 1000)
+        report = report or BatchReport(batch_id)
+        for table in sorted(self.catalog.known_states()):
+            self._compact(table, batch_id, report, clock or _Clock(report.timings))
+        return report.tables
+
+    def _compact(self, table: str, batch_id: int, report: BatchReport, clock: _Clock) -> None:
+        info = self.catalog.info(table)
+        if info is None or self._logged.get(table) is False:
+            return
+        plan = pol.plan_table(table, info.state, [], self.cfg.schema_evolution)
+        counts = changelog.compact(
+            self.spark,
+            plan,
+            self.cfg.table_location(table),
+            self.cfg.deletes_location(table),
+            self.cfg.changes_location(table),
+            deletes_nonempty=info.deletes_nonempty,
+            policy=self.cfg.schema_evolution,
+            app_id=self._app_id(),
+            batch_id=batch_id,
+            lap=functools.partial(_lap, clock, table),
+        )
+        self._logged[table] = False
+        if counts is not None:
+            self.catalog.mark_deletes(table)
+            counts.compactions = 1
+            report.tables.setdefault(table, MergeCounts()).add(counts)
+
+    def read_table(self, table: str) -> Any:
+        """A table as of every change applied so far: for a merge-on-read table the real-time
+        view (changelog.read), else the Delta table itself."""
+        info = self.catalog.info(table)
+        if info is None:
+            raise ApplyError(f"no table {table!r} under {self.cfg.target_path}")
+        plan = pol.plan_table(table, info.state, [], self.cfg.schema_evolution)
+        return changelog.read(
+            self.spark,
+            plan,
+            self.cfg.table_location(table),
+            self.cfg.deletes_location(table),
+            self.cfg.changes_location(table),
+        )
 
     def _keychanges_of(self, table: str) -> KeyChanges:
         state = self._keychanges.get(table)

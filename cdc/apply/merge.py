@@ -61,6 +61,10 @@ class MergeCounts:
     held: int = 0
     #: held or batch rows filled with values handed over across key changes
     filled: int = 0
+    #: rows appended to a merge-on-read table's change log (changelog.py)
+    logged: int = 0
+    #: change-log compactions whose MERGE these counts include
+    compactions: int = 0
 
     def add(self, other: MergeCounts) -> None:
         self.inserted += other.inserted
@@ -70,6 +74,8 @@ class MergeCounts:
         self.unchanged += other.unchanged
         self.held += other.held
         self.filled += other.filled
+        self.logged += other.logged
+        self.compactions += other.compactions
 
 
 def q(name: str) -> str:

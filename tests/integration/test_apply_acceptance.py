@@ -477,6 +477,16 @@ def test_a_key_spread_over_partitions_is_reduced_by_position(
 
 
 # -- command line ---------------------------------------------------------------------------------
+def job_yaml(base: Path, kafka: str, topic: str, extra: str = "") -> Path:
+    """A job's YAML file over one topic, tables under ``base/lake``."""
+    config = base / "job.yaml"
+    config.write_text(
+        f"kafka:\n  bootstrap.servers: {kafka}\n  topics: [{topic}]\n"
+        f"target.path: {base / 'lake'}\ncheckpoint.location: {base / 'ckpt'}\n{extra}"
+    )
+    return config
+
+
 def test_command_line_runs_the_job_from_a_yaml_file(
     spark: Any, kafka: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -491,12 +501,7 @@ def test_command_line_runs_the_job_from_a_yaml_file(
         key, value = t.record("c", {"id": i, "name": f"n{i}", "qty": i}, pg(i))
         producer.produce(t.topic, key=key, value=value)
     producer.flush(30)
-    config = tmp_path / "job.yaml"
-    config.write_text(
-        f"kafka:\n  bootstrap.servers: {kafka}\n  topics: [{t.topic}]\n"
-        f"target.path: {tmp_path / 'lake'}\ncheckpoint.location: {tmp_path / 'ckpt'}\n"
-        "query.name: cli_test\n"
-    )
+    config = job_yaml(tmp_path, kafka, t.topic, "query.name: cli_test\n")
     caplog.set_level(logging.INFO, logger="tidemark.apply")
     assert main([str(config), "--trigger", "available-now"]) == 0
     df = spark.read.format("delta").load(str(tmp_path / "lake" / t.topic.replace(".", "_")))

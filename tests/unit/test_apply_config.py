@@ -42,6 +42,14 @@ def test_defaults() -> None:
     assert cfg.placeholders == ("__debezium_unavailable_value",)
     assert cfg.snapshot_order == "before-stream" and cfg.mysql_order == "binlog"
     assert cfg.trigger == "10 seconds" and cfg.jars == "auto"
+    assert cfg.table_type == "copy-on-write" and not cfg.merge_on_read
+    assert cfg.compaction_every == 10
+
+
+def test_merge_on_read_tables_keep_their_change_log_beside_the_deleted_keys() -> None:
+    cfg = from_mapping({**BASE, "table.type": "merge-on-read", "compaction.every": "none"})
+    assert cfg.merge_on_read and cfg.compaction_every is None
+    assert cfg.changes_location("t") == "/lake/_tidemark/changes/t"
 
 
 @pytest.mark.parametrize(
@@ -54,6 +62,8 @@ def test_defaults() -> None:
         ({"trigger": "sometimes"}, "trigger 'sometimes'"),
         ({"kafka.max.offsets.per.trigger": 0}, "must be positive"),
         ({"target.table.name": "{nope}"}, "unknown placeholder"),
+        ({"table.type": "MERGE_ON_READ"}, "table.type must be one of copy-on-write, merge-on"),
+        ({"compaction.every": 0}, "compaction.every must be positive"),
     ],
 )
 def test_invalid_configs_name_the_key(change: dict[str, object], message: str) -> None:
@@ -157,3 +167,5 @@ def test_batch_report_line() -> None:
         "held=0 filled=1 tombstones=0 skipped=0 quarantined=0 tables=1 lag_ms=12 took_ms=30 "
         "(parse=10 merge=20)"
     )
+    r.tables["u"] = MergeCounts(logged=7, compactions=1)
+    assert "filled=1 logged=7 compactions=1 tombstones=0" in r.line()
