@@ -17,7 +17,6 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as _dt
-import decimal
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -181,11 +180,21 @@ def _decimal_text(value: Any, scale: int) -> Any:
     if not isinstance(value, str):
         raise TypeMappingError(f"decimal value {value!r} is not base64 text")
     try:
-        raw = base64.b64decode(value, validate=True)
+        raw = binascii.a2b_base64(value, strict_mode=True)
     except (binascii.Error, ValueError):
         raise TypeMappingError(f"decimal value {value!r} is not valid base64") from None
     unscaled = int.from_bytes(raw, "big", signed=True) if raw else 0
-    return str(decimal.Decimal(unscaled).scaleb(-scale))
+    return _scaled_text(unscaled, scale)
+
+
+def _scaled_text(unscaled: int, scale: int) -> str:
+    """``unscaled * 10**-scale`` as exact plain decimal text. Not ``Decimal.scaleb``: that
+    rounds to the context's 28 digits (a NUMERIC(38) value lost its last ten)."""
+    if scale <= 0:
+        return str(unscaled * 10**-scale)
+    digits = str(abs(unscaled)).rjust(scale + 1, "0")
+    sign = "-" if unscaled < 0 else ""
+    return f"{sign}{digits[:-scale]}.{digits[-scale:]}"
 
 
 def _variable_decimal_text(value: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from typing import Any
 
@@ -83,6 +84,15 @@ def test_value_rewrites() -> None:
     assert dec is not None
     assert dec("/9w=") == "-0.036"  # 0xffdc = -36
     assert dec(12.5) == 12.5  # decimal.format=NUMERIC passes through
+    # NUMERIC(38,0) and (38,10): every digit kept (Decimal's default context kept 28)
+    n38 = 10**38 - 1
+    raw = base64.b64encode(n38.to_bytes(17, "big", signed=True)).decode()
+    whole = st.normalizer({"type": "bytes", "name": DECIMAL, "parameters": {"scale": "0"}})
+    tenths = st.normalizer({"type": "bytes", "name": DECIMAL, "parameters": {"scale": "10"}})
+    assert whole is not None and whole(raw) == "9" * 38
+    assert tenths is not None and tenths(raw) == "9" * 28 + "." + "9" * 10
+    small = base64.b64encode((-5).to_bytes(1, "big", signed=True)).decode()
+    assert tenths(small) == "-0.0000000005"  # plain text, never 5E-10
     date = st.normalizer({"type": "int32", "name": "io.debezium.time.Date"})
     assert date is not None and date(-1) == "1969-12-31"
     nano = st.normalizer({"type": "int64", "name": "io.debezium.time.NanoTimestamp"})
