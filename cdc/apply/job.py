@@ -49,6 +49,8 @@ from cdc.apply.tables import TableCatalog
 from cdc.apply.worker import INPUT_COLUMNS, OUTPUT_DDL, WorkerSettings, process
 
 log = logging.getLogger("tidemark.apply")
+#: the app id of on-demand compactions' idempotent deleted-keys appends (see compact_all)
+ON_DEMAND_APP = "tidemark-apply-on-demand"
 MAX_REPORTED_ERRORS = 5
 #: Above this many rows of a table in a batch, a distinct-key count decides whether the per-key
 #: reduction before the MERGE is needed; below it, the reduction runs whenever the rows came
@@ -527,17 +529,28 @@ class ApplyJob:
         self, batch_id: int | None = None, report: BatchReport | None = None, clock: Any = None
     ) -> dict[str, MergeCounts]:
         """Compacts every merge-on-read table's change log (every ``compaction.every``
-        batches, and on demand: ``cdc.apply job.yaml --compact``). Outside a batch the
-        deleted-keys append is keyed by the time, as no batch id is at hand."""
+        batches, and on demand: ``cdc.apply job.yaml --compact``). On demand, no batch id is
+        at hand: the deleted-keys append is keyed by the time, under an app id of its own
+        (Delta skips an idempotent write whose version is not above the app id's last one,
+        so a time-keyed version must never share the batches' app id)."""
         self._preload()
+        app_id = self._app_id()
         if batch_id is None:
             batch_id = int(time.time() * 1000)
+            app_id = ON_DEMAND_APP
         report = report or BatchReport(batch_id)
         for table in sorted(self.catalog.known_states()):
-            self._compact(table, batch_id, report, clock or _Clock(report.timings))
+            self._compact(table, batch_id, report, clock or _Clock(report.timings), app_id)
         return report.tables
 
-    def _compact(self, table: str, batch_id: int, report: BatchReport, clock: _Clock) -> None:
+    def _compact(
+        self,
+        table: str,
+        batch_id: int,
+        report: BatchReport,
+        clock: _Clock,
+        app_id: str | None = None,
+    ) -> None:
         info = self.catalog.info(table)
         if info is None or self._logged.get(table) is False:
             return
@@ -550,7 +563,7 @@ class ApplyJob:
             self.cfg.changes_location(table),
             deletes_nonempty=info.deletes_nonempty,
             policy=self.cfg.schema_evolution,
-            app_id=self._app_id(),
+            app_id=app_id or self._app_id(),
             batch_id=batch_id,
             lap=functools.partial(_lap, clock, table),
         )

@@ -251,3 +251,40 @@ def test_the_command_line_compacts_on_demand(spark: Any, kafka: str, tmp_path: P
     assert [r["name"] for r in spark.read.format("delta").load(table).collect()] == ["a"]
     assert main([str(config), "--compact"]) == 0
     assert [r["name"] for r in spark.read.format("delta").load(table).collect()] == ["b"]
+
+
+def test_a_replayed_logged_batch_appends_nothing_twice(
+    spark: Any, kafka: str, tmp_path: Path
+) -> None:
+    """A crash after a batch's log append, before Spark committed its offsets: the replay's
+    append is skipped by Delta's idempotent-write options, so the log does not grow, and a
+    replay after the compaction emptied the log does not bring the rows back."""
+    t = items("replay")
+    s = Scenario(spark, kafka, tmp_path, t, table_type="merge-on-read", compaction_every="none")
+
+    def records(start: int) -> Any:
+        s.producer.flush(30)
+        return (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", kafka)
+            .option("subscribe", t.topic)
+            .option("startingOffsets", f'{{"{t.topic}": {{"0": {start}}}}}')
+            .load()
+            .select("key", "value", "topic", "partition", "offset")
+        )
+
+    s.send(t, "c", {"id": 1, "name": "a", "qty": 1}, pg(10))
+    s.job.process_batch(records(0), 0)  # creates the table
+    s.send(t, "u", {"id": 1, "name": "b", "qty": 2}, pg(20))
+    s.send(t, "c", {"id": 2, "name": "c", "qty": 3}, pg(30))
+    batch = records(1)
+    log = s.cfg.changes_location(s.name(t))
+    for _ in range(2):
+        report = s.job.process_batch(batch, 1)
+        assert report.totals.logged == 2
+        assert spark.read.format("delta").load(log).count() == 2
+    s.job.compact_all(batch_id=1)
+    s.job.process_batch(batch, 1)  # replayed once more, after the compaction
+    assert spark.read.format("delta").load(log).count() == 0
+    expected = [{"id": 1, "name": "b", "qty": 2}, {"id": 2, "name": "c", "qty": 3}]
+    assert s.rows(t) == expected
