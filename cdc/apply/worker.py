@@ -15,6 +15,7 @@ for the quarantine) and one with counters (``stats``). All share one Arrow schem
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -343,7 +344,26 @@ class PartitionProcessor:
 def process(
     settings: WorkerSettings, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """The ``mapInArrow`` function (bind ``settings`` with functools.partial)."""
+    """The ``mapInArrow`` function (bind ``settings`` with functools.partial).
+
+    Python's cyclic garbage collector is off while a partition is processed: the fold keeps
+    every changed key's latest change alive until the partition ends, and the collector's
+    passes over that growing heap cost nearly half of the worker's time (47 vs 25 us per
+    event on the benchmark's records). The parse and the fold make no reference cycles, and a
+    partition's memory is bounded by ``kafka.max.offsets.per.trigger``; the previous state is
+    restored when the partition ends."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield from _process(settings, batches)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _process(
+    settings: WorkerSettings, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
     schema = arrow_schema()

@@ -137,3 +137,37 @@ def test_second_pass_with_driver_verdicts_handles_schemaless_rows() -> None:
     second.finish()
     data = second.take()
     assert data["kind"].count("row") == 1 and data["kind"].count("schema") == 1
+
+
+def test_the_collector_is_off_while_a_partition_is_processed_and_restored_after() -> None:
+    import gc
+
+    import pyarrow as pa
+
+    from cdc.apply.worker import process
+
+    key, value = T.record("c", {"id": 1, "name": "a"}, pg(10))
+    seen: list[bool] = []
+
+    def batches() -> Any:
+        seen.append(gc.isenabled())
+        yield pa.RecordBatch.from_pydict(
+            {
+                "key": pa.array([key], pa.binary()),
+                "value": pa.array([value], pa.binary()),
+                "topic": [T.topic],
+                "partition": pa.array([0], pa.int32()),
+                "offset": pa.array([0], pa.int64()),
+            }
+        )
+
+    settings = WorkerSettings(ParseSettings(), "evolve", reserved=RESERVED)
+    for before in (True, False):
+        (gc.enable if before else gc.disable)()
+        try:
+            out = pa.Table.from_batches(list(process(settings, batches())))
+            assert gc.isenabled() is before
+        finally:
+            gc.enable()
+        assert out.column("kind").to_pylist().count("row") == 1
+    assert seen == [False, False]
