@@ -63,16 +63,21 @@ def supports(plan: TablePlan) -> bool:
     return not cells.keeps_stored(plan) and not plan.keep_absent
 
 
-def append(spark: Any, typed: Any, location: str, app_id: str, batch_id: int) -> None:
-    """Appends a batch's typed rows (:func:`cdc.apply.merge.typed_rows`) to the change log."""
-    (
-        typed.write.format("delta")
-        .mode("append")
-        .option("mergeSchema", "true")  # a column added since the last compaction
-        .option("txnAppId", app_id)
-        .option("txnVersion", batch_id)
-        .save(location)
-    )
+def append(
+    spark: Any, typed: Any, location: str, app_id: str, batch_id: int, *, empty: bool = False
+) -> None:
+    """Appends a batch's typed rows (:func:`cdc.apply.merge.typed_rows`) to the change log.
+
+    ``empty``: this job emptied the log since it last wrote it (a compaction). The rows then
+    replace it, schema included: a column widened since (INT to BIGINT) cannot be merged into
+    the old log schema, and an empty log has nothing to lose. Otherwise an append that may add
+    columns (a schema change compacts the log first, so only additions remain)."""
+    writer = typed.write.format("delta").option("txnAppId", app_id).option("txnVersion", batch_id)
+    if empty:
+        writer = writer.mode("overwrite").option("overwriteSchema", "true")
+    else:
+        writer = writer.mode("append").option("mergeSchema", "true")
+    writer.save(location)
 
 
 def exists(spark: Any, location: str) -> bool:

@@ -148,6 +148,8 @@ class ApplyJob:
         self._keychanges_saved: dict[str, list[tuple[str, str, str]]] = {}
         #: merge-on-read: table -> whether its change log may hold rows (absent: not checked)
         self._logged: dict[str, bool] = {}
+        #: copy-on-write: whether the tables' change logs were checked for leftovers
+        self._leftovers_checked = False
 
     # -- the query ----------------------------------------------------------------------------
     def source(self) -> Any:
@@ -439,7 +441,12 @@ class ApplyJob:
                 # Merge-on-read: no per-key reduction either, the compaction's fold does it.
                 typed = typed_rows(table_rows, plan, dedupe=False)
                 changelog.append(
-                    self.spark, typed, self.cfg.changes_location(table), self._app_id(), batch_id
+                    self.spark,
+                    typed,
+                    self.cfg.changes_location(table),
+                    self._app_id(),
+                    batch_id,
+                    empty=self._logged.get(table) is False,
                 )
                 self._logged[table] = True
                 logged_counts = MergeCounts(logged=side.rows.get(table, 0))
@@ -500,8 +507,14 @@ class ApplyJob:
     ) -> frozenset[str]:
         """The tables whose rows this batch appends to their change log. The others' logs
         are compacted first, before any DDL, with the table's columns as they were: a
-        truncate, key change, patch or schema change needs the stored rows up to date."""
+        truncate, key change, patch or schema change needs the stored rows up to date. A
+        copy-on-write job compacts whatever logs a merge-on-read run left, once."""
         if not self.cfg.merge_on_read:
+            if not self._leftovers_checked:
+                # Switched back from merge-on-read: logged changes are already past the
+                # checkpoint, so they must reach the tables before anything else does.
+                self.compact_all(report.batch_id, report, clock)
+                self._leftovers_checked = True
             return frozenset()
         logged = set()
         for table, plan in plans.items():

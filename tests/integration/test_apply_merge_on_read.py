@@ -186,7 +186,33 @@ def test_a_schema_change_compacts_first_and_merges_copy_on_write(
     (evolved,) = s.apply()
     assert evolved.totals.compactions == 1 and evolved.totals.logged == 0
     assert s.rows(t) == [{"id": 1, "name": "b", "qty": 3, "note": "new column"}]
-    assert spark.read.format("delta").load(s.cfg.changes_location(s.name(t))).count() == 0
+    log = s.cfg.changes_location(s.name(t))
+    assert spark.read.format("delta").load(log).count() == 0
+    # Widened (qty INT -> BIGINT): compacted again, and the next batch's log rows, typed with
+    # the wider column, start a log of the new shape.
+    widest = SyntheticTable(
+        t.table,
+        [
+            ("id", t.columns[0][1]),
+            ("name", col("string")),
+            ("qty", col("int64")),
+            ("note", col("string")),
+        ],
+        list(t.key),
+    )
+    s.send(widest, "u", {"id": 1, "name": "c", "qty": 2**40, "note": "wide"}, pg(40))
+    (widened,) = s.apply()
+    assert widened.totals.logged == 0
+    s.send(widest, "u", {"id": 1, "name": PH, "qty": 2**41, "note": "logged"}, pg(50))
+    (logged_wide,) = s.apply()
+    assert logged_wide.totals.logged == 1
+    expected = [{"id": 1, "name": "c", "qty": 2**41, "note": "logged"}]
+    assert [
+        {k: v for k, v in r.items() if not k.startswith("__")}
+        for r in rows_of(s.job.read_table(s.name(t)))
+    ] == expected
+    s.job.compact_all()
+    assert s.rows(t) == expected
 
 
 def test_older_changes_arriving_late_lose_before_and_after_a_compaction(
@@ -288,3 +314,28 @@ def test_a_replayed_logged_batch_appends_nothing_twice(
     assert spark.read.format("delta").load(log).count() == 0
     expected = [{"id": 1, "name": "b", "qty": 2}, {"id": 2, "name": "c", "qty": 3}]
     assert s.rows(t) == expected
+
+
+def test_switching_back_to_copy_on_write_applies_the_logged_changes_first(
+    spark: Any, kafka: str, tmp_path: Path
+) -> None:
+    """The logged changes are past the checkpoint: a job restarted as copy-on-write must merge
+    them before its first batch, or they would be lost."""
+    from cdc.apply.job import ApplyJob
+
+    t = items("switch")
+    s = Scenario(spark, kafka, tmp_path, t, table_type="merge-on-read", compaction_every="none")
+    s.send(t, "c", {"id": 1, "name": "a", "qty": 1}, pg(10))
+    s.send(t, "c", {"id": 2, "name": "b", "qty": 1}, pg(11))
+    s.apply()
+    s.send(t, "u", {"id": 1, "name": "logged", "qty": 2}, pg(20))
+    s.send(t, "d", {"id": 2, "name": "b", "qty": 1}, pg(21))
+    (logged,) = s.apply()
+    assert logged.totals.logged == 2
+    s.job = ApplyJob(spark, s.cfg.with_overrides(table_type="copy-on-write"))
+    s.send(t, "c", {"id": 3, "name": "c", "qty": 3}, pg(30))
+    (report,) = s.apply()
+    assert report.totals.compactions == 1 and report.totals.inserted == 1
+    assert s.rows(t) == [{"id": 1, "name": "logged", "qty": 2}, {"id": 3, "name": "c", "qty": 3}]
+    assert [d["id"] for d in s.deleted_keys(t)] == [2]
+    assert spark.read.format("delta").load(s.cfg.changes_location(s.name(t))).count() == 0
