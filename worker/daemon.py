@@ -91,6 +91,17 @@ class RedactingFormatter(logging.Formatter):
         super().__init__(fmt)
         self.secrets = secrets
 
+    def format(self, record: logging.LogRecord) -> str:
+        # Another handler may have formatted the record first and cached its exception text
+        # unscrubbed; logging would reuse that cache instead of calling formatException.
+        cached = record.exc_text
+        if cached:
+            record.exc_text = self._scrub_trace(cached)
+        try:
+            return super().format(record)
+        finally:
+            record.exc_text = cached
+
     def formatMessage(self, record: logging.LogRecord) -> str:
         message = record.message
         record.message = self.secrets.redact(message)

@@ -156,6 +156,33 @@ def test_a_password_equal_to_a_word_of_the_line_format_is_not_disclosed_by_it(
     assert lines[-1] == "ValueError: bad password ********"
 
 
+def test_an_exception_text_another_handler_cached_is_still_scrubbed() -> None:
+    secrets = Secrets()
+    secrets.add_config({"database.password": "hunter22", "database.user": "u"}, None)
+    plain, ours = io.StringIO(), io.StringIO()
+    first = logging.StreamHandler(plain)  # e.g. a handler the user's config added
+    first.setFormatter(logging.Formatter("%(message)s"))
+    second = logging.StreamHandler(ours)
+    second.addFilter(ContextFilter(lambda c: None))
+    second.setFormatter(RedactingFormatter(secrets, "%(name)s%(context)s: %(message)s"))
+    log = logging.getLogger("tidemark.test.daemon.cached")
+    log.addHandler(first)
+    log.addHandler(second)
+    log.propagate = False
+    try:
+        try:
+            raise ValueError("login hunter22 refused")
+        except ValueError:
+            log.exception("connect failed")
+    finally:
+        log.removeHandler(first)
+        log.removeHandler(second)
+        log.propagate = True
+    assert "hunter22" in plain.getvalue()  # the other handler's own business
+    assert "hunter22" not in ours.getvalue()
+    assert ours.getvalue().rstrip().endswith("ValueError: login ******** refused")
+
+
 def test_a_password_equal_to_a_plain_value_is_not_scrubbed() -> None:
     """The local stack's password is its user name; scrubbing it would mangle every line."""
     secrets = Secrets()
