@@ -4,8 +4,8 @@ Runs inside Spark's Python workers through ``mapInArrow``. Spark's Kafka source 
 topic-partition of a batch to exactly one task, and Debezium sends all changes of a key to one
 partition, so a task sees every change of its keys and can fold them locally: only one row per
 key leaves the worker, and the per-key ordering never depends on a shuffle. (Should a key still
-show up in two tasks, after a topic's partition count changed, the driver keeps the highest
-position per key before merging.)
+show up in two tasks, after a topic's partition count changed, the driver reduces its rows by
+position before merging, each placeholder column taking its newest value: changelog.fold.)
 
 Besides the rows, a task emits a few small rows for the driver: one per row schema seen
 (``schema``), one per truncate (``truncate``), one per bad event (``error``, with the raw record

@@ -476,6 +476,31 @@ def test_a_key_spread_over_partitions_is_reduced_by_position(
     assert s.rows(t) == [{"id": 1, "name": "new", "qty": 2}, {"id": 2, "name": "two", "qty": 2}]
 
 
+def test_a_placeholder_takes_the_newest_value_across_partitions(scenario: Any, kafka: str) -> None:
+    """A key spread over two partitions: the newest change has a TOAST placeholder, which its
+    own partition's fold filled from an older change there, while a change in between sits in
+    the other partition. Keeping the newest row would keep the older value; the reduction
+    takes each placeholder column's value by position, as the merge-on-read fold does."""
+    t = items()
+    admin = AdminClient({"bootstrap.servers": kafka})
+    admin.create_topics([NewTopic(t.topic, num_partitions=2, replication_factor=1)])[
+        t.topic
+    ].result(30)
+    s = scenario(t)
+    s.send(t, "c", {"id": 1, "name": "stored", "qty": 1}, pg(10), partition=0)
+    s.apply()
+    s.send(t, "u", {"id": 1, "name": "older", "qty": 2}, pg(100), partition=0)
+    s.send(t, "u", {"id": 1, "name": "newer", "qty": 3}, pg(200), partition=1)
+    s.send(t, "u", {"id": 1, "name": PH, "qty": 4}, pg(300), partition=0)
+    s.send(t, "u", {"id": 2, "name": "two", "qty": 5}, pg(150), partition=1)
+    s.send(t, "u", {"id": 2, "name": PH, "qty": 6}, pg(250), partition=0)
+    s.apply()
+    assert s.rows(t) == [
+        {"id": 1, "name": "newer", "qty": 4},
+        {"id": 2, "name": "two", "qty": 6},
+    ]
+
+
 # -- command line ---------------------------------------------------------------------------------
 def job_yaml(base: Path, kafka: str, topic: str, extra: str = "") -> Path:
     """A job's YAML file over one topic, tables under ``base/lake``."""
