@@ -144,15 +144,13 @@ def fold(rows: Any, plan: TablePlan) -> Any:
         carried = F.col("__op") == "d"
         has_value = carried | ~F.array_contains(unavailable, c)
         value_pos = F.when(carried, F.col("__pos")).otherwise(F.coalesce(fills[c], F.col("__pos")))
-        candidate = F.struct(F.col(st.quote(c)).alias("v"), carried.alias("gone"))
+        candidate = F.struct(
+            F.col(st.quote(c)).alias("v"), carried.alias("gone"), value_pos.alias("p")
+        )
         best[c] = f"_tm_best_{i}"
         rows = rows.withColumn(
             best[c],
             F.max_by(F.when(has_value, candidate), F.when(has_value, value_pos)).over(everything),
-        )
-        rows = rows.withColumn(
-            f"_tm_best_pos_{i}",
-            F.max(F.when(has_value, value_pos)).over(everything),
         )
     rows = rows.withColumn("_tm_rn", F.row_number().over(latest)).filter("_tm_rn = 1")
     if not placeholder_cols:
@@ -168,8 +166,8 @@ def fold(rows: Any, plan: TablePlan) -> Any:
     filled = F.array(*[F.when(taken[c], F.lit(c)) for c in placeholder_cols])
     entries = F.array(
         *[
-            F.when(taken[c], F.struct(F.lit(c).alias("k"), F.col(f"_tm_best_pos_{i}").alias("p")))
-            for i, c in enumerate(placeholder_cols)
+            F.when(taken[c], F.struct(F.lit(c).alias("k"), F.col(best[c]).getField("p")))
+            for c in placeholder_cols
         ]
     )
     out = out.withColumn(_UNAVAILABLE, F.array_except(unavailable, filled))
@@ -177,7 +175,7 @@ def fold(rows: Any, plan: TablePlan) -> Any:
         _FILLS,
         F.map_from_entries(F.filter(entries, lambda e: e.isNotNull())).cast(_FILLS_TYPE),
     )
-    helpers = ["_tm_rn", *best.values(), *[f"_tm_best_pos_{i}" for i in range(len(best))]]
+    helpers = ["_tm_rn", *best.values()]
     return out.drop(*helpers)
 
 
