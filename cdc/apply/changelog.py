@@ -50,7 +50,7 @@ from cdc.apply.merge import (
     merge_table,
 )
 from cdc.apply.policy import TablePlan
-from cdc.apply.tables import sql_path
+from cdc.apply.tables import sql_path, sql_string
 
 #: app id suffix of a compaction's deleted-keys append: a batch that compacts and then MERGEs
 #: its own rows appends deletes twice under the same batch id
@@ -99,11 +99,23 @@ def compact(
     batch_id: int,
     lap: Callable[[str], None] = lambda _: None,
 ) -> MergeCounts | None:
-    """MERGEs the change log into the table and empties it; None when it held nothing."""
+    """MERGEs the change log into the table and empties it of what was merged; None when it
+    held nothing.
+
+    The log is read at one version, and only the rows of that version are removed afterwards:
+    by Kafka partition, those at or below the highest offset read. A running job may append a
+    batch meanwhile (an on-demand compaction beside it); that batch's offsets are higher in
+    every partition, so it stays for the next compaction instead of being removed unmerged
+    (a plain ``DELETE FROM`` would remove it, and the job has already committed its offsets)."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
     if not exists(spark, location):
         return None
-    log = spark.read.format("delta").load(location)
-    if log.isEmpty():
+    version = DeltaTable.forPath(spark, location).history(1).collect()[0]["version"]
+    log = spark.read.format("delta").option("versionAsOf", version).load(location)
+    reached = log.groupBy("__topic", "__partition").agg(F.max("__offset").alias("offset")).collect()
+    if not reached:
         return None
     folded = fold(log, plan)
     counts = merge_table(
@@ -120,7 +132,12 @@ def compact(
         lap=lap,
     )
     # After the MERGE: a crash in between leaves the log to be merged again, a no-op.
-    spark.sql(f"DELETE FROM {sql_path(location)}")
+    merged = " OR ".join(
+        f"(__topic = {sql_string(r['__topic'])} AND __partition = {int(r['__partition'])} "
+        f"AND __offset <= {int(r['offset'])})"
+        for r in reached
+    )
+    spark.sql(f"DELETE FROM {sql_path(location)} WHERE {merged}")
     lap("compact")
     return counts
 

@@ -339,3 +339,43 @@ def test_switching_back_to_copy_on_write_applies_the_logged_changes_first(
     assert s.rows(t) == [{"id": 1, "name": "logged", "qty": 2}, {"id": 3, "name": "c", "qty": 3}]
     assert [d["id"] for d in s.deleted_keys(t)] == [2]
     assert spark.read.format("delta").load(s.cfg.changes_location(s.name(t))).count() == 0
+
+
+def test_a_batch_logged_during_an_on_demand_compaction_is_not_lost(
+    spark: Any, kafka: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--compact`` beside a running job: the job logs a batch after the compaction read the
+    log and MERGEd it, before the log is emptied. That batch was not merged and its offsets
+    are committed, so emptying the whole log would lose it; only what the compaction read
+    may go."""
+    from cdc.apply.job import ApplyJob
+
+    t = items("beside")
+    s = Scenario(spark, kafka, tmp_path, t, table_type="merge-on-read", compaction_every="none")
+    s.send(t, "c", {"id": 1, "name": "a", "qty": 1}, pg(10))
+    s.apply()
+    s.send(t, "u", {"id": 1, "name": "b", "qty": 2}, pg(20))
+    s.apply()
+    real_sql = spark.sql
+    landed: list[int] = []
+
+    def a_batch_lands_first(query: str, *a: Any, **kw: Any) -> Any:
+        if query.startswith("DELETE FROM") and "_tidemark/changes" in query:
+            monkeypatch.setattr(spark, "sql", real_sql)
+            s.send(t, "u", {"id": 1, "name": "c", "qty": 3}, pg(30))
+            s.send(t, "c", {"id": 2, "name": "d", "qty": 4}, pg(31))
+            (report,) = s.apply()
+            landed.append(report.totals.logged)
+        return real_sql(query, *a, **kw)
+
+    monkeypatch.setattr(spark, "sql", a_batch_lands_first)
+    (counts,) = ApplyJob(spark, s.cfg).compact_all().values()  # the on-demand process
+    monkeypatch.setattr(spark, "sql", real_sql)
+    assert landed == [2] and counts.updated == 1
+    assert s.rows(t) == [{"id": 1, "name": "b", "qty": 2}]  # what the compaction read
+    current = [{"id": 1, "name": "c", "qty": 3}, {"id": 2, "name": "d", "qty": 4}]
+    view = s.job.read_table(s.name(t)).collect()
+    plain = [{k: v for k, v in r.asDict().items() if not k.startswith("__")} for r in view]
+    assert sorted(plain, key=by_id) == current  # the real-time view has the batch
+    s.job.compact_all()
+    assert s.rows(t) == current
