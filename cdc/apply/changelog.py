@@ -56,6 +56,10 @@ from cdc.apply.tables import sql_path, sql_string
 #: its own rows appends deletes twice under the same batch id
 COMPACTION_APP = "-compaction"
 _FILLS_TYPE = "map<string,array<bigint>>"
+#: a change log is only ever read whole (fold, real-time view), so Delta's per-file column
+#: statistics buy nothing there; collecting them was ~0.5 s of a 250k batch's log append
+#: (docs/benchmarks.md). Set when a log is created or replaced.
+NO_STATS = "delta.dataSkippingNumIndexedCols"
 
 
 def supports(plan: TablePlan) -> bool:
@@ -72,7 +76,12 @@ def append(
     replace it, schema included: a column widened since (INT to BIGINT) cannot be merged into
     the old log schema, and an empty log has nothing to lose. Otherwise an append that may add
     columns (a schema change compacts the log first, so only additions remain)."""
-    writer = typed.write.format("delta").option("txnAppId", app_id).option("txnVersion", batch_id)
+    writer = (
+        typed.write.format("delta")
+        .option("txnAppId", app_id)
+        .option("txnVersion", batch_id)
+        .option(NO_STATS, "0")
+    )
     if empty:
         writer = writer.mode("overwrite").option("overwriteSchema", "true")
     else:

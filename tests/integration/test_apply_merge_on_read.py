@@ -128,6 +128,8 @@ def test_the_real_time_view_and_each_compaction_equal_copy_on_write(
             assert rows_of(spark.read.format("delta").load(base_path)) == expected
             assert spark.read.format("delta").load(log_path).count() == 0
             compacted_at = expected
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{log_path}`").collect()[0]
+    assert detail["properties"].get("delta.dataSkippingNumIndexedCols") == "0"  # read whole
     tables = mor.job.compact_all()
     assert tables[name].compactions == 1
     assert rows_of(spark.read.format("delta").load(base_path)) == expected
