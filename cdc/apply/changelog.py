@@ -58,7 +58,8 @@ COMPACTION_APP = "-compaction"
 _FILLS_TYPE = "map<string,array<bigint>>"
 #: a change log is only ever read whole (fold, real-time view), so Delta's per-file column
 #: statistics buy nothing there; collecting them was ~0.5 s of a 250k batch's log append
-#: (docs/benchmarks.md). Set when a log is created or replaced.
+#: (docs/benchmarks.md). Delta takes it when a log is created (not on a later append or
+#: overwrite: a log created before this setting keeps its statistics).
 NO_STATS = "delta.dataSkippingNumIndexedCols"
 
 
