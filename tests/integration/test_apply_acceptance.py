@@ -454,6 +454,13 @@ def test_schemaless_json_and_truncate(scenario: Any) -> None:
     assert s.rows(t) == [{"id": 3, "name": "after", "qty": 3}]
 
 
+def two_partition_topic(kafka: str, t: SyntheticTable) -> None:
+    admin = AdminClient({"bootstrap.servers": kafka})
+    admin.create_topics([NewTopic(t.topic, num_partitions=2, replication_factor=1)])[
+        t.topic
+    ].result(30)
+
+
 def test_a_key_spread_over_partitions_is_reduced_by_position(
     scenario: Any, kafka: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -464,10 +471,7 @@ def test_a_key_spread_over_partitions_is_reduced_by_position(
 
     monkeypatch.setattr(job_module, "REDUCE_CHECK_ROWS", 0)
     t = items()
-    admin = AdminClient({"bootstrap.servers": kafka})
-    admin.create_topics([NewTopic(t.topic, num_partitions=2, replication_factor=1)])[
-        t.topic
-    ].result(30)
+    two_partition_topic(kafka, t)
     s = scenario(t)
     s.send(t, "c", {"id": 1, "name": "old", "qty": 1}, pg(10), partition=1)
     s.send(t, "u", {"id": 1, "name": "new", "qty": 2}, pg(20), partition=0)
@@ -482,10 +486,7 @@ def test_a_placeholder_takes_the_newest_value_across_partitions(scenario: Any, k
     the other partition. Keeping the newest row would keep the older value; the reduction
     takes each placeholder column's value by position, as the merge-on-read fold does."""
     t = items()
-    admin = AdminClient({"bootstrap.servers": kafka})
-    admin.create_topics([NewTopic(t.topic, num_partitions=2, replication_factor=1)])[
-        t.topic
-    ].result(30)
+    two_partition_topic(kafka, t)
     s = scenario(t)
     s.send(t, "c", {"id": 1, "name": "stored", "qty": 1}, pg(10), partition=0)
     s.apply()

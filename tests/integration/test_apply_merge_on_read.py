@@ -19,10 +19,16 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from cdc.apply.synthetic import SyntheticTable, col, pg
-from tests.integration.test_apply_acceptance import PH, Scenario, apply_spark, items, job_yaml
+from tests.integration.test_apply_acceptance import (
+    PH,
+    Scenario,
+    apply_spark,
+    items,
+    job_yaml,
+    two_partition_topic,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -30,13 +36,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 @pytest.fixture(scope="session")
 def spark(kafka: str) -> Any:
     return apply_spark(kafka)
-
-
-def two_partition_topic(kafka: str, t: SyntheticTable) -> None:
-    admin = AdminClient({"bootstrap.servers": kafka})
-    admin.create_topics([NewTopic(t.topic, num_partitions=2, replication_factor=1)])[
-        t.topic
-    ].result(30)
 
 
 def history(seed: int, batches: int, per_batch: int, keys: int) -> list[list[tuple[Any, ...]]]:
