@@ -12,6 +12,9 @@ configuration (producer, admin, consumer of the sink, offset store and schema hi
 - ``ssl.keystore.location`` with ``ssl.keystore.type=PEM`` (key and certificate chain in one
   file) becomes ``ssl.certificate.location`` + ``ssl.key.location``; PKCS12 keystores are read
   by librdkafka itself;
+- PEM stores given inline (Kafka 2.7's ``ssl.truststore.certificates``, ``ssl.keystore.key``,
+  ``ssl.keystore.certificate.chain``) become ``ssl.ca.pem``, ``ssl.key.pem`` and
+  ``ssl.certificate.pem``;
 - ``ssl.endpoint.identification.algorithm=`` (empty: Java's "no hostname check") becomes
   ``none``.
 
@@ -31,6 +34,11 @@ SECURITY_PREFIXES = ("security.protocol", "ssl.", "sasl.")
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _JAAS_MODULES = ("PlainLoginModule", "ScramLoginModule")
+_INLINE_PEM = (
+    ("ssl.truststore.certificates", "ssl.ca.pem"),
+    ("ssl.keystore.key", "ssl.key.pem"),
+    ("ssl.keystore.certificate.chain", "ssl.certificate.pem"),
+)
 
 
 class KafkaSecurityError(ConfigError):
@@ -49,6 +57,9 @@ def librdkafka_config(conf: Mapping[str, Any]) -> dict[str, Any]:
     """``conf`` with Kafka Connect's security names translated for librdkafka; raises
     :class:`KafkaSecurityError` for settings that cannot be honoured."""
     out = dict(conf)
+    for java, native in _INLINE_PEM:
+        if java in out:
+            out.setdefault(native, out.pop(java))
     jaas = out.pop("sasl.jaas.config", None)
     if jaas:
         _apply_jaas(out, str(jaas))

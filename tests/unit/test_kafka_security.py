@@ -42,6 +42,25 @@ def test_java_names_become_librdkafka_names() -> None:
     }
 
 
+def test_inline_pem_stores_become_librdkafka_pem_settings() -> None:
+    out = librdkafka_config(
+        {
+            "security.protocol": "SSL",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.certificates": "-----BEGIN CERTIFICATE-----ca",
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.key": "-----BEGIN PRIVATE KEY-----k",
+            "ssl.keystore.certificate.chain": "-----BEGIN CERTIFICATE-----c",
+        }
+    )
+    assert out == {
+        "security.protocol": "SSL",
+        "ssl.ca.pem": "-----BEGIN CERTIFICATE-----ca",
+        "ssl.key.pem": "-----BEGIN PRIVATE KEY-----k",
+        "ssl.certificate.pem": "-----BEGIN CERTIFICATE-----c",
+    }
+
+
 def test_librdkafka_names_pass_through_and_win() -> None:
     conf = {"sasl.username": "bob", "sasl.password": "x", "ssl.ca.location": "/ca.pem"}
     assert librdkafka_config(conf) == conf
