@@ -17,6 +17,7 @@ from typing import Any, Literal, cast
 import yaml
 
 from cdc.apply.ordering import MysqlOrder, OrderingRules, SnapshotOrder
+from cdc.kafka_security import KafkaSecurityError, librdkafka_config
 
 Policy = Literal["evolve", "fail", "ignore"]
 OnError = Literal["fail", "quarantine"]
@@ -27,7 +28,34 @@ TableType = Literal["copy-on-write", "merge-on-read"]
 DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
 DEFAULT_TOPIC_EXCLUDE = r"(^__debezium-heartbeat\..*)|(.*\.transaction$)|(^__.*)"
 
-_MAP_KEYS = frozenset({"kafka.options", "target.tables", "spark.conf"})
+_MAP_KEYS = frozenset({"kafka.options", "kafka.direct.options", "target.tables", "spark.conf"})
+KafkaReader = Literal["auto", "spark", "direct"]
+#: the librdkafka settings the direct reader takes from kafka.options (after the Java security
+#: names are translated, cdc/kafka_security.py); any other setting keeps the job on Spark's
+#: reader under kafka.reader: auto, since librdkafka might not read it the way Java does
+DIRECT_READER_KEYS = frozenset(
+    {
+        "client.id",
+        "isolation.level",
+        "fetch.max.bytes",
+        "max.partition.fetch.bytes",
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.mechanisms",
+        "sasl.username",
+        "sasl.password",
+        "ssl.ca.location",
+        "ssl.ca.pem",
+        "ssl.certificate.location",
+        "ssl.certificate.pem",
+        "ssl.key.location",
+        "ssl.key.pem",
+        "ssl.key.password",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.endpoint.identification.algorithm",
+    }
+)
 
 
 class ConfigError(ValueError):
@@ -46,6 +74,8 @@ class ApplyConfig:
     max_offsets_per_trigger: int | None = 100_000
     fail_on_data_loss: bool = True
     kafka_options: Mapping[str, str] = field(default_factory=dict)
+    kafka_reader: KafkaReader = "auto"
+    kafka_direct_options: Mapping[str, str] = field(default_factory=dict)
     table_name: str = "{topic}"
     tables: Mapping[str, str] = field(default_factory=dict)
     trigger: str = "10 seconds"
@@ -73,6 +103,23 @@ class ApplyConfig:
     def ordering(self) -> OrderingRules:
         return OrderingRules(self.snapshot_order, self.mysql_order, self.ordering_fields)
 
+    def direct_options(self) -> tuple[tuple[str, str], ...] | None:
+        """The librdkafka settings of the direct reader (``direct_reader``), or ``None`` when
+        Spark's Kafka source reads the records: ``kafka.reader: spark``, or ``auto`` with a
+        ``kafka.options`` setting that has no librdkafka equivalent (and no
+        ``kafka.direct.options`` given in its place)."""
+        if self.kafka_reader == "spark":
+            return None
+        options, problem = _librdkafka_options(self.kafka_options)
+        if problem is not None and not self.kafka_direct_options:
+            if self.kafka_reader == "direct":
+                raise ConfigError(
+                    f"kafka.reader is direct but kafka.options {problem}; give the librdkafka "
+                    "settings under kafka.direct.options, or use kafka.reader: spark"
+                )
+            return None
+        return tuple(sorted({**options, **self.kafka_direct_options}.items()))
+
     @property
     def quarantine_location(self) -> str:
         return self.quarantine_path or _join(self.target_path, "_tidemark", "quarantine")
@@ -99,6 +146,21 @@ class ApplyConfig:
 
     def with_overrides(self, **changes: Any) -> ApplyConfig:
         return replace(self, **changes)
+
+
+def _librdkafka_options(options: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    """kafka.options in librdkafka's terms, and what stops the direct reader from using them
+    (``None``: nothing)."""
+    try:
+        native = librdkafka_config({k.removeprefix("kafka."): v for k, v in options.items()})
+    except KafkaSecurityError as exc:
+        key, reason = exc.problems[0]
+        return {}, f"sets {key!r}: {reason}"
+    known = {k: str(v) for k, v in native.items() if k in DIRECT_READER_KEYS}
+    unknown = sorted(set(native) - set(known))
+    if unknown:
+        return known, f"sets {unknown[0]!r}, which the direct reader (librdkafka) does not take"
+    return known, None
 
 
 def _join(base: str, *parts: str) -> str:
@@ -152,6 +214,7 @@ def from_mapping(doc: Mapping[str, Any], overrides: Mapping[str, Any] | None = N
     _check_regex("kafka.topics.exclude", cfg.topic_exclude)
     _check_trigger(cfg.trigger)
     _check_kafka_options(cfg.kafka_options)
+    cfg.direct_options()  # kafka.reader: direct with Java-only options fails here
     if cfg.input_format == "avro" and not cfg.registry_url:
         raise ConfigError(
             "input.format is avro but schema.registry.url is not set: the writer schemas of "
@@ -290,6 +353,8 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("kafka.max.offsets.per.trigger", "max_offsets_per_trigger", "opt_int"),
     _Spec("kafka.fail.on.data.loss", "fail_on_data_loss", "bool"),
     _Spec("kafka.options", "kafka_options", "str_map"),
+    _Spec("kafka.reader", "kafka_reader", "str", choices=("auto", "spark", "direct")),
+    _Spec("kafka.direct.options", "kafka_direct_options", "str_map"),
     _Spec("target.path", "target_path", "str", required=True),
     _Spec("target.table.name", "table_name", "str"),
     _Spec("target.tables", "tables", "str_map"),

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ from cdc.apply import keychanges as kc
 from cdc.apply import policy as pol
 from cdc.apply.avro_input import RegistrySettings
 from cdc.apply.config import ApplyConfig
+from cdc.apply.direct_reader import RANGE_DDL, DirectSettings, read_ranges
 from cdc.apply.events import ParseSettings
 from cdc.apply.handover import KeyChanges, Outcome, decode_image, lookup_keys, step
 from cdc.apply.merge import (
@@ -45,6 +47,7 @@ from cdc.apply.merge import (
     typed_rows,
     write_quarantine,
 )
+from cdc.apply.offset_log import batch_ranges
 from cdc.apply.tables import TableCatalog
 from cdc.apply.worker import INPUT_COLUMNS, OUTPUT_DDL, WorkerSettings, process
 
@@ -76,6 +79,8 @@ class BatchReport:
     tables: dict[str, MergeCounts] = field(default_factory=dict)
     lag_ms: int | None = None
     duration_ms: int = 0
+    #: who read the batch's records: "direct" (the workers' own consumers) or "spark"
+    reader: str = "spark"
     #: milliseconds per phase (parse, ddl, merge:<table>, ...), for tuning
     timings: dict[str, int] = field(default_factory=dict)
 
@@ -96,7 +101,7 @@ class BatchReport:
             f"unchanged={t.unchanged} held={t.held} filled={t.filled} {mor}"
             f"tombstones={self.tombstones} skipped={self.skipped} "
             f"quarantined={self.quarantined} tables={len(self.tables)} lag_ms={lag} "
-            f"took_ms={self.duration_ms} ("
+            f"reader={self.reader} took_ms={self.duration_ms} ("
             + " ".join(f"{k}={v}" for k, v in self.timings.items())
             + ")"
         )
@@ -242,14 +247,17 @@ class ApplyJob:
 
     def _foreach_batch(self, df: Any, batch_id: int) -> None:
         try:
-            self.process_batch(df, batch_id)
+            self.process_batch(df, batch_id, own_query=True)
         except BaseException as exc:
             self.error = exc
             log.error("batch %d failed: %s", batch_id, exc)
             raise
 
     # -- one micro-batch ----------------------------------------------------------------------
-    def process_batch(self, df: Any, batch_id: int) -> BatchReport:
+    def process_batch(self, df: Any, batch_id: int, *, own_query: bool = False) -> BatchReport:
+        """Applies one micro-batch. ``own_query``: ``df`` is batch ``batch_id`` of this job's
+        own streaming query, so the query's offset log holds its Kafka ranges and the workers
+        may read them directly; any other ``df`` (tests, tools) is read as given."""
         from pyspark import StorageLevel
 
         started = time.monotonic()
@@ -261,8 +269,8 @@ class ApplyJob:
             tables=tuple(sorted(known.items())),
             reserved=pol.RESERVED,
         )
-        parsed = df.mapInArrow(functools.partial(process, settings), OUTPUT_DDL)
-        parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+        parse = self._parser_of(df, batch_id, report, own_query)
+        parsed = parse(settings).persist(StorageLevel.MEMORY_AND_DISK)
         clock = _Clock(report.timings)
         try:
             side = self._side(parsed)
@@ -281,8 +289,7 @@ class ApplyJob:
                     reserved=pol.RESERVED,
                 )
                 parsed.unpersist()
-                parsed = df.mapInArrow(functools.partial(process, settings), OUTPUT_DDL)
-                parsed = parsed.persist(StorageLevel.MEMORY_AND_DISK)
+                parsed = parse(settings).persist(StorageLevel.MEMORY_AND_DISK)
                 side = self._side(parsed)
                 clock.lap("reparse")
             self._fill_report(report, side)
@@ -305,6 +312,53 @@ class ApplyJob:
         self.reports.append(report)
         log.info("%s", report.line())
         return report
+
+    def _parser_of(
+        self, df: Any, batch_id: int, report: BatchReport, own_query: bool
+    ) -> Callable[[WorkerSettings], Any]:
+        """How this batch's records reach the workers: read by each task itself over the
+        batch's offset ranges (``direct_reader``), or, when the config or the offset log
+        rules that out, through Spark's Kafka source (``df``)."""
+        direct_options = self.cfg.direct_options() if own_query else None
+        ranges = None
+        if direct_options is not None:
+            ranges = batch_ranges(self._checkpoint_text, self.cfg.checkpoint, batch_id)
+            if ranges is None:
+                log.warning(
+                    "batch %d: the offset log under %s does not give the batch's ranges in a "
+                    "known form; Spark's Kafka source reads this batch",
+                    batch_id,
+                    self.cfg.checkpoint,
+                )
+        if ranges is None:
+            return lambda settings: df.mapInArrow(functools.partial(process, settings), OUTPUT_DDL)
+        from pyspark.sql import functions as F
+
+        report.reader = "direct"
+        direct = DirectSettings(
+            self.cfg.bootstrap_servers, direct_options or (), self.cfg.fail_on_data_loss
+        )
+        rows = [(r.topic, r.partition, r.start, r.end) for r in ranges]
+        ranged = self.spark.createDataFrame(
+            self.spark.sparkContext.parallelize(rows, max(1, len(rows))), RANGE_DDL
+        )
+        if self.cfg.topic_exclude:
+            ranged = ranged.filter(~F.col("topic").rlike(self.cfg.topic_exclude))
+        return lambda settings: ranged.mapInArrow(
+            functools.partial(read_ranges, settings, direct), OUTPUT_DDL
+        )
+
+    def _checkpoint_text(self, path: str) -> str | None:
+        jvm = self.spark.sparkContext._jvm
+        hpath = jvm.org.apache.hadoop.fs.Path(path)
+        fs = hpath.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
+        if not fs.exists(hpath):
+            return None
+        stream = fs.open(hpath)
+        try:
+            return str(jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
 
     def _side(self, parsed: Any) -> _Side:
         side = _Side()

@@ -5,26 +5,42 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from cdc.apply.offset_log import parse_kafka_offsets
+
 log = logging.getLogger("tidemark.apply.progress")
 
 
 def progress_line(progress: Any) -> str:
-    """One line from a ``StreamingQueryProgress``: rates, duration and the Kafka source's
-    offsets-behind-latest metrics (the consumer lag in records)."""
+    """One line from a ``StreamingQueryProgress``: rates, duration, the Kafka offsets the batch
+    covered and the Kafka source's offsets-behind-latest metrics (the consumer lag in records).
+
+    ``input_rows`` counts what Spark's Kafka source read: 0 when the workers read the batch
+    themselves (``kafka.reader``), so ``input_offsets``, taken from the batch's start and end
+    offsets, is the figure that holds for both readers."""
     behind = []
+    covered = 0
     for src in progress.sources or []:
         metrics = getattr(src, "metrics", None) or {}
         if "maxOffsetsBehindLatest" in metrics:
             behind.append(str(metrics["maxOffsetsBehindLatest"]))
+        covered += _offsets_between(getattr(src, "startOffset", None), src.endOffset)
     duration = (progress.durationMs or {}).get("triggerExecution")
     return (
         f"query {progress.name or progress.id} batch {progress.batchId}: "
-        f"input_rows={progress.numInputRows} "
+        f"input_rows={progress.numInputRows} input_offsets={covered} "
         f"input_rows_per_s={progress.inputRowsPerSecond:.0f} "
         f"processed_rows_per_s={progress.processedRowsPerSecond:.0f} "
         f"trigger_ms={duration} "
         f"kafka_max_offsets_behind={'/'.join(behind) or '-'}"
     )
+
+
+def _offsets_between(start: Any, end: Any) -> int:
+    ends = parse_kafka_offsets(end) if isinstance(end, str) else None
+    if not ends:
+        return 0
+    starts = (parse_kafka_offsets(start) if isinstance(start, str) else None) or {}
+    return sum(until - starts.get(tp, until) for tp, until in ends.items())
 
 
 def add_listener(spark: Any) -> Any:

@@ -341,10 +341,24 @@ class PartitionProcessor:
         return data
 
 
+#: One Kafka record as the processor takes it: topic, partition, offset, key, value, headers.
+Record = tuple[str, int, int, bytes | None, bytes | None, Headers | None]
+
+
 def process(
     settings: WorkerSettings, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """The ``mapInArrow`` function (bind ``settings`` with functools.partial).
+    """The ``mapInArrow`` function over Spark's Kafka source (bind ``settings`` with
+    functools.partial)."""
+    return process_records(settings, _records_of(batches))
+
+
+def process_records(
+    settings: WorkerSettings, chunks: Iterator[list[Record]]
+) -> Iterator[pa.RecordBatch]:
+    """One task's records, in chunks, folded into :data:`OUTPUT_DDL` batches; the records
+    come from Spark's Kafka source (:func:`process`) or from the task's own consumer
+    (``direct_reader``).
 
     Python's cyclic garbage collector is off while a partition is processed: the fold keeps
     every changed key's latest change alive until the partition ends, and the collector's
@@ -355,44 +369,49 @@ def process(
     enabled = gc.isenabled()
     gc.disable()
     try:
-        yield from _process(settings, batches)
+        yield from _process(settings, chunks)
     finally:
         if enabled:
             gc.enable()
 
 
-def _process(
-    settings: WorkerSettings, batches: Iterator[pa.RecordBatch]
-) -> Iterator[pa.RecordBatch]:
-    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-
-    schema = arrow_schema()
-    proc = PartitionProcessor(settings)
+def _records_of(batches: Iterator[pa.RecordBatch]) -> Iterator[list[Record]]:
     for batch in batches:
         # headers: absent when a caller reads Kafka without includeHeaders
         names = [n for n in INPUT_COLUMNS if batch.schema.get_field_index(n) >= 0]
         cols = {name: batch.column(name).to_pylist() for name in names}
-        keys, values = cols["key"], cols["value"]
-        topics, partitions, offsets = cols["topic"], cols["partition"], cols["offset"]
-        headers = cols.get("headers") or [None] * batch.num_rows
-        for i in range(batch.num_rows):
-            hs = headers[i]
-            proc.record(
-                topics[i],
-                partitions[i],
-                offsets[i],
-                keys[i],
-                values[i],
-                [(h["key"], h["value"]) for h in hs] if hs else None,
+        raw_headers = cols.get("headers") or [None] * batch.num_rows
+        headers = [[(h["key"], h["value"]) for h in hs] if hs else None for hs in raw_headers]
+        yield list(
+            zip(
+                cols["topic"],
+                cols["partition"],
+                cols["offset"],
+                cols["key"],
+                cols["value"],
+                headers,
+                strict=True,
             )
+        )
+
+
+def _process(settings: WorkerSettings, chunks: Iterator[list[Record]]) -> Iterator[pa.RecordBatch]:
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+    schema = arrow_schema()
+    proc = PartitionProcessor(settings)
+    record = proc.record
+    for chunk in chunks:
+        for topic, partition, offset, key, value, headers in chunk:
+            record(topic, partition, offset, key, value, headers)
         if proc.out.rows >= FLUSH_ROWS:
             yield pa.RecordBatch.from_pydict(proc.take(), schema=schema)
     proc.finish()
     data = proc.take()
     total = len(data["kind"])
     for start in range(0, total, 65536):
-        chunk = {k: v[start : start + 65536] for k, v in data.items()}
-        yield pa.RecordBatch.from_pydict(chunk, schema=schema)
+        chunk_data = {k: v[start : start + 65536] for k, v in data.items()}
+        yield pa.RecordBatch.from_pydict(chunk_data, schema=schema)
 
 
 def arrow_schema() -> pa.Schema:

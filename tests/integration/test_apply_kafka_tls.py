@@ -1,10 +1,12 @@
 """The Spark apply job reads Kafka through the broker's SASL_SSL (SCRAM-SHA-512) listener, then
 resumes from its checkpoint through the mutual-TLS listener.
 
-The job's Kafka source is Spark's own Java client, not the worker's librdkafka ones, so it gets
-the Java names: the settings a user writes under ``kafka.options`` in the job's YAML
-(``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``, PEM trust and key stores given
-as files or inline) must reach it as ``kafka.``-prefixed source options. The bootstrap address is
+The job's Kafka source is Spark's own Java client, so it gets the Java names: the settings a user
+writes under ``kafka.options`` in the job's YAML (``security.protocol``, ``sasl.mechanism``,
+``sasl.jaas.config``, PEM trust and key stores given as files or inline) must reach it as
+``kafka.``-prefixed source options. The records themselves are read by the workers' librdkafka
+consumers (``kafka.reader: auto``, the first run) with the same settings translated, or by
+Spark's client (``kafka.reader: spark``, the second run). The bootstrap address is
 a secured listener only, so a setting that is dropped on the way leaves the job unable to read a
 single record; a wrong password or a CA that did not sign the broker's certificate must fail the
 job with Kafka's error instead of retrying forever.
@@ -49,7 +51,12 @@ def jaas(password: str) -> str:
 
 
 def job_yaml(
-    base: Path, bootstrap: str, topic: str, options: dict[str, str], name: str = "job"
+    base: Path,
+    bootstrap: str,
+    topic: str,
+    options: dict[str, str],
+    name: str = "job",
+    reader: str = "auto",
 ) -> Path:
     """The job's YAML as a user writes it; JSON is YAML, and keeps the JAAS quotes intact."""
     doc = {
@@ -57,6 +64,7 @@ def job_yaml(
             "bootstrap.servers": bootstrap,
             "topics": [topic],
             "options": options,
+            "reader": reader,
         },
         "target.path": str(base / "lake"),
         "checkpoint.location": str(base / "checkpoint"),
@@ -117,6 +125,9 @@ def test_apply_job_reads_kafka_over_sasl_ssl_scram_then_mtls(
         {"id": 3, "name": "three", "qty": 3},
     ]
     assert sum(r.events for r in job.reports) == 4
+    # kafka.reader auto: the workers read the batch themselves, with the Java settings
+    # translated for librdkafka (SCRAM credentials from the JAAS line, the PEM CA file)
+    assert {r.reader for r in job.reports} == {"direct"}
 
     # Second run from the same checkpoint, through the mutual-TLS listener: CA, client key and
     # certificate inline (no file to ship to executors), names written with the `kafka.`
@@ -135,8 +146,11 @@ def test_apply_job_reads_kafka_over_sasl_ssl_scram_then_mtls(
         "kafka.ssl.keystore.key": svc.tls.client_key.read_text(),
         "kafka.ssl.keystore.certificate.chain": svc.tls.client_cert.read_text(),
     }
-    job = ApplyJob(spark, load(job_yaml(tmp_path, svc.mtls_bootstrap, t.topic, second, "job2")))
+    # Spark's own reader this time (kafka.reader: spark), the Java client taking the inline PEMs
+    yaml_path = job_yaml(tmp_path, svc.mtls_bootstrap, t.topic, second, "job2", reader="spark")
+    job = ApplyJob(spark, load(yaml_path))
     job.run(timeout=120)
+    assert {r.reader for r in job.reports} == {"spark"}
     assert rows(spark, table) == [
         {"id": 2, "name": "two+", "qty": 20},
         {"id": 3, "name": "three", "qty": 3},

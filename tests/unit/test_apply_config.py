@@ -137,7 +137,11 @@ def test_progress_line_reports_rates_and_kafka_lag() -> None:
 
     from cdc.apply.progress import progress_line
 
-    src = SimpleNamespace(metrics={"maxOffsetsBehindLatest": "42"})
+    src = SimpleNamespace(
+        metrics={"maxOffsetsBehindLatest": "42"},
+        startOffset='{"t":{"0":10,"1":20}}',
+        endOffset='{"t":{"0":15,"1":22,"2":4}}',  # partition 2 is new: not counted
+    )
     progress = SimpleNamespace(
         name="q",
         id="x",
@@ -150,7 +154,7 @@ def test_progress_line_reports_rates_and_kafka_lag() -> None:
     )
     line = progress_line(progress)
     assert line == (
-        "query q batch 3: input_rows=10 input_rows_per_s=5 processed_rows_per_s=7 "
+        "query q batch 3: input_rows=10 input_offsets=7 input_rows_per_s=5 processed_rows_per_s=7 "
         "trigger_ms=1200 kafka_max_offsets_behind=42"
     )
 
@@ -159,13 +163,13 @@ def test_batch_report_line() -> None:
     from cdc.apply.job import BatchReport
     from cdc.apply.merge import MergeCounts
 
-    r = BatchReport(4, events=10, changes=9, rows=5, lag_ms=12, duration_ms=30)
+    r = BatchReport(4, events=10, changes=9, rows=5, lag_ms=12, duration_ms=30, reader="direct")
     r.tables["t"] = MergeCounts(inserted=2, updated=1, deleted=1, unchanged=1, filled=1)
     r.timings = {"parse": 10, "merge": 20}
     assert r.line() == (
         "batch 4: events=10 changes=9 keys=5 inserted=2 updated=1 deleted=1 unchanged=1 "
-        "held=0 filled=1 tombstones=0 skipped=0 quarantined=0 tables=1 lag_ms=12 took_ms=30 "
-        "(parse=10 merge=20)"
+        "held=0 filled=1 tombstones=0 skipped=0 quarantined=0 tables=1 lag_ms=12 reader=direct "
+        "took_ms=30 (parse=10 merge=20)"
     )
     r.tables["u"] = MergeCounts(logged=7, compactions=1)
     assert "filled=1 logged=7 compactions=1 tombstones=0" in r.line()

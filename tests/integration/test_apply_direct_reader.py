@@ -1,0 +1,143 @@
+"""The direct reader (the workers read a batch's Kafka ranges themselves) against Spark's Kafka
+source: same tables from the same topic, transaction markers at the ends of ranges, and records
+removed from Kafka before the job read them (real Kafka, real Spark).
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from cdc.apply.job import ApplyJob
+from cdc.apply.synthetic import pg
+from tests.integration.test_apply_acceptance import (
+    PH,
+    Scenario,
+    apply_spark,
+    items,
+    job_config,
+    two_partition_topic,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka]
+
+
+@pytest.fixture(scope="session")
+def spark(kafka: str) -> Any:
+    return apply_spark(kafka)
+
+
+def table_rows(spark: Any, path: str) -> list[dict[str, Any]]:
+    df = spark.read.format("delta").load(path)
+    return sorted(
+        ({k: v for k, v in r.asDict().items() if k != "__offsets"} for r in df.collect()),
+        key=lambda d: d["id"],
+    )
+
+
+def test_both_readers_give_the_same_tables(spark: Any, kafka: str, tmp_path: Path) -> None:
+    t = items("both")
+    two_partition_topic(kafka, t)
+    producer = Producer({"bootstrap.servers": kafka, "linger.ms": 0})
+    lsn = 100
+    for rnd in range(3):
+        for i in range(1, 13):
+            lsn += 1
+            if rnd == 2 and i % 4 == 0:
+                op, row = "d", {"id": i, "name": "", "qty": None}
+            elif rnd == 1 and i % 3 == 0:
+                op, row = "u", {"id": i, "name": PH, "qty": 10 * i}  # unchanged TOAST column
+            else:
+                op, row = ("c" if rnd == 0 else "u"), {"id": i, "name": f"n{rnd}.{i}", "qty": i}
+            key, value = t.record(op, row, pg(lsn))
+            producer.produce(t.topic, key=key, value=value, partition=i % 2)
+            if op == "d":
+                producer.produce(t.topic, key=key, value=None, partition=i % 2)
+    assert producer.flush(30) == 0
+    tables = {}
+    for reader in ("spark", "direct"):
+        cfg = job_config(
+            kafka,
+            tmp_path / reader,
+            [t.topic],
+            kafka_reader=reader,
+            kafka_max_offsets_per_trigger=10,  # several batches, ranges ending mid-stream
+        )
+        job = ApplyJob(spark, cfg)
+        job.run(timeout=180)
+        assert {r.reader for r in job.reports} == {reader}
+        assert sum(r.events for r in job.reports) == 39
+        assert len(job.reports) >= 4
+        tables[reader] = table_rows(spark, cfg.table_location(t.topic.replace(".", "_")))
+    assert tables["direct"] == tables["spark"]
+    live = {r["id"]: (r["name"], r["qty"]) for r in tables["direct"]}
+    assert sorted(live) == [1, 2, 3, 5, 6, 7, 9, 10, 11]
+    assert live[3] == ("n2.3", 3) and live[6] == ("n2.6", 6)
+
+
+def test_ranges_ending_on_transaction_markers(scenario_base: Path, spark: Any, kafka: str) -> None:
+    """A transactional producer's commit marker takes an offset that holds no record; a batch
+    ending right after one is done when the consumer's position passes it."""
+    t = items("txn")
+    s = Scenario(spark, kafka, scenario_base, t, kafka_max_offsets_per_trigger=4)
+    producer = Producer({"bootstrap.servers": kafka, "transactional.id": f"tx-{uuid.uuid4().hex}"})
+    producer.init_transactions()
+    lsn = 100
+    for txn in range(3):
+        producer.begin_transaction()
+        for i in range(1, 4):
+            lsn += 1
+            key, value = t.record(
+                "c" if txn == 0 else "u", {"id": i, "name": f"t{txn}", "qty": i}, pg(lsn)
+            )
+            producer.produce(t.topic, key=key, value=value)
+        producer.commit_transaction(30)
+    reports = s.apply()
+    assert {r.reader for r in reports} == {"direct"}
+    assert sum(r.events for r in reports) == 9
+    assert s.rows(t) == [{"id": i, "name": "t2", "qty": i} for i in (1, 2, 3)]
+
+
+def test_records_removed_before_the_job_read_them(
+    scenario_base: Path, spark: Any, kafka: str
+) -> None:
+    """Records deleted from Kafka (retention; here DeleteRecords) between two batches fail the
+    batch, naming where, with kafka.fail.on.data.loss (the default), and the checkpoint does not
+    move past them; without it the job warns and applies what is left."""
+    t = items("lost")
+    s = Scenario(spark, kafka, scenario_base / "strict", t)
+    for i in range(1, 4):
+        s.send(t, "c", {"id": i, "name": "first", "qty": i}, pg(100 + i))
+    s.apply()
+    for i in range(1, 4):
+        s.send(t, "u", {"id": i, "name": "second", "qty": 10 * i}, pg(200 + i))
+    s.producer.flush(30)
+    admin = AdminClient({"bootstrap.servers": kafka})
+    (future,) = admin.delete_records([TopicPartition(t.topic, 0, 5)]).values()
+    future.result(30)
+    with pytest.raises(Exception, match=r"offsets 3\.\.4 are no longer in Kafka"):
+        s.apply()
+    assert s.rows(t) == [{"id": i, "name": "first", "qty": i} for i in (1, 2, 3)]
+    with pytest.raises(Exception, match="no longer in Kafka"):
+        s.apply()  # the restarted job meets the same loss: its checkpoint did not move
+
+    lenient = Scenario(
+        spark, kafka, scenario_base / "strict", t, kafka_fail_on_data_loss=False
+    )  # the same checkpoint and tables
+    reports = lenient.apply()
+    assert sum(r.events for r in reports) == 1
+    assert lenient.rows(t) == [
+        {"id": 1, "name": "first", "qty": 1},
+        {"id": 2, "name": "first", "qty": 2},
+        {"id": 3, "name": "second", "qty": 30},
+    ]
+
+
+@pytest.fixture
+def scenario_base(tmp_path: Path) -> Path:
+    return tmp_path
