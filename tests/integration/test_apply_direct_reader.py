@@ -138,6 +138,51 @@ def test_records_removed_before_the_job_read_them(
     ]
 
 
+def test_a_batch_that_crashed_after_its_writes_is_read_again_from_its_offsets(
+    scenario_base: Path, spark: Any, kafka: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash after batch 1 wrote its table, before Spark committed its offsets: the restarted
+    query runs batch 1 again, and the direct reader reads the same ranges again from the offset
+    log (not from where the crash happened, not from the end of the topic). The table then
+    holds every key's last change exactly, including deletes."""
+    t = items("crash")
+    two_partition_topic(kafka, t)
+    s = Scenario(spark, kafka, scenario_base, t, kafka_max_offsets_per_trigger=6)
+    lsn = 100
+    expected: dict[int, dict[str, Any] | None] = {}
+    for i in range(1, 19):
+        lsn += 1
+        key_id = (i - 1) % 9 + 1
+        if i > 9 and key_id % 3 == 0:
+            s.send(t, "d", {"id": key_id, "name": "", "qty": None}, pg(lsn), partition=key_id % 2)
+            expected[key_id] = None
+        else:
+            row = {"id": key_id, "name": f"v{i}", "qty": i}
+            s.send(t, "c" if i <= 9 else "u", row, pg(lsn), partition=key_id % 2)
+            expected[key_id] = row
+    real_apply = ApplyJob._apply
+    crashed: list[int] = []
+
+    def crash_after_batch_1_wrote(self: ApplyJob, parsed: Any, side: Any, *a: Any) -> None:
+        real_apply(self, parsed, side, *a)
+        if a[1].batch_id == 1 and not crashed:  # a[1]: the batch's report
+            crashed.append(1)
+            raise RuntimeError("crashed after the writes")
+
+    monkeypatch.setattr(ApplyJob, "_apply", crash_after_batch_1_wrote)
+    with pytest.raises(Exception, match="crashed after the writes"):
+        s.apply()
+    assert [r.batch_id for r in s.job.reports] == [0]  # batch 1 never reported
+    restarted = Scenario(spark, kafka, scenario_base, t, kafka_max_offsets_per_trigger=6)
+    reports = restarted.apply()
+    assert reports[0].batch_id == 1  # the crashed batch first, then the rest of the topic
+    assert {r.reader for r in reports} == {"direct"}
+    assert s.job.reports[0].events + sum(r.events for r in reports) == 18
+    assert restarted.rows(t) == sorted(
+        (row for row in expected.values() if row is not None), key=lambda r: str(r["id"])
+    )
+
+
 @pytest.fixture
 def scenario_base(tmp_path: Path) -> Path:
     return tmp_path
