@@ -73,16 +73,17 @@ class ApplyConfig:
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = 100_000
     fail_on_data_loss: bool = True
-    kafka_options: Mapping[str, str] = field(default_factory=dict)
+    #: secrets (SASL passwords, private keys) may be in these three: kept out of the repr
+    kafka_options: Mapping[str, str] = field(default_factory=dict, repr=False)
     kafka_reader: KafkaReader = "auto"
-    kafka_direct_options: Mapping[str, str] = field(default_factory=dict)
+    kafka_direct_options: Mapping[str, str] = field(default_factory=dict, repr=False)
     table_name: str = "{topic}"
     tables: Mapping[str, str] = field(default_factory=dict)
     trigger: str = "10 seconds"
     schemas: SchemasMode = "auto"
     input_format: InputFormat = "auto"
     registry_url: str | None = None
-    registry_basic_auth: str | None = None
+    registry_basic_auth: str | None = field(default=None, repr=False)
     schema_evolution: Policy = "evolve"
     on_error: OnError = "fail"
     quarantine_path: str | None = None

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cdc.apply.offset_log import EARLIEST
@@ -50,8 +50,9 @@ class DataLossError(RuntimeError):
 @dataclass(frozen=True)
 class DirectSettings:
     bootstrap_servers: str
-    #: librdkafka settings (already checked and translated by the config)
-    options: tuple[tuple[str, str], ...] = ()
+    #: librdkafka settings (already checked and translated by the config); kept out of the
+    #: repr, since they may hold the SASL password or a private key
+    options: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     fail_on_data_loss: bool = True
     #: how long a range may go without progress before the task fails
     stall_timeout_s: float = 120.0

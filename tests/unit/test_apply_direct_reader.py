@@ -136,3 +136,19 @@ def test_direct_consumers_read_uncommitted_by_default_as_spark_does() -> None:
     assert conf["enable.auto.commit"] is False and conf["auto.offset.reset"] == "error"
     conf = DirectSettings("k:9092", (("isolation.level", "read_committed"),)).consumer_config()
     assert conf["isolation.level"] == "read_committed"
+
+
+def test_the_direct_settings_do_not_show_their_secrets() -> None:
+    settings = DirectSettings("k:9092", (("sasl.password", "s3cret"),))
+    assert "s3cret" not in repr(settings) and "s3cret" not in str(settings)
+    assert settings.consumer_config()["sasl.password"] == "s3cret"
+    cfg = from_mapping(
+        {
+            **BASE,
+            "kafka.options": {"sasl.jaas.config": 'x.PlainLoginModule required password="s3cret";'},
+            "kafka.direct.options": {"sasl.password": "s3cret"},
+            "schema.registry.url": "http://r",
+            "schema.registry.basic.auth.user.info": "u:s3cret",
+        }
+    )
+    assert "s3cret" not in repr(cfg)
