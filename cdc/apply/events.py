@@ -133,6 +133,24 @@ class BadEvent:
 Parsed = Change | Skipped | BadEvent
 
 
+def _schema_head(raw: bytes, schema: Any) -> bytes | None:
+    """The bytes of ``raw`` before its top-level ``,"payload":``, when they are exactly
+    ``{"schema":<schema>`` (checked once per head: a ``,"payload":`` inside the schema's text
+    would otherwise cut a later record in the wrong place)."""
+    if not raw.startswith(_SCHEMA_HEAD):
+        return None
+    cut = raw.find(_PAYLOAD_SEP)
+    if cut <= 0:
+        return None
+    head = raw[:cut]
+    try:
+        if orjson.loads(head + b"}") != {"schema": schema}:
+            return None
+    except orjson.JSONDecodeError:
+        return None
+    return head
+
+
 def key_json(key: Mapping[str, Any] | None) -> str:
     return "" if key is None else orjson.dumps(key, option=orjson.OPT_SORT_KEYS).decode()
 
@@ -141,6 +159,9 @@ def key_json(key: Mapping[str, Any] | None) -> str:
 class Parser:
     settings: ParseSettings
     _shapes: dict[bytes, tuple[RowShape | None, RowShape | None]] = field(default_factory=dict)
+    #: a key's schema part (its bytes up to the payload) -> the key schema: like _shapes, so a
+    #: key's schema is parsed once, not with every record
+    _key_schemas: dict[bytes, dict[str, Any] | None] = field(default_factory=dict)
     _tables: dict[str, str] = field(default_factory=dict)
     _layouts: dict[str, str] = field(default_factory=dict)
 
@@ -335,12 +356,11 @@ class Parser:
             raise BadInput(f"value is not valid JSON: {exc}") from None
         if isinstance(doc, dict) and set(doc) == {"schema", "payload"} and mode != "false":
             shapes = self._shapes_of(doc["schema"])
-            if raw.startswith(_SCHEMA_HEAD):
-                cut = raw.find(_PAYLOAD_SEP)
-                if cut > 0:
-                    if len(self._shapes) >= _CACHE_LIMIT:
-                        self._shapes.clear()
-                    self._shapes[raw[:cut]] = shapes
+            schema_head = _schema_head(raw, doc["schema"])
+            if schema_head is not None:
+                if len(self._shapes) >= _CACHE_LIMIT:
+                    self._shapes.clear()
+                self._shapes[schema_head] = shapes
             return doc["payload"], shapes
         if mode == "true":
             raise BadInput("value has no {schema, payload} wrapper but schemas=true")
@@ -384,6 +404,16 @@ class Parser:
     def _key(self, raw: bytes | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
         if raw is None:
             raise BadInput("the Kafka key is null: the primary key of the row is unknown")
+        if raw.startswith(_SCHEMA_HEAD):
+            cut = raw.find(_PAYLOAD_SEP)
+            if cut > 0 and raw.endswith(b"}") and raw[:cut] in self._key_schemas:
+                try:
+                    payload = orjson.loads(raw[cut + len(_PAYLOAD_SEP) : -1])
+                except orjson.JSONDecodeError:
+                    payload = None  # not this shape after all: the full parse says why
+                if isinstance(payload, dict) and payload:
+                    known = self._key_schemas[raw[:cut]]
+                    return payload, known if isinstance(known, dict) else None
         try:
             doc = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -391,6 +421,11 @@ class Parser:
         schema = None
         if isinstance(doc, dict) and set(doc) == {"schema", "payload"}:
             schema, doc = doc["schema"], doc["payload"]
+            head = _schema_head(raw, schema)
+            if head is not None:
+                if len(self._key_schemas) >= _CACHE_LIMIT:
+                    self._key_schemas.clear()
+                self._key_schemas[head] = schema
         if not isinstance(doc, dict) or not doc:
             raise BadInput("key is not a JSON object with the primary key columns")
         return doc, schema if isinstance(schema, dict) else None

@@ -123,6 +123,13 @@ def test_schema_part_is_cached_and_only_the_payload_parsed_again() -> None:
     assert len(parser._shapes) == 1
     assert first.shape is second.shape
     assert second.row["name"] == "B"
+    # the key's schema part too: later keys parse their payload only, to the same key
+    assert len(parser._key_schemas) == 1
+    third = parse(t, "u", {**ROW, "id": 7}, pg(3), parser=parser)
+    assert isinstance(third, Change) and third.key == {"id": 7} and third.key_json == '{"id":7}'
+    assert Parser(ParseSettings())._key(t.key_bytes({"id": 7})) == parser._key(
+        t.key_bytes({"id": 7})
+    )
 
 
 def test_payload_key_inside_schema_parameters_does_not_confuse_the_cache() -> None:
@@ -135,6 +142,8 @@ def test_payload_key_inside_schema_parameters_does_not_confuse_the_cache() -> No
     for lsn in (1, 2):
         ch = parse(t, "c", {"id": lsn, "v": "ok"}, pg(lsn), parser=parser)
         assert isinstance(ch, Change) and ch.row == {"id": lsn, "v": "ok"}
+    # the schema part is not cut at the ',"payload":' inside it: no such head is kept
+    assert all(head.endswith(b"}") for head in parser._shapes)
 
 
 def test_schemaless_json_infers_types() -> None:
