@@ -69,6 +69,9 @@ class DirectSettings:
             "fetch.max.bytes": 64 << 20,
             "max.partition.fetch.bytes": 16 << 20,
             "queued.max.messages.kbytes": 256 << 10,
+            # what librdkafka fetches ahead, also past a range's end (thrown away when the
+            # range is done): two consume() calls' worth, not its default 100k records
+            "queued.min.messages": 2 * CHUNK,
             **dict(self.options),
         }
 
