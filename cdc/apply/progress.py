@@ -16,7 +16,9 @@ def progress_line(progress: Any) -> str:
 
     ``input_rows`` counts what Spark's Kafka source read: 0 when the workers read the batch
     themselves (``kafka.reader``), so ``input_offsets``, taken from the batch's start and end
-    offsets, is the figure that holds for both readers."""
+    offsets, is the figure that holds for both readers. It counts the partitions the progress
+    gives a start offset for: not a partition new in the batch, and nothing when Spark
+    reports no start at all (a query's first batch)."""
     behind = []
     covered = 0
     for src in progress.sources or []:
