@@ -21,7 +21,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -44,6 +44,7 @@ _PAYLOAD_SEP = b',"payload":'
 _SCHEMA_HEAD = b'{"schema":'
 _SANITIZE = re.compile(r"[^A-Za-z0-9_]")
 _CACHE_LIMIT = 512
+_T = TypeVar("_T")
 _NONE: frozenset[str] = frozenset()
 OLD_KEY_HEADER = "__debezium.oldkey"
 NEW_KEY_HEADER = "__debezium.newkey"
@@ -133,22 +134,43 @@ class BadEvent:
 Parsed = Change | Skipped | BadEvent
 
 
-def _schema_head(raw: bytes, schema: Any) -> bytes | None:
-    """The bytes of ``raw`` before its top-level ``,"payload":``, when they are exactly
-    ``{"schema":<schema>`` (checked once per head: a ``,"payload":`` inside the schema's text
-    would otherwise cut a later record in the wrong place)."""
-    if not raw.startswith(_SCHEMA_HEAD):
+def _after_known_head(raw: bytes, heads: Mapping[bytes, _T]) -> tuple[Any, _T] | None:
+    """A ``{"schema":..., "payload":...}`` record whose schema part is a head in ``heads``
+    (:func:`_remember_head`): its payload, parsed alone, and what ``heads`` keeps for it.
+    ``None``: not such a record, or its payload is not valid JSON (the caller's full parse
+    then says why)."""
+    if not raw.startswith(_SCHEMA_HEAD) or not raw.endswith(b"}"):
         return None
     cut = raw.find(_PAYLOAD_SEP)
     if cut <= 0:
         return None
+    kept = heads.get(raw[:cut])
+    if kept is None:
+        return None
+    try:
+        return orjson.loads(raw[cut + len(_PAYLOAD_SEP) : -1]), kept
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _remember_head(raw: bytes, schema: Any, heads: dict[bytes, _T], kept: _T) -> None:
+    """Keeps ``kept`` under ``raw``'s bytes before its first ``,"payload":``, when those are
+    exactly ``{"schema":<schema>`` (checked once per head: a ``,"payload":`` inside the
+    schema's text would otherwise be taken for the payload's start)."""
+    if not raw.startswith(_SCHEMA_HEAD):
+        return
+    cut = raw.find(_PAYLOAD_SEP)
+    if cut <= 0:
+        return
     head = raw[:cut]
     try:
         if orjson.loads(head + b"}") != {"schema": schema}:
-            return None
+            return
     except orjson.JSONDecodeError:
-        return None
-    return head
+        return
+    if len(heads) >= _CACHE_LIMIT:
+        heads.clear()
+    heads[head] = kept
 
 
 def key_json(key: Mapping[str, Any] | None) -> str:
@@ -161,7 +183,7 @@ class Parser:
     _shapes: dict[bytes, tuple[RowShape | None, RowShape | None]] = field(default_factory=dict)
     #: a key's schema part (its bytes up to the payload) -> the key schema: like _shapes, so a
     #: key's schema is parsed once, not with every record
-    _key_schemas: dict[bytes, dict[str, Any] | None] = field(default_factory=dict)
+    _key_schemas: dict[bytes, dict[str, Any]] = field(default_factory=dict)
     _tables: dict[str, str] = field(default_factory=dict)
     _layouts: dict[str, str] = field(default_factory=dict)
 
@@ -340,27 +362,17 @@ class Parser:
 
     def _value(self, raw: bytes) -> tuple[Any, tuple[RowShape | None, RowShape | None] | None]:
         mode = self.settings.schemas
-        if mode != "false" and raw.startswith(_SCHEMA_HEAD):
-            cut = raw.find(_PAYLOAD_SEP)
-            if cut > 0 and raw.endswith(b"}"):
-                head = raw[:cut]
-                shapes = self._shapes.get(head)
-                if shapes is not None:
-                    try:
-                        return orjson.loads(raw[cut + len(_PAYLOAD_SEP) : -1]), shapes
-                    except orjson.JSONDecodeError:
-                        pass  # the cut was not the top-level payload: parse the whole record
+        if mode != "false":
+            known = _after_known_head(raw, self._shapes)
+            if known is not None:
+                return known
         try:
             doc = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise BadInput(f"value is not valid JSON: {exc}") from None
         if isinstance(doc, dict) and set(doc) == {"schema", "payload"} and mode != "false":
             shapes = self._shapes_of(doc["schema"])
-            schema_head = _schema_head(raw, doc["schema"])
-            if schema_head is not None:
-                if len(self._shapes) >= _CACHE_LIMIT:
-                    self._shapes.clear()
-                self._shapes[schema_head] = shapes
+            _remember_head(raw, doc["schema"], self._shapes, shapes)
             return doc["payload"], shapes
         if mode == "true":
             raise BadInput("value has no {schema, payload} wrapper but schemas=true")
@@ -404,16 +416,9 @@ class Parser:
     def _key(self, raw: bytes | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
         if raw is None:
             raise BadInput("the Kafka key is null: the primary key of the row is unknown")
-        if raw.startswith(_SCHEMA_HEAD):
-            cut = raw.find(_PAYLOAD_SEP)
-            if cut > 0 and raw.endswith(b"}") and raw[:cut] in self._key_schemas:
-                try:
-                    payload = orjson.loads(raw[cut + len(_PAYLOAD_SEP) : -1])
-                except orjson.JSONDecodeError:
-                    payload = None  # not this shape after all: the full parse says why
-                if isinstance(payload, dict) and payload:
-                    known = self._key_schemas[raw[:cut]]
-                    return payload, known if isinstance(known, dict) else None
+        known = _after_known_head(raw, self._key_schemas)
+        if known is not None and isinstance(known[0], dict) and known[0]:
+            return known  # anything else: the full parse below says what is wrong
         try:
             doc = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -421,11 +426,8 @@ class Parser:
         schema = None
         if isinstance(doc, dict) and set(doc) == {"schema", "payload"}:
             schema, doc = doc["schema"], doc["payload"]
-            head = _schema_head(raw, schema)
-            if head is not None:
-                if len(self._key_schemas) >= _CACHE_LIMIT:
-                    self._key_schemas.clear()
-                self._key_schemas[head] = schema
+            if isinstance(schema, dict):
+                _remember_head(raw, schema, self._key_schemas, schema)
         if not isinstance(doc, dict) or not doc:
             raise BadInput("key is not a JSON object with the primary key columns")
         return doc, schema if isinstance(schema, dict) else None
