@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -189,3 +190,12 @@ def mongonx(stack: Stack) -> Iterator[str]:
     assert isinstance(svc, NxMongoService)
     for _ in _run(stack, "mongonx"):
         yield svc.uri
+
+
+@pytest.fixture(scope="session")
+def spark(kafka: str) -> Any:
+    """The one SparkSession of the run for the apply job's tests (local[2], the Kafka and Delta
+    jars resolved ahead of time): tests/integration/test_apply_acceptance.py:apply_spark."""
+    from tests.integration.test_apply_acceptance import apply_spark
+
+    return apply_spark(kafka)

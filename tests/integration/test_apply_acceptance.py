@@ -55,11 +55,6 @@ def apply_spark(kafka: str) -> Any:
     return get_session(cfg)
 
 
-@pytest.fixture(scope="session")
-def spark(kafka: str) -> Any:
-    return apply_spark(kafka)
-
-
 def job_config(kafka: str, base: Path, topics: list[str], **extra: Any) -> ApplyConfig:
     doc: dict[str, Any] = {
         "kafka.bootstrap.servers": kafka,

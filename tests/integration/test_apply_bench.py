@@ -7,14 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_apply_acceptance import apply_spark
-
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
-
-
-@pytest.fixture(scope="session")
-def spark(kafka: str) -> Any:
-    return apply_spark(kafka)
 
 
 def test_apply_bench_smoke(

@@ -23,16 +23,11 @@ from cdc.apply.job import ApplyJob
 from cdc.offsets.memory import MemoryOffsetStore
 from tests.integration.cassandra_harness import CassandraHarness, module_harness
 from tests.integration.conftest import CassandraInfo
-from tests.integration.test_apply_acceptance import apply_spark, job_config
+from tests.integration.test_apply_acceptance import job_config
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.cassandra]
 
 COLUMNS = ("id", "line", "item", "qty", "price", "at", "tags")
-
-
-@pytest.fixture(scope="session")
-def spark(kafka: str) -> Any:
-    return apply_spark(kafka)
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from bench.compare.common import BenchError, stop_process
 from cdc.apply.job import ApplyJob
 from tests.integration.conftest import PgInfo
 from tests.integration.pg_harness import PgHarness
-from tests.integration.test_apply_acceptance import apply_spark, job_config
+from tests.integration.test_apply_acceptance import job_config
 from tests.integration.test_apply_postgres import (
     COLUMNS,
     Writer,
@@ -38,11 +38,6 @@ from tests.integration.test_apply_postgres import (
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.postgres]
-
-
-@pytest.fixture(scope="session")
-def spark(kafka: str) -> Any:
-    return apply_spark(kafka)
 
 
 def debezium_properties(pg: PgInfo, kafka: str, db: str, prefix: str, workdir: Path) -> Any:

@@ -18,18 +18,12 @@ from cdc.apply.synthetic import pg
 from tests.integration.test_apply_acceptance import (
     PH,
     Scenario,
-    apply_spark,
     items,
     job_config,
     two_partition_topic,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
-
-
-@pytest.fixture(scope="session")
-def spark(kafka: str) -> Any:
-    return apply_spark(kafka)
 
 
 def table_rows(spark: Any, path: str) -> list[dict[str, Any]]:

@@ -12,14 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_apply_acceptance import apply_spark
-
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
-
-
-@pytest.fixture(scope="session")
-def spark(kafka: str) -> Any:
-    return apply_spark(kafka)
 
 
 def test_guard_drops_rows_a_recorded_delete_supersedes(spark: Any, tmp_path: Path) -> None:

@@ -29,18 +29,13 @@ from confluent_kafka import Producer
 from cdc.apply.config import load
 from cdc.apply.job import ApplyJob
 from cdc.apply.synthetic import SyntheticTable, pg
-from tests.integration.test_apply_acceptance import apply_spark, items
+from tests.integration.test_apply_acceptance import items
 from tests.integration.test_tls_kafka import tls_kafka
 from worker.dev import Stack
 from worker.dev.kafka import SASL_MECHANISM, SASL_PASSWORD, SASL_USER, KafkaService
 from worker.dev.tls import ensure_tls
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
-
-
-@pytest.fixture(scope="session")
-def spark(kafka: str) -> Any:
-    return apply_spark(kafka)
 
 
 def jaas(password: str) -> str:

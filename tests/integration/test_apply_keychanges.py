@@ -26,9 +26,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from cdc.apply.job import ApplyJob
 from tests.integration.pg_harness import PgHarness
 from tests.integration.test_apply_acceptance import job_config
-from tests.integration.test_apply_postgres import h, spark, wait_for_key
+from tests.integration.test_apply_postgres import h, wait_for_key
 
-__all__ = ["h", "spark"]  # the fixtures: one database per module, the session's SparkSession
+__all__ = ["h"]  # the fixture: one database per module (SparkSession: conftest.py)
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.postgres]
 

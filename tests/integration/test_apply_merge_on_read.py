@@ -24,18 +24,12 @@ from cdc.apply.synthetic import SyntheticTable, col, pg
 from tests.integration.test_apply_acceptance import (
     PH,
     Scenario,
-    apply_spark,
     items,
     job_yaml,
     two_partition_topic,
 )
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
-
-
-@pytest.fixture(scope="session")
-def spark(kafka: str) -> Any:
-    return apply_spark(kafka)
 
 
 def history(seed: int, batches: int, per_batch: int, keys: int) -> list[list[tuple[Any, ...]]]:

@@ -24,15 +24,10 @@ import pytest
 from cdc.apply.job import ApplyError, ApplyJob
 from cdc.offsets.memory import MemoryOffsetStore
 from cdc.testing.kafka_reader import read_topic
-from tests.integration.test_apply_acceptance import apply_spark, job_config
+from tests.integration.test_apply_acceptance import job_config
 from tests.integration.test_mongodb_connector import Client, config, new_db, run, topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.mongodb]
-
-
-@pytest.fixture(scope="session")
-def spark(kafka: str) -> Any:
-    return apply_spark(kafka)
 
 
 @pytest.fixture(scope="module")

@@ -25,14 +25,9 @@ from cdc.apply.job import ApplyJob
 from cdc.converters.registry_server import RegistryServer
 from tests.integration.conftest import PgInfo
 from tests.integration.pg_harness import PgHarness
-from tests.integration.test_apply_acceptance import apply_spark, job_config
+from tests.integration.test_apply_acceptance import job_config
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.postgres]
-
-
-@pytest.fixture(scope="session")
-def spark(kafka: str) -> Any:
-    return apply_spark(kafka)
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from cdc.verify.delta_target import DeltaTarget
 from connectors.postgres.verify import verify_side
 from tests.integration.conftest import PgInfo
 from tests.integration.pg_harness import PgHarness
-from tests.integration.test_apply_acceptance import apply_spark, job_config
+from tests.integration.test_apply_acceptance import job_config
 from tests.integration.test_apply_postgres import wait_for_key
 from tests.integration.test_verify_postgres import pg_harness, worker_yaml
 from worker.cli import main
@@ -39,11 +39,6 @@ ROWS = """INSERT INTO dv SELECT g, 'name ' || g || ' é', g * 1.25, g % 2 = 0,
     timestamptz '2024-01-01 10:00+02' + g * interval '1.000001 s', date '2024-01-01' + g,
     decode(md5(g::text), 'hex'), jsonb_build_object('g', g, 'a', 'x'), g / 7.0, g * 0.25
     FROM generate_series(1, 120) g"""
-
-
-@pytest.fixture(scope="session")
-def spark(kafka: str) -> Any:
-    return apply_spark(kafka)
 
 
 @pytest.fixture(scope="module")
