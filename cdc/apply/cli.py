@@ -6,8 +6,12 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from cdc.apply import config as cfgmod
+
+if TYPE_CHECKING:
+    from cdc.apply.job import ApplyJob
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,8 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(cfg: cfgmod.ApplyConfig, *, master: str | None = None, compact: bool = False) -> int:
     from cdc.apply.jars import JarsMissing
-    from cdc.apply.job import ApplyError, ApplyJob
-    from cdc.apply.progress import add_listener
+    from cdc.apply.job import ApplyJob
+    from cdc.apply.progress import add_listener, remove_listener
     from cdc.apply.session import get_session
 
     log = logging.getLogger("tidemark.apply")
@@ -93,8 +97,17 @@ def run(cfg: cfgmod.ApplyConfig, *, master: str | None = None, compact: bool = F
     except JarsMissing as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    add_listener(spark)
+    listener = add_listener(spark)
     job = ApplyJob(spark, cfg)
+    try:
+        return _run_job(job, compact, log)
+    finally:
+        remove_listener(spark, listener, job.query)
+
+
+def _run_job(job: ApplyJob, compact: bool, log: logging.Logger) -> int:
+    from cdc.apply.job import ApplyError
+
     if compact:
         for table, counts in sorted(job.compact_all().items()):
             log.info(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from cdc.apply.offset_log import parse_kafka_offsets
@@ -46,10 +47,18 @@ def _offsets_between(start: Any, end: Any) -> int:
 
 
 def add_listener(spark: Any) -> Any:
-    """Registers a listener logging every progress event; returns it (for removal)."""
+    """Registers a listener logging every progress event; returns it for :func:`remove_listener`."""
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
     class _Listener(StreamingQueryListener):  # type: ignore[misc,unused-ignore]
+        def __init__(self) -> None:
+            self.terminated: dict[str, threading.Event] = {}
+            self._lock = threading.Lock()
+
+        def ended(self, query_id: str) -> threading.Event:
+            with self._lock:
+                return self.terminated.setdefault(query_id, threading.Event())
+
         def onQueryStarted(self, event: Any) -> None:
             pass
 
@@ -65,7 +74,25 @@ def add_listener(spark: Any) -> Any:
         def onQueryTerminated(self, event: Any) -> None:
             if event.exception:
                 log.error("query %s terminated: %s", event.id, event.exception)
+            self.ended(str(event.id)).set()
 
     listener = _Listener()
     spark.streams.addListener(listener)
     return listener
+
+
+def remove_listener(spark: Any, listener: Any, query: Any, timeout: float = 10.0) -> None:
+    """Unregisters ``listener`` once it has seen ``query`` end (or after ``timeout`` s).
+
+    Why wait: Spark posts progress and termination events to Python listeners from its
+    listener bus, after the query itself has returned. A process that exits straight after an
+    ``available-now`` run closes the Python side while the last batch's progress is still on
+    its way: that line is lost, and Spark logs an ERROR with a py4j stack trace at every clean
+    exit. The bus delivers in order, so the termination event arriving means the progress
+    before it did."""
+    if query is not None:
+        listener.ended(str(query.id)).wait(timeout)
+    try:
+        spark.streams.removeListener(listener)
+    except Exception:  # the session may already be gone; nothing is left to deliver then
+        log.debug("cannot remove the progress listener", exc_info=True)
