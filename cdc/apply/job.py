@@ -325,8 +325,9 @@ class ApplyJob:
             ranges = batch_ranges(self._checkpoint_text, self.cfg.checkpoint, batch_id)
             if ranges is None:
                 log.warning(
-                    "batch %d: the offset log under %s does not give the batch's ranges in a "
-                    "known form; Spark's Kafka source reads this batch",
+                    "batch %d: the offset log under %s does not give ranges the direct reader "
+                    "can take (a form it does not know, or offsets that went back); Spark's "
+                    "Kafka source reads this batch",
                     batch_id,
                     self.cfg.checkpoint,
                 )

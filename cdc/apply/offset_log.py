@@ -11,7 +11,9 @@ and the batch is then read by Spark's Kafka source instead (never with guessed r
 
 A topic-partition in the end offsets without a start (a partition or topic that appeared since
 the last batch) starts at :data:`EARLIEST`, as in Spark's source, which reads new partitions
-from their earliest offset.
+from their earliest offset. A partition or topic gone since the last batch is not read: Spark's
+micro-batch planning has reported that as data loss (``kafka.fail.on.data.loss``) before the
+batch reaches the job (tests/integration/test_apply_direct_reader.py shows it).
 """
 
 from __future__ import annotations

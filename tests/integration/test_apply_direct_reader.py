@@ -5,6 +5,7 @@ removed from Kafka before the job read them (real Kafka, real Spark).
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -129,6 +130,57 @@ def test_records_removed_before_the_job_read_them(
         {"id": 1, "name": "first", "qty": 1},
         {"id": 2, "name": "first", "qty": 2},
         {"id": 3, "name": "second", "qty": 30},
+    ]
+
+
+def test_a_topic_gone_since_the_last_batch_is_data_loss(
+    scenario_base: Path, spark: Any, kafka: str
+) -> None:
+    """A topic of the job's pattern deleted between two batches. The direct reader reads only
+    the partitions of the batch's end offsets, so it relies on Spark's micro-batch planning to
+    report the lost one as data loss, as Spark's own reader would: with kafka.fail.on.data.loss
+    the batch fails and the checkpoint does not move; without it the other topic's records
+    are applied."""
+    tag = uuid.uuid4().hex[:8]
+    kept, gone = items(f"gone{tag}_a"), items(f"gone{tag}_b")
+    producer = Producer({"bootstrap.servers": kafka, "linger.ms": 0})
+
+    def send(t: Any, name: str, lsn: int) -> None:
+        key, value = t.record("c" if lsn < 200 else "u", {"id": 1, "name": name, "qty": 1}, pg(lsn))
+        producer.produce(t.topic, key=key, value=value)
+        assert producer.flush(30) == 0
+
+    def job(**extra: Any) -> ApplyJob:
+        pattern = rf"srv\.public\.gone{tag}_.*"
+        cfg = job_config(kafka, scenario_base, [], kafka_topic_pattern=pattern, **extra)
+        return ApplyJob(spark, cfg)
+
+    def name_of(t: Any) -> str:
+        return t.topic.replace(".", "_")
+
+    send(kept, "first", 101)
+    send(gone, "first", 102)
+    first = job()
+    first.run(timeout=180)
+    assert {r.reader for r in first.reports} == {"direct"}
+    admin = AdminClient({"bootstrap.servers": kafka})
+    admin.delete_topics([gone.topic])[gone.topic].result(30)
+    for _ in range(100):
+        if gone.topic not in admin.list_topics(timeout=10).topics:
+            break
+        time.sleep(0.1)
+    send(kept, "second", 201)
+
+    with pytest.raises(Exception, match="have been deleted"):
+        job().run(timeout=180)
+    location = first.cfg.table_location(name_of(kept))
+    assert [r["name"] for r in table_rows(spark, location)] == ["first"]
+
+    lenient = job(kafka_fail_on_data_loss=False)
+    lenient.run(timeout=180)
+    assert [r["name"] for r in table_rows(spark, location)] == ["second"]
+    assert [r["name"] for r in table_rows(spark, first.cfg.table_location(name_of(gone)))] == [
+        "first"
     ]
 
 
