@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc.apply.config import ApplyConfig, from_mapping
-from cdc.apply.job import ApplyJob
+from cdc.apply.job import ApplyJob, BatchReport
 from cdc.apply.synthetic import SyntheticTable, col, decimal_col, pg
 
 PH = "__debezium_unavailable_value"
@@ -339,13 +339,16 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
         apply_s, job = run_apply(spark, cfg)
         apply_cpu = tree_cpu_s() - cpu0
         compact_s = compact_cpu = 0.0
+        compact_phases: dict[str, int] = {}
         if cfg.merge_on_read:
             name = path.rstrip("/").rsplit("/", 1)[-1]
             viewed = job.read_table(name).count()  # the real-time view, before the compaction
             cpu0 = tree_cpu_s()
             started = time.monotonic()
-            job.compact_all()
+            compaction = BatchReport(-1)
+            job.compact_all(report=compaction)
             compact_s = time.monotonic() - started
+            compact_phases = dict(compaction.timings)
             compact_cpu = tree_cpu_s() - cpu0
         after = spark.read.format("delta").load(path).count()
         if not cfg.merge_on_read:
@@ -384,6 +387,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
         "viewed_rows": viewed,
         "compact_s": round(compact_s, 1),
         "compact_cpu_s": round(compact_cpu, 1),
+        "compact_phases_ms": compact_phases,
     }
     if cfg.merge_on_read:
         with_compaction = (args.events / (apply_s + compact_s)) / (appended / append_s)
@@ -412,6 +416,10 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
             f"{compact_s:.1f} s, {compact_cpu:.1f} CPU-s; ratio with it: "
             f"{result['ratio_with_compaction']} (wall), {result['cpu_ratio_with_compaction']} "
             f"(CPU); real-time view before it: {viewed:,} rows"
+        )
+        print(
+            "  compaction phases (ms): "
+            + " ".join(f"{k.split(':', 1)[0]}={v}" for k, v in compact_phases.items())
         )
     print(f"rows: {after:,} in the table, {expected:,} expected")
     if args.json:
