@@ -117,7 +117,8 @@ def tail(log: Path) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-40:])
 
 
-def rows_of(df: Any) -> list[dict[str, Any]]:
+def data_rows(df: Any) -> list[dict[str, Any]]:
+    """The rows' source columns, without the job's ``__`` meta columns, by key."""
     rows = [{k: v for k, v in r.asDict().items() if not k.startswith("__")} for r in df.collect()]
     return sorted(rows, key=lambda d: d["id"])
 
@@ -154,10 +155,10 @@ def test_the_table_reconciles_after_a_kill_mid_batch(
     job = ApplyJob(spark, cfg)
     name = t.topic.replace(".", "_")
     want = [expected[k] for k in sorted(expected)]
-    got = rows_of(job.read_table(name))
+    got = data_rows(job.read_table(name))
     assert len({r["id"] for r in got}) == len(got), context
     assert got == want, context
     if table_type == "merge-on-read":
         job.compact_all()
-        got = rows_of(spark.read.format("delta").load(cfg.table_location(name)))
+        got = data_rows(spark.read.format("delta").load(cfg.table_location(name)))
         assert got == want, context
