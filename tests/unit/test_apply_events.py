@@ -132,6 +132,40 @@ def test_schema_part_is_cached_and_only_the_payload_parsed_again() -> None:
     )
 
 
+def test_records_of_two_tables_interleaved_each_get_their_own_shape() -> None:
+    """The parser takes a record sharing the last matched schema part by a prefix comparison;
+    a record of another table, or another version of the table, must not be taken for it."""
+    a = table()
+    # as long as a's schema part (so a cut at a's length lands on b's payload), other types
+    b = SyntheticTable("customerz", [("id", col("int64", optional=False)), *a.columns[1:]], ["id"])
+    wider = SyntheticTable(a.table, [*a.columns, ("extra", col("string"))], ["id"])
+    parser = Parser(ParseSettings())
+    seen: list[Change] = []
+    for t, row in [
+        (a, ROW),
+        (b, ROW),
+        (b, ROW),
+        (a, ROW),
+        (wider, {**ROW, "extra": "x"}),
+        (a, ROW),
+    ]:
+        ch = parse(t, "c", row, pg(len(seen) + 1), parser=parser)
+        assert isinstance(ch, Change), ch
+        seen.append(ch)
+    assert [c.table.rsplit("_", 1)[-1] for c in seen] == ["customers", "customerz", "customerz"] + [
+        "customers"
+    ] * 3
+    assert seen[0].shape is seen[3].shape is seen[5].shape
+    assert seen[1].shape is seen[2].shape is not seen[0].shape
+    assert seen[1].shape.types["id"] != seen[0].shape.types["id"]
+    assert "extra" in seen[4].shape.columns and "extra" not in seen[5].shape.columns
+    assert len(parser._shapes) == 3
+    # the same schema part with a broken payload is bad input, not a cache hit
+    good = a.value_bytes("c", ROW, pg(9))
+    broken = parser.parse(a.topic, 0, 9, a.key_bytes(ROW), good[:-2] + b"}")
+    assert isinstance(broken, BadEvent) and "not valid JSON" in broken.error
+
+
 def test_payload_key_inside_schema_parameters_does_not_confuse_the_cache() -> None:
     t = SyntheticTable(
         "odd",
