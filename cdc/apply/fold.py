@@ -179,7 +179,7 @@ def _new_winner(state: Folded, change: Change) -> Folded:
     return Folded(change, fills, state.delete_horizon, state.count, state.images)
 
 
-@dataclass
+@dataclass(slots=True)
 class Resolved:
     """The row to merge for one key."""
 

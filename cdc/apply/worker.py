@@ -18,6 +18,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -32,7 +33,7 @@ from cdc.apply.events import (
     Skipped,
     descriptor_id,
 )
-from cdc.apply.fold import Folded, Image, fold, resolve
+from cdc.apply.fold import Folded, Image, Resolved, fold, resolve
 from cdc.apply.handover import encode_candidate, encode_image
 from cdc.apply.policy import Descriptor, Policy, TablePlan, TableState, check_descriptor
 from cdc.apply.sparktypes import merge_inferred
@@ -74,6 +75,27 @@ def _parser(settings: ParseSettings) -> Parser:
             _PARSERS.clear()
         parser = _PARSERS[settings] = Parser(settings)
     return parser
+
+
+#: output column -> the Change attribute it holds as is
+_CHANGE_COLUMNS = tuple(
+    (name, attrgetter(name))
+    for name in (
+        "topic",
+        "partition",
+        "offset",
+        "op",
+        "source_ts_ms",
+        "ts_ms",
+        "tx_id",
+        "snapshot",
+        "position",
+        "descriptor",
+    )
+)
+_POS = attrgetter("pos")
+_UNAVAILABLE = attrgetter("unavailable")
+_FILLS = attrgetter("fill_positions")
 
 
 @dataclass
@@ -210,7 +232,10 @@ class PartitionProcessor:
     # -- end of partition -----------------------------------------------------------------------
     def finish(self) -> None:
         tables: dict[str, dict[str, Any]] = {}
-        resolved = []
+        names: list[str] = []
+        keys: list[str] = []
+        results: list[Resolved] = []
+        changes: list[Change] = []
         images: list[tuple[str, Image, Change]] = []
         for (table, kj), state in self.states.items():
             res = resolve(state)
@@ -230,45 +255,41 @@ class PartitionProcessor:
                 per["deletes"] += 1
             if ch.patch is not None:
                 per["patches"] += 1
-            if res.refs or state.images:
-                per["handover"] += len(state.images) + (1 if res.refs else 0)
-            images.extend((table, image, ch) for image in state.images)
-            resolved.append((table, kj, res, ch))
-        # Column-wise: one list per output column (this runs once per changed key).
+            if state.images:
+                images.extend((table, image, ch) for image in state.images)
+                per["handover"] += len(state.images)
+            if res.refs:
+                per["handover"] += 1
+            names.append(table)
+            keys.append(kj)
+            results.append(res)
+            changes.append(ch)
+        # Column-wise: one list per output column (this runs once per changed key), each built
+        # by a map over the changes or results, which iterates in C.
         cols = self.out.data
-        n = len(resolved)
-        dumps = orjson.dumps
+        n = len(changes)
         cols["kind"].extend(["row"] * n)
-        cols["topic"].extend([ch.topic for _, _, _, ch in resolved])
-        cols["partition"].extend([ch.partition for _, _, _, ch in resolved])
-        cols["offset"].extend([ch.offset for _, _, _, ch in resolved])
-        cols["tbl"].extend([table for table, _, _, _ in resolved])
-        cols["key_json"].extend([kj for _, kj, _, _ in resolved])
-        cols["op"].extend([ch.op for _, _, _, ch in resolved])
-        cols["pos"].extend([list(ch.pos) for _, _, _, ch in resolved])
-        cols["source_ts_ms"].extend([ch.source_ts_ms for _, _, _, ch in resolved])
-        cols["ts_ms"].extend([ch.ts_ms for _, _, _, ch in resolved])
-        cols["tx_id"].extend([ch.tx_id for _, _, _, ch in resolved])
-        cols["snapshot"].extend([ch.snapshot for _, _, _, ch in resolved])
-        cols["position"].extend([ch.position for _, _, _, ch in resolved])
-        cols["row_json"].extend([dumps(res.row).decode() for _, _, res, _ in resolved])
-        cols["unavailable"].extend([list(res.unavailable) for _, _, res, _ in resolved])
+        for name, attr in _CHANGE_COLUMNS:
+            cols[name].extend(map(attr, changes))
+        cols["tbl"].extend(names)
+        cols["key_json"].extend(keys)
+        cols["pos"].extend(map(list, map(_POS, changes)))
+        cols["row_json"].extend([orjson.dumps(res.row).decode() for res in results])
+        cols["unavailable"].extend(map(list, map(_UNAVAILABLE, results)))
         cols["fills"].extend(
-            [
-                [(c, list(p)) for c, p in res.fill_positions.items()] or None
-                for _, _, res, _ in resolved
-            ]
+            [[(c, list(p)) for c, p in fp.items()] if fp else None for fp in map(_FILLS, results)]
         )
-        cols["descriptor"].extend([ch.descriptor for _, _, _, ch in resolved])
         cols["refs"].extend(
             [
                 orjson.dumps({c: encode_candidate(v) for c, v in res.refs.items()}).decode()
                 if res.refs
                 else None
-                for _, _, res, _ in resolved
+                for res in results
             ]
         )
-        cols["patch"].extend([documents.encode(ch.patch) for _, _, _, ch in resolved])
+        cols["patch"].extend(
+            [None if ch.patch is None else documents.encode(ch.patch) for ch in changes]
+        )
         for name in ("info", "raw_key", "raw_value"):
             cols[name].extend([None] * n)
         self.out.rows += n
