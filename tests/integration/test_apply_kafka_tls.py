@@ -124,15 +124,11 @@ def test_apply_job_reads_kafka_over_sasl_ssl_scram_then_mtls(
     # translated for librdkafka (SCRAM credentials from the JAAS line, the PEM CA file)
     assert {r.reader for r in job.reports} == {"direct"}
 
-    # Second run from the same checkpoint, through the mutual-TLS listener: CA, client key and
-    # certificate inline (no file to ship to executors), names written with the `kafka.`
-    # prefix as Spark's own documentation spells them.
-    produce(
-        svc,
-        t,
-        ("d", {"id": 1, "name": "one", "qty": 1}, 200),
-        ("c", {"id": 4, "name": "four", "qty": 4}, 210),
-    )
+    # Then from the same checkpoint, through the mutual-TLS listener: CA, client key and
+    # certificate inline (no file to ship to executors), names written with the `kafka.` prefix
+    # as Spark's own documentation spells them. Read first by Spark's Java client (kafka.reader:
+    # spark), then by the workers' librdkafka consumers (direct: the inline CA, key and chain
+    # translated to ssl.ca.pem, ssl.key.pem and ssl.certificate.pem).
     second = {
         "kafka.security.protocol": "SSL",
         "kafka.ssl.truststore.type": "PEM",
@@ -141,17 +137,27 @@ def test_apply_job_reads_kafka_over_sasl_ssl_scram_then_mtls(
         "kafka.ssl.keystore.key": svc.tls.client_key.read_text(),
         "kafka.ssl.keystore.certificate.chain": svc.tls.client_cert.read_text(),
     }
-    # Spark's own reader this time (kafka.reader: spark), the Java client taking the inline PEMs
-    yaml_path = job_yaml(tmp_path, svc.mtls_bootstrap, t.topic, second, "job2", reader="spark")
-    job = ApplyJob(spark, load(yaml_path))
-    job.run(timeout=120)
-    assert {r.reader for r in job.reports} == {"spark"}
-    assert rows(spark, table) == [
-        {"id": 2, "name": "two+", "qty": 20},
-        {"id": 3, "name": "three", "qty": 3},
-        {"id": 4, "name": "four", "qty": 4},
+    Event = tuple[str, dict[str, Any], int]
+    runs: list[tuple[str, list[Event], list[tuple[int, str | None, int]]]] = [
+        (
+            "spark",
+            [("d", {"id": 1, "name": "one", "qty": 1}, 200), ("c", {"id": 4, "qty": 4}, 210)],
+            [(2, "two+", 20), (3, "three", 3), (4, None, 4)],
+        ),
+        (
+            "direct",
+            [("u", {"id": 3, "name": "3+", "qty": 30}, 300), ("c", {"id": 5, "qty": 5}, 310)],
+            [(2, "two+", 20), (3, "3+", 30), (4, None, 4), (5, None, 5)],
+        ),
     ]
-    assert sum(r.events for r in job.reports) == 2  # resumed, nothing read twice
+    for reader, events, expected in runs:
+        produce(svc, t, *events)
+        path = job_yaml(tmp_path, svc.mtls_bootstrap, t.topic, second, reader, reader=reader)
+        job = ApplyJob(spark, load(path))
+        job.run(timeout=120)
+        assert {r.reader for r in job.reports} == {reader}
+        assert rows(spark, table) == [{"id": i, "name": n, "qty": q} for i, n, q in expected]
+        assert sum(r.events for r in job.reports) == 2  # resumed, nothing read twice
 
 
 @pytest.mark.parametrize(
