@@ -196,7 +196,7 @@ def test_key_changes_of_toasted_rows_across_lagging_partitions_replays_and_resta
             producer.produce(topic, value, key, partition=partition, headers=headers)
         assert producer.flush(60) == 0, "the copy was not acknowledged"
 
-    job_cfg = job_config(h.kafka, tmp_path, [topic], kafka_max_offsets_per_trigger=60)
+    job_cfg = job_config(h.kafka, tmp_path, [topic], kafka_max_offsets_per_trigger=120)
     path = job_cfg.table_location(topic)
     third = len(parts[0]) // 3
     stages = [
