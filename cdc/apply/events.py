@@ -279,7 +279,7 @@ class Parser:
         if layout is None:
             layout = self._layouts[connector] = rules.layout(connector)
         table = self._table_name(topic, source)
-        meta = _Meta.of(payload, source, snapshot)
+        source_ts, ts, tx = _meta(payload, source)
         position = native_position_text(source, connector)
         if op == "t":
             shape = RowShape((), {}, {}, {}, "truncate")
@@ -294,9 +294,9 @@ class Parser:
                 {},
                 _NONE,
                 pos,
-                meta.source_ts,
-                meta.ts,
-                meta.tx,
+                source_ts,
+                ts,
+                tx,
                 snapshot,
                 position,
                 shape,
@@ -369,9 +369,9 @@ class Parser:
             row,
             unavailable,
             pos,
-            meta.source_ts,
-            meta.ts,
-            meta.tx,
+            source_ts,
+            ts,
+            tx,
             snapshot,
             position,
             shape,
@@ -480,32 +480,26 @@ class Parser:
         return name
 
 
-@dataclass
-class _Meta:
-    source_ts: int | None
-    ts: int | None
-    tx: str | None
-    snapshot: bool
-
-    @classmethod
-    def of(cls, payload: Mapping[str, Any], source: Mapping[str, Any], snapshot: bool) -> _Meta:
-        tx: Any = None
-        block = payload.get("transaction")
-        if block is not None and isinstance(block, Mapping):
-            tx = block.get("id")
-        if tx is None:
-            get = source.get
-            for name in ("txId", "gtid", "commit_lsn"):
-                value = get(name)
-                if value is not None and value != "":
-                    tx = value
-                    break
-        return cls(
-            _opt_int(source.get("ts_ms")),
-            _opt_int(payload.get("ts_ms")),
-            None if tx is None else str(tx),
-            snapshot,
-        )
+def _meta(payload: Mapping[str, Any], source: Mapping[str, Any]) -> tuple[Any, Any, str | None]:
+    """The change's source time, envelope time and transaction id (a plain tuple: this runs
+    once per record)."""
+    tx: Any = None
+    block = payload.get("transaction")
+    if block is not None and isinstance(block, Mapping):
+        tx = block.get("id")
+    if tx is None:
+        get = source.get
+        for name in ("txId", "gtid", "commit_lsn"):
+            value = get(name)
+            if value is not None and value != "":
+                tx = value
+                break
+    source_ts, ts = source.get("ts_ms"), payload.get("ts_ms")
+    return (
+        source_ts if type(source_ts) is int else _opt_int(source_ts),
+        ts if type(ts) is int else _opt_int(ts),
+        None if tx is None else str(tx),
+    )
 
 
 def _key_change_headers(change: Change, headers: Headers) -> None:

@@ -44,6 +44,7 @@ arrays element by element exactly like Python compares tuples.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -204,7 +205,9 @@ def detect_connector(source: Mapping[str, Any]) -> str:
     raise OrderingError("source block has no connector name and no known position fields")
 
 
+@functools.lru_cache(maxsize=64)
 def _canonical_connector(name: str) -> str:
+    """Cached: called twice per record, with a handful of distinct names."""
     low = name.lower()
     if low in ("postgres", "postgresql"):
         return "postgresql"
