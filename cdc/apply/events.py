@@ -480,7 +480,9 @@ class Parser:
         return name
 
 
-def _meta(payload: Mapping[str, Any], source: Mapping[str, Any]) -> tuple[Any, Any, str | None]:
+def _meta(
+    payload: Mapping[str, Any], source: Mapping[str, Any]
+) -> tuple[int | None, int | None, str | None]:
     """The change's source time, envelope time and transaction id (a plain tuple: this runs
     once per record)."""
     tx: Any = None
@@ -529,8 +531,6 @@ def _key_change_headers(change: Change, headers: Headers) -> None:
 
 
 def _opt_int(value: Any) -> int | None:
-    if type(value) is int:
-        return value
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, float):
