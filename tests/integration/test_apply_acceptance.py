@@ -130,6 +130,12 @@ def items(name: str = "items", **kw: Any) -> SyntheticTable:
     )
 
 
+def data_rows(df: Any) -> list[dict[str, Any]]:
+    """A table's rows by key, source columns only (without the job's ``__`` meta columns)."""
+    rows = [{k: v for k, v in r.asDict().items() if not k.startswith("__")} for r in df.collect()]
+    return sorted(rows, key=lambda d: d["id"])
+
+
 @pytest.fixture
 def scenario(spark: Any, kafka: str, tmp_path: Path) -> Iterator[Any]:
     made: list[Scenario] = []

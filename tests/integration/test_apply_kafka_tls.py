@@ -29,7 +29,7 @@ from confluent_kafka import Producer
 from cdc.apply.config import load
 from cdc.apply.job import ApplyJob
 from cdc.apply.synthetic import SyntheticTable, pg
-from tests.integration.test_apply_acceptance import items
+from tests.integration.test_apply_acceptance import data_rows, items
 from tests.integration.test_tls_kafka import tls_kafka
 from worker.dev import Stack
 from worker.dev.kafka import SASL_MECHANISM, SASL_PASSWORD, SASL_USER, KafkaService
@@ -79,16 +79,6 @@ def produce(svc: KafkaService, t: SyntheticTable, *events: tuple[str, dict[str, 
     assert producer.flush(30) == 0, "records not acknowledged by the SASL_SSL listener"
 
 
-def rows(spark: Any, path: str) -> list[dict[str, Any]]:
-    return sorted(
-        (
-            {k: v for k, v in r.asDict().items() if not k.startswith("__")}
-            for r in spark.read.format("delta").load(path).collect()
-        ),
-        key=lambda d: d["id"],
-    )
-
-
 def test_apply_job_reads_kafka_over_sasl_ssl_scram_then_mtls(
     stack: Stack, spark: Any, tmp_path: Path
 ) -> None:
@@ -114,7 +104,7 @@ def test_apply_job_reads_kafka_over_sasl_ssl_scram_then_mtls(
     job = ApplyJob(spark, load(job_yaml(tmp_path, svc.sasl_ssl_bootstrap, t.topic, first)))
     job.run(timeout=120)
     table = job.cfg.table_location(t.topic.replace(".", "_"))
-    assert rows(spark, table) == [
+    assert data_rows(spark.read.format("delta").load(table)) == [
         {"id": 1, "name": "one", "qty": 1},
         {"id": 2, "name": "two+", "qty": 20},
         {"id": 3, "name": "three", "qty": 3},
@@ -156,7 +146,9 @@ def test_apply_job_reads_kafka_over_sasl_ssl_scram_then_mtls(
         job = ApplyJob(spark, load(path))
         job.run(timeout=120)
         assert {r.reader for r in job.reports} == {reader}
-        assert rows(spark, table) == [{"id": i, "name": n, "qty": q} for i, n, q in expected]
+        assert data_rows(spark.read.format("delta").load(table)) == [
+            {"id": i, "name": n, "qty": q} for i, n, q in expected
+        ]
         assert sum(r.events for r in job.reports) == 2  # resumed, nothing read twice
 
 

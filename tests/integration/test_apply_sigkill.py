@@ -31,7 +31,12 @@ from confluent_kafka import Producer
 from cdc.apply import config as cfgmod
 from cdc.apply.job import ApplyJob
 from cdc.apply.synthetic import SyntheticTable, pg
-from tests.integration.test_apply_acceptance import items, job_yaml, two_partition_topic
+from tests.integration.test_apply_acceptance import (
+    data_rows,
+    items,
+    job_yaml,
+    two_partition_topic,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
 
@@ -115,12 +120,6 @@ def kill_mid_batch(
 
 def tail(log: Path) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-40:])
-
-
-def data_rows(df: Any) -> list[dict[str, Any]]:
-    """The rows' source columns, without the job's ``__`` meta columns, by key."""
-    rows = [{k: v for k, v in r.asDict().items() if not k.startswith("__")} for r in df.collect()]
-    return sorted(rows, key=lambda d: d["id"])
 
 
 @pytest.mark.parametrize("table_type", ["copy-on-write", "merge-on-read"])
