@@ -208,6 +208,9 @@ class Engine:
                 # a source thread that did not stop may be in a direct send (Kafka down)
                 self._commit(lock_timeout=timeout)
         finally:
+            if self._source_thread is None or not self._source_thread.is_alive():
+                # a source thread that outlived its join may still call the producer
+                self.sink.release()
             post = self.dispatcher.post_processor
             for closeable in (self.key_converter, self.value_converter, self.transforms, post):
                 close = getattr(closeable, "close", None)
