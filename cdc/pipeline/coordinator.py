@@ -441,10 +441,14 @@ def _frozen_heap() -> Iterator[None]:
     engine snapshots or streams, and collections run less often (``BUSY_THRESHOLDS``); when
     the last one stops both are handed back (``gc.unfreeze``, the thresholds it found), so
     cyclic garbage among those objects is still collected then. Reference-counted freeing
-    is unaffected either way."""
+    is unaffected either way. Freezing moves garbage too, so each entry collects first (~25
+    ms once per snapshot or streaming start): a task restarted while another engine streams
+    would otherwise leave its predecessor's cycles frozen for as long as the worker is
+    busy."""
     global _freeze_users, _saved_thresholds
     with _freeze_lock:
         _freeze_users += 1
+        gc.collect()
         gc.freeze()
         if _freeze_users == 1:
             _saved_thresholds = gc.get_threshold()

@@ -5,6 +5,7 @@ when the last one stops, and a higher threshold of the process's own never lower
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -45,3 +46,27 @@ def test_the_settings_come_back_when_the_engine_fails() -> None:
         raise RuntimeError("source failed")
     assert gc.get_threshold() == (700, 10, 10)
     assert gc.get_freeze_count() == 0
+
+
+class _Engine:
+    """Stands for a stopped engine's objects: they refer to each other (callbacks, threads),
+    so only the collector can free them."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_garbage_of_a_stopped_engine_is_collected_before_the_heap_is_frozen() -> None:
+    """Freezing moves every tracked object out of the collector's view, garbage included: a
+    task restarted while another engine streams would otherwise keep its predecessor's cycles
+    (and what they hold) for as long as the worker is busy."""
+    gc.disable()  # no collection may happen by chance between the drop and the freeze
+    try:
+        with coordinator._frozen_heap():  # another engine is busy
+            stopped = _Engine()
+            gone = weakref.ref(stopped)
+            del stopped
+            with coordinator._frozen_heap():  # the restarted task starts streaming
+                assert gone() is None
+    finally:
+        gc.enable()
