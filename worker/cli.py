@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -248,7 +249,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(apply_main(argv[1:]))
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # a reader gone shows here, where it is handled, not at exit
+        return code
     except StackError as exc:
         print(f"\ntidemark: {exc}", file=sys.stderr)
         return 1
@@ -257,6 +260,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `tidemark dev env | head -3`, `tidemark status | grep -m1 ...`: the reader has
+        # what it wanted. Python would print a traceback, and another one at exit while
+        # flushing stdout, so stdout goes to /dev/null first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # a shell's status for SIGPIPE, what `yes | head` reports
 
 
 if __name__ == "__main__":
