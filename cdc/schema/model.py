@@ -149,6 +149,22 @@ def map_of(key: Schema, value: Schema, *, optional: bool = False) -> Schema:
     return Schema(Type.MAP, optional, key_schema=key, value_schema=value)
 
 
+#: Each type's zero value: what Debezium puts in a required field that has no value, and what
+#: Kafka's MaskField masks with. The list and map are shared: copy before changing them.
+ZERO_VALUES: dict[Type, Any] = {
+    Type.INT8: 0,
+    Type.INT16: 0,
+    Type.INT32: 0,
+    Type.INT64: 0,
+    Type.FLOAT32: 0.0,
+    Type.FLOAT64: 0.0,
+    Type.BOOLEAN: False,
+    Type.STRING: "",
+    Type.BYTES: b"",
+    Type.ARRAY: [],
+    Type.MAP: {},
+}
+
 # Plain schemas used everywhere.
 INT8 = primitive(Type.INT8)
 INT16 = primitive(Type.INT16)

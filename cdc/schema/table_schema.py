@@ -14,7 +14,7 @@ from typing import Any
 from cdc import compiled
 from cdc.column_mappers import ColumnMappers, KeyColumns
 from cdc.filters import ColumnFilter, column_matches, compile_patterns
-from cdc.schema.model import STRING, Schema, Type, struct
+from cdc.schema.model import STRING, ZERO_VALUES, Schema, Type, struct
 from cdc.spi import Column, Table, TableId, ValueConverter, ValueConverterProvider
 from cdc.spi.events import UNAVAILABLE
 from cdc.topics import TopicNamer, sanitize_field_name
@@ -61,21 +61,6 @@ def _placeholder_for(schema: Schema, text: str) -> Any:
     return None
 
 
-_FALLBACKS: dict[Type, Any] = {
-    Type.INT8: 0,
-    Type.INT16: 0,
-    Type.INT32: 0,
-    Type.INT64: 0,
-    Type.FLOAT32: 0.0,
-    Type.FLOAT64: 0.0,
-    Type.BOOLEAN: False,
-    Type.STRING: "",
-    Type.BYTES: b"",
-    Type.ARRAY: [],
-    Type.MAP: {},
-}
-
-
 def _fallback(schema: Schema) -> Any:
     """What a NULL becomes in a required field: the schema default, else the type's zero
     value (Debezium's rule; it happens for key-only ``before`` images of NOT NULL columns)."""
@@ -89,7 +74,7 @@ def _fallback(schema: Schema) -> Any:
         return {
             f.name: _fallback(f.schema) if not f.schema.optional else None for f in schema.fields
         }
-    return _FALLBACKS.get(schema.type)
+    return ZERO_VALUES.get(schema.type)
 
 
 _rowfn_c = compiled.load("cdc.schema._rowfn_c")

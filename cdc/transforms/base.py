@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from cdc.record import SourceRecord
-from cdc.schema.model import Schema
+from cdc.schema.model import Schema, struct
 
 LOG = logging.getLogger("tidemark.transforms")
 
@@ -239,6 +239,18 @@ def header_bytes(value: Any) -> bytes:
     return str(value).encode()
 
 
+def copy_basics(schema: Schema, fields: list[tuple[str, Schema]]) -> Schema:
+    """A struct with ``fields`` and the name, version, doc and parameters of ``schema``;
+    required, as Connect's ``copySchemaBasics`` leaves the builder."""
+    return struct(
+        fields,
+        name=schema.name,
+        version=schema.version,
+        doc=schema.doc,
+        parameters=schema.parameters,
+    )
+
+
 V = TypeVar("V")
 
 
@@ -339,6 +351,15 @@ def register_transformation(target: str, *names: str) -> None:
         _TRANSFORMS[name] = target
 
 
+def class_names() -> tuple[list[str], list[str]]:
+    """The Java class names transformations and predicates are known by (for the REST API's
+    plugin list), without the snake_case aliases."""
+    return (
+        sorted(n for n in _TRANSFORMS if "." in n),
+        sorted(n for n in _PREDICATES if "." in n),
+    )
+
+
 def register_predicate(target: str, *names: str) -> None:
     for name in names:
         _PREDICATES[name] = target
@@ -371,6 +392,30 @@ register_transformation(
     "event_router",
     "outbox_event_router",
 )
+_KAFKA_TRANSFORMS = "org.apache.kafka.connect.transforms."
+register_transformation("cdc.transforms.filter:DropRecord", _KAFKA_TRANSFORMS + "Filter")
+# Kafka's key/value pairs: Java's nested class names, and snake_case aliases (``insert_field``
+# for the value side, ``insert_field_key`` for the key side).
+for _module, _java, _alias, _sides in (
+    ("fields", "InsertField", "insert_field", True),
+    ("fields", "ReplaceField", "replace_field", True),
+    ("fields", "MaskField", "mask_field", True),
+    ("fields", "ExtractField", "extract_field", True),
+    ("fields", "HoistField", "hoist_field", True),
+    ("fields", "ValueToKey", "value_to_key", False),
+    ("reshape", "Flatten", "flatten", True),
+    ("reshape", "Cast", "cast", True),
+    ("reshape", "SetSchemaMetadata", "set_schema_metadata", True),
+    ("headers", "HeaderFrom", "header_from", True),
+    ("headers", "InsertHeader", "insert_header", False),
+    ("headers", "DropHeaders", "drop_headers", False),
+):
+    _target = f"cdc.transforms.{_module}:{_java}"
+    if _sides:
+        register_transformation(_target, f"{_KAFKA_TRANSFORMS}{_java}$Value", _alias)
+        register_transformation(_target + "Key", f"{_KAFKA_TRANSFORMS}{_java}$Key", _alias + "_key")
+    else:
+        register_transformation(_target, _KAFKA_TRANSFORMS + _java, _alias)
 _KAFKA_PREDICATES = "org.apache.kafka.connect.transforms.predicates."
 register_predicate(
     "cdc.transforms.predicates:TopicNameMatches",

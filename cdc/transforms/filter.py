@@ -140,3 +140,14 @@ class Filter(Transformation):
                 f"{result!r} on {record.topic}; it must return True or False"
             )
         return result
+
+
+class DropRecord(Transformation):
+    """Kafka Connect's ``org.apache.kafka.connect.transforms.Filter``: drops every record it
+    sees, so it is used with a predicate (``predicate=isTombstone``, ``negate=true``...)."""
+
+    def configure(self, config: Mapping[str, str]) -> None:
+        PluginConfig(config).check()
+
+    def apply(self, record: SourceRecord) -> SourceRecord | None:
+        return None

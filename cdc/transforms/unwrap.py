@@ -19,12 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc.record import SourceRecord
-from cdc.schema.model import OPTIONAL_STRING, Schema, struct
+from cdc.schema.model import OPTIONAL_STRING, Schema
 from cdc.transforms.base import (
     PluginConfig,
     SchemaCache,
     Transformation,
     TransformError,
+    copy_basics,
     header_bytes,
     is_envelope,
 )
@@ -266,13 +267,7 @@ class ExtractNewRecordState(Transformation):
         if self._delete_mode == "rewrite":
             columns.append((DELETED_FIELD, OPTIONAL_STRING))
         try:
-            return struct(
-                columns,
-                name=row.name,
-                version=row.version,
-                doc=row.doc,
-                parameters=row.parameters,
-            )
+            return copy_basics(row, columns)
         except ValueError as exc:
             raise TransformError(f"cannot unwrap {envelope.name}: {exc}") from exc
 

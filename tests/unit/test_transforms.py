@@ -806,7 +806,7 @@ def test_config_errors_name_every_full_key_at_once() -> None:
                 "transforms.unwrap.drop.tombstones": "maybe",
                 "transforms.route.type": "route",
                 "transforms.route.regex": "([a-z]+",
-                "transforms.mystery.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+                "transforms.mystery.type": "com.example.smt.Mystery",
                 "transforms.filter.type": "filter",
                 "transforms.filter.language": "python",
                 "transforms.filter.negate": "true",
