@@ -33,9 +33,11 @@ from typing import Any
 import orjson
 
 from cdc.config import ConfigDef, is_secret_key
+from cdc.converters.base import AVRO_CONVERTER_CLASS, JSON_CONVERTER_CLASS
 from cdc.errors import ConfigError
 from cdc.metrics import TaskMetrics
 from cdc.offsets.store import OffsetStore
+from cdc.transforms.base import class_names as transform_class_names
 from worker import redaction
 from worker.config import ConnectorEntry, WorkerSettings
 from worker.registry import (
@@ -48,6 +50,7 @@ from worker.registry import (
     config_infos,
     mask_config,
     normalise_config,
+    tidemark_version,
 )
 from worker.task import TaskRunner
 from worker.worker import EngineFactory, Worker
@@ -664,8 +667,21 @@ class Herder:
         return {"message": "The offsets for this connector have been reset successfully"}
 
     # -- plugins ------------------------------------------------------------------------------
-    def plugins(self) -> list[dict[str, Any]]:
-        return [p.info() for p in self.registry.plugins()]
+    def plugins(self, connectors_only: bool = True) -> list[dict[str, Any]]:
+        """Kafka Connect's plugin list; with ``connectors_only`` false also the converters,
+        transformations and predicates a connector config may name."""
+        out = [p.info() for p in self.registry.plugins()]
+        if connectors_only:
+            return out
+        version = tidemark_version()
+        transforms, predicates = transform_class_names()
+        for kind, names in (
+            ("converter", [JSON_CONVERTER_CLASS, AVRO_CONVERTER_CLASS]),
+            ("transformation", transforms),
+            ("predicate", predicates),
+        ):
+            out += [{"class": name, "type": kind, "version": version} for name in names]
+        return out
 
     def _plugin(self, name: str) -> ConnectorPlugin:
         try:

@@ -166,6 +166,17 @@ def test_plugins_and_validation(app: App) -> None:
     classes = {p["class"] for p in plugins}
     assert "io.debezium.connector.postgresql.PostgresConnector" in classes
     assert all(p["type"] == "source" and p["version"] for p in plugins)
+    everything = call(app, "GET", "/connector-plugins?connectorsOnly=false").body
+    by_type: dict[str, set[str]] = {}
+    for p in everything:
+        by_type.setdefault(p["type"], set()).add(p["class"])
+    assert by_type["source"] == classes
+    assert "org.apache.kafka.connect.transforms.InsertField$Value" in by_type["transformation"]
+    assert "io.debezium.transforms.ExtractNewRecordState" in by_type["transformation"]
+    tombstone = "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone"
+    assert tombstone in by_type["predicate"]
+    assert "org.apache.kafka.connect.json.JsonConverter" in by_type["converter"]
+    assert call(app, "GET", "/connector-plugins?connectorsOnly=maybe").status == 400
     defs = call(app, "GET", "/connector-plugins/PostgresConnector/config").body
     assert any(d["name"] == "database.hostname" and d["required"] for d in defs)
     assert call(app, "GET", "/connector-plugins/nope/config").status == 404

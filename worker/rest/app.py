@@ -600,7 +600,10 @@ class App:
 
     # -- plugins ------------------------------------------------------------------------------
     def plugins(self, req: Request, p: dict[str, str]) -> Response:
-        return Response(200, self.herder.plugins())
+        only = (req.query.get("connectorsOnly") or ["true"])[-1].strip().lower()
+        if only not in ("true", "false"):
+            raise BadRequest(f"connectorsOnly must be true or false, got {only!r}")
+        return Response(200, self.herder.plugins(connectors_only=only == "true"))
 
     def plugin_config(self, req: Request, p: dict[str, str]) -> Response:
         return Response(200, self.herder.plugin_config(p["plugin"]))
