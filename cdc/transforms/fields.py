@@ -243,11 +243,13 @@ class MaskField(KeyOrValue):
         if isinstance(value, bool):
             return repl.strip().lower() == "true" if repl is not None else False
         try:
+            # Java reads the replacement as a number first: "0.00" masks an int as 0, "1.5"
+            # as 1 (truncated toward zero), "1e2" as 100
             if isinstance(value, int):
-                return int(repl) if repl is not None else 0
+                return int(Decimal(repl)) if repl is not None else 0
             if isinstance(value, float):
-                return float(repl) if repl is not None else 0.0
-        except ValueError as exc:
+                return float(Decimal(repl)) if repl is not None else 0.0
+        except (ArithmeticError, ValueError) as exc:
             raise TransformError(
                 f"Unable to convert {repl!r} ({type(value).__name__}) for field {name!r}"
             ) from exc

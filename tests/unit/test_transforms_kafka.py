@@ -122,6 +122,11 @@ def test_mask_field_zeroes_by_type_or_uses_the_replacement() -> None:
                   "transforms.m.fields": "name,id",
                   "transforms.m.replacement": "42"}, record)  # fmt: skip
     assert masked is not None and masked.value["name"] == "42" and masked.value["id"] == 42
+    for replacement, number in (("0.00", 0), ("1.5", 1), ("-2.9", -2), ("1e2", 100)):
+        config = {"transforms": "m", "transforms.m.type": KAFKA + "MaskField$Value",
+                  "transforms.m.fields": "id", "transforms.m.replacement": replacement}  # fmt: skip
+        out = run(config, record)
+        assert out is not None and out.value["id"] == number, replacement
     with pytest.raises(TransformError, match=r"Unable to convert 'abc' .* field 'id'"):
         run({"transforms": "m", "transforms.m.type": KAFKA + "MaskField$Value",
              "transforms.m.fields": "id", "transforms.m.replacement": "abc"}, record)  # fmt: skip
