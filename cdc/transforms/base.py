@@ -406,6 +406,7 @@ for _module, _java, _alias, _sides in (
     ("reshape", "Flatten", "flatten", True),
     ("reshape", "Cast", "cast", True),
     ("reshape", "SetSchemaMetadata", "set_schema_metadata", True),
+    ("timestamps", "TimestampConverter", "timestamp_converter", True),
     ("headers", "HeaderFrom", "header_from", True),
     ("headers", "InsertHeader", "insert_header", False),
     ("headers", "DropHeaders", "drop_headers", False),

@@ -77,7 +77,7 @@ CHAIN: dict[str, str] = {
     "predicates.onC.pattern": r".*\.smt_c",
     "predicates.tomb.type": "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
     "transforms": "dropTombstones,unwrapA,replaceA,insertA,maskA,rekeyA,extractKeyA,"
-    "flattenB,hoistKeyB,metaB,unwrapC,castC,headerC,tierC,headerFromC,dropHeaderC",
+    "flattenB,hoistKeyB,metaB,unwrapC,castC,atC,dayC,headerC,tierC,headerFromC,dropHeaderC",
     "transforms.dropTombstones.type": "org.apache.kafka.connect.transforms.Filter",
     "transforms.dropTombstones.predicate": "tomb",
     "transforms.unwrapA.type": "io.debezium.transforms.ExtractNewRecordState",
@@ -123,7 +123,19 @@ CHAIN: dict[str, str] = {
     "transforms.unwrapC.delete.tombstone.handling.mode": "drop",
     "transforms.castC.type": "org.apache.kafka.connect.transforms.Cast$Value",
     "transforms.castC.predicate": "onC",
-    "transforms.castC.spec": "id:string,amount:int32",
+    "transforms.castC.spec": "id:string,amount:int32,ratio:string",
+    # Debezium writes a timestamp column as io.debezium.time.MicroTimestamp (int64 micros)
+    "transforms.atC.type": "org.apache.kafka.connect.transforms.TimestampConverter$Value",
+    "transforms.atC.predicate": "onC",
+    "transforms.atC.field": "at",
+    "transforms.atC.target.type": "string",
+    "transforms.atC.format": "yyyy-MM-dd'T'HH:mm:ss.SSS EEE",
+    "transforms.atC.unix.precision": "microseconds",
+    "transforms.dayC.type": "org.apache.kafka.connect.transforms.TimestampConverter$Value",
+    "transforms.dayC.predicate": "onC",
+    "transforms.dayC.field": "day",
+    "transforms.dayC.target.type": "Timestamp",
+    "transforms.dayC.unix.precision": "microseconds",
     "transforms.headerC.type": "org.apache.kafka.connect.transforms.InsertHeader",
     "transforms.headerC.predicate": "onC",
     "transforms.headerC.header": "team",
@@ -145,7 +157,8 @@ CHAIN: dict[str, str] = {
 TABLES: dict[str, str] = {
     "smt_a": "id int PRIMARY KEY, name text, email text, secret text, qty int, price numeric(10,2)",
     "smt_b": "id int PRIMARY KEY, code text, n bigint, flag boolean",
-    "smt_c": "id int PRIMARY KEY, label text, amount double precision",
+    "smt_c": "id int PRIMARY KEY, label text, amount double precision, at timestamp, "
+    "day timestamp, ratio double precision",
 }
 
 SNAPSHOT_ROWS = 9  # three per table, inserted before the connectors start
@@ -156,7 +169,10 @@ BEFORE_START = [
     "(3, 'carol', 'carol@example.com', 's3', 1, 99.99)",
     "INSERT INTO smt_b VALUES (1, 'x1', 100, true), (2, 'x2', -5, false), "
     "(3, 'x3', 9000000000, NULL)",
-    "INSERT INTO smt_c VALUES (1, 'one', 1.5), (2, 'two', 2.75), (3, 'three', -3.9)",
+    "INSERT INTO smt_c VALUES "
+    "(1, 'one', 1.5, '2024-01-05 10:20:30.123456', '2024-01-05', 1e10), "
+    "(2, 'two', 2.75, '1969-12-31 23:59:59.9995', '1960-02-29 12:00', 0.0001), "
+    "(3, 'three', -3.9, NULL, NULL, 2.5)",
 ]
 
 #: the streamed changes, one transaction per inner list
@@ -169,7 +185,11 @@ CHANGES: list[list[str]] = [
     ["UPDATE smt_b SET code = NULL WHERE id = 1"],
     ["UPDATE smt_b SET n = n + 1, flag = true WHERE id = 2"],
     ["DELETE FROM smt_b WHERE id = 3"],
-    ["INSERT INTO smt_c VALUES (4, 'four', 4.4)"],
+    [
+        "INSERT INTO smt_c VALUES "
+        "(4, 'four', 4.4, '2000-02-29 00:00:00.5', '2000-02-29 23:59:59', -123456789.0)"
+    ],
+    ["UPDATE smt_c SET at = NULL, ratio = 100.0 WHERE id = 4"],
     ["UPDATE smt_c SET amount = NULL WHERE id = 1"],
     ["UPDATE smt_c SET label = 'deux', amount = 22.5 WHERE id = 2"],
     ["DELETE FROM smt_c WHERE id = 3"],

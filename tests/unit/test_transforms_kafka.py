@@ -261,3 +261,58 @@ def test_schemaless_values_are_handled_as_maps() -> None:
     assert out is not None and out.value == {"ab": 1, "c": "2.0"}
     assert STRING.type is Type.STRING  # the schemaless path never invents a schema
     assert out.value_schema is None
+
+
+def _micros_row(micros: int | None) -> SourceRecord:
+    row = struct([("id", INT32), ("at", logical.micro_timestamp().as_optional())], name="t.Value")
+    return SourceRecord("t", KEY, {"id": 1}, row, {"id": 1, "at": micros}, {}, {})
+
+
+def _converter(**settings: str) -> dict[str, str]:
+    config = {"transforms": "t", "transforms.t.type": KAFKA + "TimestampConverter$Value"}
+    config.update({f"transforms.t.{k.replace('_', '.')}": v for k, v in settings.items()})
+    return config
+
+
+def test_timestamp_converter_formats_debezium_micros_in_utc() -> None:
+    config = _converter(
+        field="at", target_type="string", format="yyyy-MM-dd'T'HH:mm:ss.SSS'Z' EEE",
+        unix_precision="microseconds",
+    )  # fmt: skip
+    out = run(config, _micros_row(1_704_450_030_123_456))
+    assert out is not None and out.value["at"] == "2024-01-05T10:20:30.123Z Fri"
+    assert fields(out.value_schema) == [("id", "int32", False), ("at", "string", True)]
+    # Java's TimeUnit truncates toward zero: -500 µs is the epoch's millisecond
+    before = run(config, _micros_row(-500))
+    assert before is not None and before.value["at"] == "1970-01-01T00:00:00.000Z Thu"
+    null = run(config, _micros_row(None))
+    assert null is not None and null.value["at"] is None
+
+
+def test_timestamp_converter_to_connect_types_and_back_from_text() -> None:
+    ts = run(_converter(field="at", target_type="Timestamp", unix_precision="microseconds"),
+             _micros_row(1_704_450_030_123_456))  # fmt: skip
+    assert ts is not None and ts.value["at"] == 1_704_450_030_123
+    assert ts.value_schema is not None
+    at = ts.value_schema.field("at")
+    assert at is not None and at.schema.name == logical.CONNECT_TIMESTAMP
+    day = run(_converter(field="at", target_type="Date", unix_precision="microseconds"),
+              _micros_row(-1000))  # fmt: skip
+    assert day is not None and day.value["at"] == -1  # 1969-12-31, a millisecond before
+    text_row = struct([("when", STRING)], name="s.Value")
+    record = SourceRecord("s", None, None, text_row, {"when": "05/01/2024 22:13"}, {}, {})
+    parsed = run(_converter(field="when", target_type="unix", format="dd/MM/yyyy HH:mm",
+                            unix_precision="seconds"), record)  # fmt: skip
+    assert parsed is not None and parsed.value["when"] == 1_704_492_780
+    with pytest.raises(TransformError, match="Could not parse timestamp"):
+        run(_converter(field="when", target_type="unix", format="yyyy"), record)
+
+
+def test_timestamp_converter_config_errors() -> None:
+    with pytest.raises(TransformConfigError) as caught:
+        build_chain(_converter(target_type="string", format="yyyy-MM-dd QQ"))
+    assert "transforms.t.format" in dict(caught.value.errors)
+    with pytest.raises(TransformConfigError, match="requires format"):
+        build_chain(_converter(target_type="string"))
+    with pytest.raises(TransformConfigError, match=r"transforms\.t\.target\.type"):
+        build_chain(_converter(target_type="instant"))
