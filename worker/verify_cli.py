@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from cdc.kafka_client_log import logged
 from cdc.verify.compare import Options, TableResult, compare_table
 from cdc.verify.contract import SourceSide, TargetSide
 from cdc.verify.report import export, summary, to_json
@@ -109,8 +110,10 @@ def _connector_config(path: str, name: str) -> tuple[str, dict[str, str], dict[s
         problems = "; ".join(f"{k}: {v}" for k, v in checked.problems)
         raise VerifyError(f"connector {name}: invalid config: {problems}")
     ws = config.worker
-    kafka = librdkafka_config(
-        {"bootstrap.servers": ws.bootstrap_servers, **ws.internal_client_security()}
+    kafka = logged(
+        librdkafka_config(
+            {"bootstrap.servers": ws.bootstrap_servers, **ws.internal_client_security()}
+        )
     )
     return checked.plugin.spec.name, checked.resolved, kafka
 

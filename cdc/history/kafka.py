@@ -26,6 +26,7 @@ from confluent_kafka.admin import AdminClient
 
 from cdc.errors import SchemaError
 from cdc.history.store import HistoryRecord, SchemaHistory
+from cdc.kafka_client_log import logged
 from cdc.kafka_security import librdkafka_config, security_settings
 from cdc.offsets.kafka import (
     create_topic,
@@ -82,12 +83,14 @@ class KafkaSchemaHistory(SchemaHistory):
         # Debezium has no common client settings: security goes in the producer and consumer
         # maps. The admin client (topic checks, creation) needs it too; it takes the
         # consumer's, then the producer's.
-        self._common = {
-            "bootstrap.servers": bootstrap_servers,
-            **security_settings(self._producer_config),
-            **security_settings(self._consumer_config),
-            **_client_settings(client_config),
-        }
+        self._common = logged(
+            {
+                "bootstrap.servers": bootstrap_servers,
+                **security_settings(self._producer_config),
+                **security_settings(self._consumer_config),
+                **_client_settings(client_config),
+            }
+        )
         self._lock = threading.Lock()
         self._producer: Producer | None = None
 

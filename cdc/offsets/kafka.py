@@ -42,6 +42,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
 )
 
 from cdc.errors import CDCError, OffsetError
+from cdc.kafka_client_log import logged
 from cdc.kafka_security import librdkafka_config
 from cdc.offsets.store import (
     Offset,
@@ -422,8 +423,8 @@ class KafkaOffsetStore(OffsetStore):
         self.replication_factor = replication_factor
         self.timeout_s = timeout_s
         self.read_timeout_s = read_timeout_s
-        self._common = librdkafka_config(
-            {"bootstrap.servers": bootstrap_servers, **(client_config or {})}
+        self._common = logged(
+            librdkafka_config({"bootstrap.servers": bootstrap_servers, **(client_config or {})})
         )
         self._producer_config = librdkafka_config(producer_config or {})
         self._consumer_config = librdkafka_config(consumer_config or {})

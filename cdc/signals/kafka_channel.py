@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+from cdc.kafka_client_log import logged
 from cdc.signals.model import Signal, SignalError, parse
 
 log = logging.getLogger("tidemark.signals.kafka")
@@ -129,7 +130,10 @@ class KafkaSignalChannel:
         from confluent_kafka import Consumer
 
         consumer = Consumer(
-            {"auto.offset.reset": "earliest", "enable.auto.commit": False, **self.consumer_config}
+            logged(
+                {"auto.offset.reset": "earliest", "enable.auto.commit": False}
+                | self.consumer_config
+            )
         )
         try:
             self._assign(consumer)

@@ -21,6 +21,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
+from cdc.kafka_client_log import logged
 from cdc.kafka_security import SECURITY_PREFIXES, librdkafka_config
 from cdc.sinks import allocator
 
@@ -88,11 +89,12 @@ class KafkaSink:
         conf["delivery.report.only.error"] = True
         conf["on_delivery"] = self._on_delivery_error
         allocator.tune_for_producer()
+        conf = logged(conf)
         self.producer = Producer(conf)
         self._admin_conf = {
             k: v
             for k, v in conf.items()
-            if k.startswith(("bootstrap.servers", "client.id", *SECURITY_PREFIXES))
+            if k.startswith(("bootstrap.servers", "client.id", "logger", *SECURITY_PREFIXES))
         }
         self._admin: AdminClient | None = None
         self.create_topics = create_topics

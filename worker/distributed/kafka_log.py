@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from confluent_kafka.admin import AdminClient
 
 from cdc.errors import CDCError
+from cdc.kafka_client_log import logged
 from cdc.kafka_security import librdkafka_config
 from cdc.offsets.kafka import end_offsets, ensure_compacted, produce_all
 
@@ -46,7 +47,7 @@ class KafkaLog:
         self.partitions = partitions
         self.replication_factor = replication_factor
         self.timeout_s = timeout_s
-        self._common = librdkafka_config(dict(client))
+        self._common = logged(librdkafka_config(dict(client)))
         self._admin: AdminClient | None = None
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None

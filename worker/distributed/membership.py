@@ -42,6 +42,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from cdc.kafka_client_log import logged
 from cdc.kafka_security import librdkafka_config
 from cdc.offsets.kafka import create_topic
 from worker.distributed.kafka_log import DistributedError
@@ -98,7 +99,7 @@ class Membership:
         # departed worker gets to come back (static membership).
         session = session_timeout_ms + scheduled_rebalance_max_delay_ms
         self.session_timeout_s = session / 1000
-        self._client = librdkafka_config(dict(client))
+        self._client = logged(librdkafka_config(dict(client)))
         self._conf: dict[str, Any] = {
             **self._client,
             "group.id": group_id,
