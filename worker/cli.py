@@ -84,7 +84,7 @@ def _run(args: argparse.Namespace) -> int:
     except WorkerConfigError as exc:
         print(f"tidemark: {exc}", file=sys.stderr)
         return 1
-    return daemon.run(config, log_level=args.log_level)
+    return daemon.run(config, log_level=args.log_level, log_format=args.log_format)
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -177,6 +177,7 @@ def add_worker_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument(
         "--log-level", choices=["DEBUG", "INFO", "WARN", "ERROR"], help="override worker.log.level"
     )
+    p.add_argument("--log-format", choices=["text", "json"], help="override worker.log.format")
     p.set_defaults(func=_run)
 
     p = sub.add_parser(

@@ -83,6 +83,8 @@ class WorkerSettings(BaseModel):
     log_level: Literal["TRACE", "DEBUG", "INFO", "WARN", "WARNING", "ERROR"] = Field(
         "INFO", alias="log.level"
     )
+    #: ``text`` lines, or ``json``: one object per line for log collectors
+    log_format: Literal["text", "json"] = Field("text", alias="log.format")
     # -- REST security (docs/security.md) ----------------------------------------------------
     listeners: str | None = Field(None, alias="listeners", pattern=r"^https?://[^/]+:\d+/?$")
     ssl_keystore_location: Path | None = Field(None, alias="listeners.https.ssl.keystore.location")

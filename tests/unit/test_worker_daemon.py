@@ -5,8 +5,10 @@ integration tests (``tidemark run`` under SIGTERM)."""
 from __future__ import annotations
 
 import io
+import json
 import logging
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -190,21 +192,26 @@ def test_a_password_equal_to_a_plain_value_is_not_scrubbed() -> None:
     assert secrets.redact("user postgres") == "user postgres"
 
 
-def test_setup_logging_installs_one_handler() -> None:
+@pytest.fixture
+def root_logging() -> Iterator[logging.Logger]:
+    """The root logger, its handlers and level put back after the test (setup_logging
+    replaces them, and pytest's own capture lives there)."""
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
-    try:
-        stream = io.StringIO()
-        setup_logging("WARN", Secrets(), lambda c: None, stream)
-        setup_logging("WARN", Secrets(), lambda c: None, stream)
-        ours = [h for h in root.handlers if isinstance(h.formatter, RedactingFormatter)]
-        assert len(ours) == 1 and root.level == logging.WARNING
-    finally:
-        for h in list(root.handlers):
-            root.removeHandler(h)
-        for h in saved[0]:
-            root.addHandler(h)
-        root.setLevel(saved[1])
+    yield root
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    for h in saved[0]:
+        root.addHandler(h)
+    root.setLevel(saved[1])
+
+
+def test_setup_logging_installs_one_handler(root_logging: logging.Logger) -> None:
+    stream = io.StringIO()
+    setup_logging("WARN", Secrets(), lambda c: None, stream)
+    setup_logging("WARN", Secrets(), lambda c: None, stream)
+    ours = [h for h in root_logging.handlers if isinstance(h.formatter, RedactingFormatter)]
+    assert len(ours) == 1 and root_logging.level == logging.WARNING
 
 
 def test_worker_id_is_the_address_other_workers_reach() -> None:
@@ -228,3 +235,35 @@ def test_worker_id_is_the_address_other_workers_reach() -> None:
     assert advertised_id(settings(**{"rest.advertised.url": "http://w2"}), 8083) == "w2:8083"
     with pytest.raises(ValidationError, match=r"http\(s\)://<host>:<port>"):
         settings(**{"rest.advertised.url": "w2:8083"})
+
+
+def test_json_log_lines_carry_the_task_context_and_no_secret(root_logging: logging.Logger) -> None:
+    """``log.format: json``: one object per line, fields a log collector can index, and the
+    same scrubbing as the text format (message and exception)."""
+    secrets = Secrets()
+    secrets.add_config({"database.password": "hunter22", "database.user": "u"}, None)
+    stream = io.StringIO()
+    setup_logging("INFO", secrets, lambda c: "streaming", stream, fmt="json")
+    log = logging.getLogger("tidemark.test.daemon.json")
+
+    def task() -> None:
+        try:
+            raise ValueError("login hunter22 refused")
+        except ValueError:
+            log.exception("connect with %s failed", "hunter22")
+        log.warning("plain")
+
+    thread = threading.Thread(target=task, name="tidemark-task-inv-0")
+    thread.start()
+    thread.join()
+    log.info("from the main thread")
+    out = stream.getvalue()
+    assert "hunter22" not in out
+    first, second, third = (json.loads(line) for line in out.splitlines())
+    assert first["level"] == "ERROR" and first["logger"] == "tidemark.test.daemon.json"
+    assert first["message"] == "connect with ******** failed"
+    assert (first["connector"], first["task"], first["phase"]) == ("inv", "0", "streaming")
+    assert first["exception"].rstrip().endswith("ValueError: login ******** refused")
+    assert first["time"].endswith("+00:00") and first["thread"] == "tidemark-task-inv-0"
+    assert second["level"] == "WARN" and "exception" not in second
+    assert "connector" not in third and third["message"] == "from the main thread"
