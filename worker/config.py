@@ -101,6 +101,9 @@ class WorkerSettings(BaseModel):
     basic_auth_readonly_users: list[str] = Field(
         default_factory=list, alias="rest.basic.auth.readonly.users"
     )
+    #: whether configs sent over REST may carry Python code: a Debezium Filter ``condition``
+    #: or a ``module:Class`` transform or predicate type (docs/security.md)
+    rest_allow_python_transforms: bool = Field(False, alias="rest.allow.python.transforms")
     metrics_listener: str | None = Field(
         None, alias="metrics.listener", pattern=r"^http://[^/]+:\d+/?$"
     )

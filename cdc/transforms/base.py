@@ -351,6 +351,14 @@ def register_transformation(target: str, *names: str) -> None:
         _TRANSFORMS[name] = target
 
 
+def is_built_in(name: str, kind: str = "transformation") -> bool:
+    """Whether ``name`` (a ``type`` value) names one of tidemark's own transformations (or
+    predicates), as opposed to a ``module:Class`` path to import."""
+    registry = _TRANSFORMS if kind == "transformation" else _PREDICATES
+    name = name.strip()
+    return name in registry or name.lower() in registry
+
+
 def class_names() -> tuple[list[str], list[str]]:
     """The Java class names transformations and predicates are known by (for the REST API's
     plugin list), without the snake_case aliases."""

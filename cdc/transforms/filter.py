@@ -44,6 +44,12 @@ SAFE_BUILTINS: dict[str, Any] = {
 }  # fmt: skip
 
 
+#: ways around the '_' rule: str.format reads attributes named inside the format string
+#: ("{0.field.__globals__}"), and generator and frame objects reach other modules' globals
+_INTROSPECTION = frozenset({"format", "format_map", "mro"})
+_FRAME_PREFIXES = ("gi_", "cr_", "ag_", "f_", "co_", "tb_")
+
+
 def compile_condition(expression: str) -> CodeType:
     """Compile ``expression`` for :func:`eval`; ValueError explains why it is refused."""
     try:
@@ -58,6 +64,10 @@ def compile_condition(expression: str) -> CodeType:
             name = node.id
         if name is not None and name.startswith("_"):
             raise ValueError(f"names starting with '_' are not allowed ({name})")
+        if isinstance(node, ast.Attribute) and (
+            node.attr in _INTROSPECTION or node.attr.startswith(_FRAME_PREFIXES)
+        ):
+            raise ValueError(f"the attribute {node.attr!r} is not allowed")
     return compile(tree, "<filter condition>", "eval")
 
 

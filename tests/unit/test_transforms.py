@@ -560,6 +560,16 @@ def test_filter_config_errors() -> None:
         TransformConfigError, match=r"transforms\.filter\.condition: names starting with '_'"
     ):
         content_filter("().__class__.__bases__ is None")
+    # the ways around that rule: str.format reads attributes named in its format string,
+    # generators and frames reach other modules' globals
+    for escape, attr in (
+        ('"{0.field.__globals__}".format(valueSchema) == ""', "format"),
+        ('"{0.field}".format_map({"0": valueSchema}) == ""', "format_map"),
+        ("[g.gi_frame for g in [(x for x in [1])]] == []", "gi_frame"),
+        ("key.mro() == []", "mro"),
+    ):
+        with pytest.raises(TransformConfigError, match=f"the attribute '{attr}' is not allowed"):
+            content_filter(escape)
     with pytest.raises(
         TransformConfigError, match=r"transforms\.filter\.condition: not a Python expression"
     ):

@@ -230,3 +230,70 @@ def test_resolved_values_leave_no_trace_in_rest_answers(tmp_path: Path) -> None:
     finally:
         herder.shutdown(5)
         del os.environ["TM_UNIT_SECRET"]
+
+
+#: read the worker's environment through str.format from a schema object's method
+ENV_READ = (
+    '"{0.field.__globals__[dataclass].__globals__[sys].modules[os].environ[HOME]}"'
+    ".format(valueSchema)"
+)
+PYTHON_FILTER = {
+    "transforms": "f",
+    "transforms.f.type": "io.debezium.transforms.Filter",
+    "transforms.f.language": "python",
+    "transforms.f.condition": ENV_READ,
+}
+
+
+def test_python_code_in_a_rest_config_is_refused_by_default(tmp_path: Path) -> None:
+    """A Filter condition is Python the worker evaluates, and a module:Class type is code it
+    imports: neither may arrive over REST unless the worker's YAML allows it."""
+    app, herder = make_app(tmp_path)
+    try:
+        r = call(app, "POST", "/connectors", {"name": "f", "config": memory(**PYTHON_FILTER)})
+        assert r.status == 400
+        assert (
+            "transforms.f.condition: a Python condition cannot be set over REST"
+            in (r.body["message"])
+        )
+        assert "rest.allow.python.transforms" in r.body["message"]
+        imported = memory(transforms="t", **{"transforms.t.type": "os.path:join",
+                                             "predicates": "p",
+                                             "predicates.p.type": "json:JSONDecoder"})  # fmt: skip
+        r = call(app, "POST", "/connectors", {"name": "t", "config": imported})
+        assert r.status == 400
+        assert (
+            "transforms.t.type: 'os.path:join' is not a built-in transformation"
+            in (r.body["message"])
+        )
+        assert (
+            "predicates.p.type: 'json:JSONDecoder' is not a built-in predicate"
+            in (r.body["message"])
+        )
+        r = call(app, "PUT", f"/connector-plugins/{PG}/config/validate", PYTHON_FILTER)
+        assert r.status == 400
+        assert call(app, "GET", "/connectors", None).body == []
+        built_in = memory(transforms="u,d", **{
+            "transforms.u.type": "io.debezium.transforms.ExtractNewRecordState",
+            "transforms.d.type": "org.apache.kafka.connect.transforms.InsertField$Value",
+            "transforms.d.static.field": "f", "transforms.d.static.value": "v",
+        })  # fmt: skip
+        assert call(app, "POST", "/connectors", {"name": "b", "config": built_in}).status == 201
+        # a YAML connector's own condition, read back and sent again, is not new
+        herder.create("y", memory(**PYTHON_FILTER))
+        current = call(app, "GET", "/connectors/y/config", None).body
+        r = call(app, "PUT", "/connectors/y/config", {**current, "max.batch.size": "7"})
+        assert r.status == 200, r.body
+        changed = {**current, "transforms.f.condition": "True"}
+        assert call(app, "PUT", "/connectors/y/config", changed).status == 400
+    finally:
+        herder.shutdown(5)
+
+
+def test_the_worker_config_can_allow_python_code_over_rest(tmp_path: Path) -> None:
+    app, herder = make_app(tmp_path, **{"rest.allow.python.transforms": True})
+    try:
+        r = call(app, "POST", "/connectors", {"name": "f", "config": memory(**PYTHON_FILTER)})
+        assert r.status == 201, r.body
+    finally:
+        herder.shutdown(5)

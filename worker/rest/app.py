@@ -30,6 +30,7 @@ from cdc.signals import registry as signal_registry
 from worker import redaction
 from worker.config_providers import RESOLVED, Provider, check_placeholders
 from worker.herder import BadRequest, Conflict, Herder, HerderError, NotFound
+from worker.rest.code_policy import python_code_problems
 from worker.rest.forward import Unreachable, forward
 from worker.rest.openapi import document
 
@@ -154,14 +155,17 @@ class App:
 
     def check_providers(self, config: Mapping[str, Any], name: str | None = None) -> None:
         """400 when the config names a provider, path or variable the worker does not allow
-        for REST. Values equal to the connector's current ones (a YAML connector's
-        placeholders read back with GET and sent again) are not new, so not checked."""
+        for REST, or carries Python code (:mod:`worker.rest.code_policy`). Values equal to
+        the connector's current ones (a YAML connector's placeholders or condition read back
+        with GET and sent again) are not new, so not checked."""
         current: dict[str, str] = {}
         if name is not None:
             with contextlib.suppress(NotFound):
                 current = self.herder.connector_config(name)
         given = {k: v for k, v in config.items() if current.get(k) != v}
         problems = check_placeholders(given, self.providers)
+        if not self.herder.settings.rest_allow_python_transforms:
+            problems += python_code_problems(given)
         if problems:
             lines = "\n".join(f"{k}: {m}" for k, m in problems)
             raise BadRequest(

@@ -1,0 +1,43 @@
+"""What a connector config sent over REST may not carry: Python code.
+
+Two transform settings run Python in the worker: Debezium's ``Filter`` ``condition`` (an
+expression tidemark evaluates per record) and a ``transforms.<alias>.type`` or
+``predicates.<alias>.type`` that is a ``module:Class`` path (imported, so the module's code
+runs). The expression check of :mod:`cdc.transforms.filter` stops accidents, not a hostile
+author: ``str.format`` alone reaches any module's globals from a schema object, so a
+condition could read the worker's environment and return it in a failure trace. The YAML file
+is trusted (docs/security.md), REST is not: over REST these settings are refused unless the
+worker config says ``rest.allow.python.transforms: true``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from cdc.transforms.base import is_built_in
+
+_TYPE = re.compile(r"(transforms|predicates)\.[^.]+\.type")
+_CONDITION = re.compile(r"transforms\.[^.]+\.condition")
+ADVICE = "or set rest.allow.python.transforms: true in the worker config if REST callers may"
+
+
+def python_code_problems(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Each key of ``config`` that would make the worker run Python it was sent."""
+    problems = []
+    for key, value in config.items():
+        if _CONDITION.fullmatch(key):
+            problems.append(
+                (key, f"a Python condition cannot be set over REST (it runs in the worker); "
+                      f"set it in the worker's YAML file, {ADVICE} run code there")
+            )  # fmt: skip
+        elif (m := _TYPE.fullmatch(key)) and value is not None:
+            kind = "transformation" if m.group(1) == "transforms" else "predicate"
+            if not is_built_in(str(value), kind):
+                problems.append(
+                    (key, f"{str(value).strip()!r} is not a built-in {kind}; a Python class "
+                          f"path cannot be set over REST (it would import code); use a "
+                          f"built-in type, {ADVICE} load code")
+                )  # fmt: skip
+    return problems
