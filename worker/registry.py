@@ -28,6 +28,7 @@ from typing import Any
 
 from cdc.config import ConfigDef, ConfigField, Kind, at_least, is_secret_key
 from cdc.spi import Connector
+from cdc.transforms import TransformConfigError, build_chain
 from worker.config_providers import PLACEHOLDER, has_placeholder, resolve_config, scalar_text
 
 log = logging.getLogger("tidemark.worker.registry")
@@ -243,7 +244,23 @@ class Registry:
             names = set(fld.all_names) if fld is not None else {key}
             if not names & unresolved:
                 problems.append((key, reason))
+        problems.extend(p for p in transform_problems(resolved) if p[0] not in unresolved)
         return result
+
+
+def transform_problems(config: Mapping[str, Any]) -> list[Problem]:
+    """Every bad ``transforms.*`` / ``predicates.*`` setting, found by building the chain as
+    the task would (and closing it): Kafka Connect refuses them when a config is validated,
+    so a typo is a 400 or a ``tidemark validate`` error rather than a task that fails on
+    start. Configs sent over REST reach this only after :mod:`worker.rest.code_policy`, so
+    no ``module:Class`` type is imported for them unless the worker allows it."""
+    if not str(config.get("transforms") or "").strip():
+        return []
+    try:
+        build_chain(config).close()
+    except TransformConfigError as exc:
+        return list(exc.errors)
+    return []
 
 
 @dataclass

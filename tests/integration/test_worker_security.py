@@ -113,6 +113,26 @@ def test_secrets_never_leave_the_worker(setup: Setup, monkeypatch: pytest.Monkey
         )
         assert code == 400, doc
 
+        # -- nor may it carry Python: a Filter condition reading the worker's environment ---
+        env_read = (
+            '"{0.field.__globals__[dataclass].__globals__[sys].modules[os].environ[TMS_USER]}"'
+            ".format(valueSchema) == ''"
+        )
+        python_filter = {
+            "transforms": "f",
+            "transforms.f.type": "io.debezium.transforms.Filter",
+            "transforms.f.language": "python",
+            "transforms.f.condition": env_read,
+        }
+        code, doc = w.call(
+            "POST", "/connectors", {"name": "py", "config": {**connector(s, "py"), **python_filter}}
+        )
+        assert code == 400, doc
+        assert (
+            "transforms.f.condition: a Python condition cannot be set over REST" in doc["message"]
+        )
+        assert w.call("GET", "/connectors/py")[0] == 404
+
         # -- a REST connector may read the documented secrets directory ---------------------
         rest = connector(
             s,

@@ -306,3 +306,26 @@ def test_the_grafana_dashboard_uses_only_metrics_the_worker_exports(
     missing = sorted(queried - exported)
     assert not missing, f"the dashboard queries metrics nobody exports: {missing}"
     assert len(queried) > 15
+
+
+def test_transform_settings_are_validated_with_the_config(app: App) -> None:
+    """As in Kafka Connect: a bad transform is refused when the config is submitted or
+    validated, not discovered when the task starts."""
+    bad = {
+        "connector.class": "memory",
+        "memory.database": "db",
+        "topic.prefix": "srv",
+        "transforms": "r,t",
+        "transforms.r.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
+        "transforms.r.renames": "x",
+        "transforms.t.type": "org.apache.kafka.connect.transforms.TimestampRouter",
+    }
+    r = call(app, "POST", "/connectors", {"name": "bad", "config": bad})
+    assert r.status == 400
+    assert "transforms.r.renames: Invalid rename mapping: x" in r.body["message"]
+    assert "transforms.t.type: unknown transformation type" in r.body["message"]
+    assert call(app, "GET", "/connectors").body == []
+    r = call(app, "PUT", "/connector-plugins/memory/config/validate", bad)
+    assert r.status == 200 and r.body["error_count"] == 2
+    errors = {c["value"]["name"]: c["value"]["errors"] for c in r.body["configs"]}
+    assert errors["transforms.r.renames"] == ["Invalid rename mapping: x (expected old:new)"]

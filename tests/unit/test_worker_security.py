@@ -280,11 +280,11 @@ def test_python_code_in_a_rest_config_is_refused_by_default(tmp_path: Path) -> N
         })  # fmt: skip
         assert call(app, "POST", "/connectors", {"name": "b", "config": built_in}).status == 201
         # a YAML connector's own condition, read back and sent again, is not new
-        herder.create("y", memory(**PYTHON_FILTER))
+        herder.create("y", memory(**{**PYTHON_FILTER, "transforms.f.condition": "True"}))
         current = call(app, "GET", "/connectors/y/config", None).body
         r = call(app, "PUT", "/connectors/y/config", {**current, "max.batch.size": "7"})
         assert r.status == 200, r.body
-        changed = {**current, "transforms.f.condition": "True"}
+        changed = {**current, "transforms.f.condition": "value is not None"}
         assert call(app, "PUT", "/connectors/y/config", changed).status == 400
     finally:
         herder.shutdown(5)
@@ -293,7 +293,11 @@ def test_python_code_in_a_rest_config_is_refused_by_default(tmp_path: Path) -> N
 def test_the_worker_config_can_allow_python_code_over_rest(tmp_path: Path) -> None:
     app, herder = make_app(tmp_path, **{"rest.allow.python.transforms": True})
     try:
-        r = call(app, "POST", "/connectors", {"name": "f", "config": memory(**PYTHON_FILTER)})
+        benign = {**PYTHON_FILTER, "transforms.f.condition": "value is not None"}
+        r = call(app, "POST", "/connectors", {"name": "f", "config": memory(**benign)})
         assert r.status == 201, r.body
+        # allowed over REST, the condition still meets the expression check
+        r = call(app, "POST", "/connectors", {"name": "g", "config": memory(**PYTHON_FILTER)})
+        assert r.status == 400 and "the attribute 'format' is not allowed" in r.body["message"]
     finally:
         herder.shutdown(5)
