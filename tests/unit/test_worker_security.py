@@ -270,6 +270,13 @@ def test_python_code_in_a_rest_config_is_refused_by_default(tmp_path: Path) -> N
             "predicates.p.type: 'json:JSONDecoder' is not a built-in predicate"
             in (r.body["message"])
         )
+        transfer = memory(**{"commit.log.transfer.class": "shutil:rmtree"})
+        r = call(app, "POST", "/connectors", {"name": "c", "config": transfer})
+        assert r.status == 400
+        assert (
+            "commit.log.transfer.class: 'shutil:rmtree' is a Python class path"
+            in (r.body["message"])
+        )
         r = call(app, "PUT", f"/connector-plugins/{PG}/config/validate", PYTHON_FILTER)
         assert r.status == 400
         assert call(app, "GET", "/connectors", None).body == []

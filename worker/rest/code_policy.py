@@ -1,13 +1,14 @@
 """What a connector config sent over REST may not carry: Python code.
 
-Two transform settings run Python in the worker: Debezium's ``Filter`` ``condition`` (an
-expression tidemark evaluates per record) and a ``transforms.<alias>.type`` or
-``predicates.<alias>.type`` that is a ``module:Class`` path (imported, so the module's code
-runs). The expression check of :mod:`cdc.transforms.filter` stops accidents, not a hostile
-author: ``str.format`` alone reaches any module's globals from a schema object, so a
-condition could read the worker's environment and return it in a failure trace. The YAML file
-is trusted (docs/security.md), REST is not: over REST these settings are refused unless the
-worker config says ``rest.allow.python.transforms: true``.
+Some settings run Python in the worker: Debezium's ``Filter`` ``condition`` (an expression
+tidemark evaluates per record), and a ``module:Class`` path (imported, so the module's code
+runs) as a ``transforms.<alias>.type``, a ``predicates.<alias>.type`` or the Cassandra
+connector's ``commit.log.transfer.class``. The expression check of
+:mod:`cdc.transforms.filter` stops accidents, not a hostile author: ``str.format`` alone
+reaches any module's globals from a schema object, so a condition could read the worker's
+environment and return it in a failure trace. The YAML file is trusted (docs/security.md),
+REST is not: over REST these settings are refused unless the worker config says
+``rest.allow.python.transforms: true``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from cdc.transforms.base import is_built_in
 
 _TYPE = re.compile(r"(transforms|predicates)\.[^.]+\.type")
 _CONDITION = re.compile(r"transforms\.[^.]+\.condition")
+#: connector settings that take a ``module:Class`` path besides their built-in values
+_CLASS_KEYS = frozenset({"commit.log.transfer.class"})
 ADVICE = "or set rest.allow.python.transforms: true in the worker config if REST callers may"
 
 
@@ -31,6 +34,12 @@ def python_code_problems(config: Mapping[str, Any]) -> list[tuple[str, str]]:
             problems.append(
                 (key, f"a Python condition cannot be set over REST (it runs in the worker); "
                       f"set it in the worker's YAML file, {ADVICE} run code there")
+            )  # fmt: skip
+        elif key in _CLASS_KEYS and ":" in str(value or ""):
+            problems.append(
+                (key, f"{str(value).strip()!r} is a Python class path, which cannot be set "
+                      f"over REST (it would import code); use a built-in value, {ADVICE} "
+                      f"load code")
             )  # fmt: skip
         elif (m := _TYPE.fullmatch(key)) and value is not None:
             kind = "transformation" if m.group(1) == "transforms" else "predicate"
