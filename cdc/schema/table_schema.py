@@ -221,7 +221,8 @@ class TableSchemaBuilder:
             name=self.namer.schema_name(tid, "Value"),
             optional=True,
         )
-        ident = "".join(ch if ch.isalnum() else "_" for ch in tid.identifier)
+        # ASCII only: "¼".isalnum() is true, yet it is no identifier character
+        ident = "".join(ch if ch.isascii() and ch.isalnum() else "_" for ch in tid.identifier)
         value_fn, partial_fn = _compile_row_fn(value_cols, f"value_{ident}")
         key_cols = [all_cols[n] for n in key_names if n in all_cols]
         if key_cols:

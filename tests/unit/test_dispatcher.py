@@ -493,3 +493,19 @@ def test_heartbeat_action_runs_only_while_streaming() -> None:
     d._next_heartbeat = 0.0
     d.emit(PositionReached({"pos": 2}))
     assert len(ran) == 1
+
+
+def test_a_table_name_that_is_no_python_identifier_still_gets_its_row_functions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The generated row functions are named after the table: a name such as ``prix_¼``
+    (alphanumeric to ``str.isalnum``, yet no identifier character) must not break them."""
+    from cdc.schema import table_schema
+
+    monkeypatch.setattr(table_schema, "_native_row_fn", lambda cols: None)  # generated code
+    db = MemoryDatabase("db")
+    table = db.create_table("prix_¼", [("id", "int"), ("note", "text")], ["id"])
+    builder = TableSchemaBuilder(MemoryConverters(), TopicNamer("dbserver1"))
+    schema = builder.build(table)
+    assert schema.value_from_row((1, "a")) == {"id": 1, "note": "a"}
+    assert schema.key_from_row((1, "a")) == {"id": 1}
