@@ -19,6 +19,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from confluent_kafka.admin import AdminClient
+
 CLIENT_LOG = logging.getLogger("tidemark.kafka.client")
 REPEAT_WINDOW_S = 30.0
 _DIGITS = re.compile(r"\d+")
@@ -64,3 +66,45 @@ CLIENT_LOG.addFilter(REPEATS)
 def logged(conf: Mapping[str, Any]) -> dict[str, Any]:
     """``conf`` for a librdkafka client whose log lines go to :data:`CLIENT_LOG`."""
     return {**conf, "logger": CLIENT_LOG}
+
+
+_ADMIN_CALLS = (
+    "list_topics",
+    "create_topics",
+    "delete_topics",
+    "describe_configs",
+    "alter_configs",
+    "incremental_alter_configs",
+    "create_partitions",
+    "list_offsets",
+    "describe_topics",
+    "describe_cluster",
+)
+
+
+class LoggedAdminClient(AdminClient):
+    """An ``AdminClient`` whose librdkafka lines reach :data:`CLIENT_LOG`. A client's log
+    lines wait in its queue until ``poll()`` serves them, and nothing else polls an admin
+    client: each call below serves the queue when it returns, so the lines of a broker that
+    is down arrive (held back by :class:`RepeatFilter`) instead of piling up in memory."""
+
+    def __init__(self, conf: Mapping[str, Any]) -> None:
+        super().__init__(logged(conf))
+
+
+def _serving(name: str) -> Any:
+    call = getattr(AdminClient, name)
+
+    def method(self: LoggedAdminClient, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            self.poll(0)
+
+    method.__name__ = name
+    return method
+
+
+for _name in _ADMIN_CALLS:
+    if hasattr(AdminClient, _name):
+        setattr(LoggedAdminClient, _name, _serving(_name))

@@ -29,7 +29,6 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from cdc.kafka_client_log import logged
 from cdc.offsets.file import FileOffsetStore
 from cdc.offsets.memory import MemoryOffsetStore
 from cdc.offsets.store import OffsetStore
@@ -215,10 +214,10 @@ def cluster_id_fetcher(bootstrap: str, extra: dict[str, Any]) -> Callable[[], st
             if known:
                 return known[0]
             try:
-                from confluent_kafka.admin import AdminClient
+                from cdc.kafka_client_log import LoggedAdminClient
 
-                conf = logged({"bootstrap.servers": bootstrap, **extra})
-                cid = AdminClient(conf).list_topics(timeout=5).cluster_id or ""
+                admin = LoggedAdminClient({"bootstrap.servers": bootstrap, **extra})
+                cid = admin.list_topics(timeout=5).cluster_id or ""
             except Exception as exc:
                 log.warning("cannot read the Kafka cluster id: %s", exc)
                 return ""

@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient
 
 from cdc.errors import SchemaError
 from cdc.history.store import HistoryRecord, SchemaHistory
-from cdc.kafka_client_log import logged
+from cdc.kafka_client_log import LoggedAdminClient, logged
 from cdc.kafka_security import librdkafka_config, security_settings
 from cdc.offsets.kafka import (
     create_topic,
@@ -100,7 +100,7 @@ class KafkaSchemaHistory(SchemaHistory):
         with self._lock:
             if self._producer is not None:
                 return
-            admin = AdminClient(self._common)
+            admin = LoggedAdminClient(self._common)
             count = topic_partitions(admin, self.topic, self.query_timeout_s, SchemaError)
             if count is None:
                 create_topic(
@@ -140,7 +140,7 @@ class KafkaSchemaHistory(SchemaHistory):
     # -- history -------------------------------------------------------------------------
 
     def exists(self) -> bool:
-        admin = AdminClient(self._common)
+        admin = LoggedAdminClient(self._common)
         if topic_partitions(admin, self.topic, self.query_timeout_s, SchemaError) is None:
             return False
         consumer = self._consumer()

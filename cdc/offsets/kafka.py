@@ -42,7 +42,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # re-exported
 )
 
 from cdc.errors import CDCError, OffsetError
-from cdc.kafka_client_log import logged
+from cdc.kafka_client_log import LoggedAdminClient, logged
 from cdc.kafka_security import librdkafka_config
 from cdc.offsets.store import (
     Offset,
@@ -470,7 +470,7 @@ class KafkaOffsetStore(OffsetStore):
         # A restarted instance reads everything again; entries whose tombstones compaction has
         # since removed must not survive from the previous run.
         self._table, self._raw_keys = OffsetTable(), {}
-        admin = self._admin = AdminClient(self._common)
+        admin = self._admin = LoggedAdminClient(self._common)
         count = self._ensure_topic(admin)
         self._producer = Producer(
             {

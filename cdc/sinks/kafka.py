@@ -21,7 +21,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]
     ResourceType,
 )
 
-from cdc.kafka_client_log import logged
+from cdc.kafka_client_log import LoggedAdminClient, logged
 from cdc.kafka_security import SECURITY_PREFIXES, librdkafka_config
 from cdc.sinks import allocator
 
@@ -118,7 +118,7 @@ class KafkaSink:
         if not new:
             return
         if self._admin is None:
-            self._admin = AdminClient(self._admin_conf)
+            self._admin = LoggedAdminClient(self._admin_conf)
         if not self.create_topics:
             self._learn_limits(new)
             return
@@ -147,7 +147,7 @@ class KafkaSink:
         cannot say in time: this only decides how loudly a full snapshot is announced)."""
         try:
             if self._admin is None:
-                self._admin = AdminClient(self._admin_conf)
+                self._admin = LoggedAdminClient(self._admin_conf)
             names = self._admin.list_topics(timeout=timeout).topics
         except Exception:
             return []

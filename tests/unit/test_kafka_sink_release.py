@@ -9,8 +9,9 @@ import logging
 import time
 
 import pytest
+from confluent_kafka import KafkaException
 
-from cdc.kafka_client_log import CLIENT_LOG, REPEATS, RepeatFilter
+from cdc.kafka_client_log import CLIENT_LOG, REPEATS, LoggedAdminClient, RepeatFilter
 from cdc.sinks.kafka import KafkaSink
 
 
@@ -67,3 +68,24 @@ def test_a_held_back_line_is_counted_in_the_next_one_shown() -> None:
     shown = logging.LogRecord("x", 40, "", 0, "FAIL after 9ms", None, None)
     assert held.filter(shown)
     assert shown.getMessage() == "FAIL after 9ms (1 more like it in the last 0 s not shown)"
+
+
+def test_an_admin_clients_lines_are_served_after_each_call() -> None:
+    """Nothing polls an admin client, so its lines waited in librdkafka's queue (in memory,
+    for as long as a broker stayed down); each call now serves them."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep()
+    REPEATS.reset()
+    CLIENT_LOG.addHandler(handler)
+    try:
+        admin = LoggedAdminClient({"bootstrap.servers": "127.0.0.1:1"})
+        with pytest.raises(KafkaException):
+            admin.list_topics(timeout=1)
+    finally:
+        CLIENT_LOG.removeHandler(handler)
+    assert any("Connection refused" in r.getMessage() for r in records)

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from confluent_kafka.admin import AdminClient
 
 from cdc.errors import CDCError
-from cdc.kafka_client_log import logged
+from cdc.kafka_client_log import LoggedAdminClient, logged
 from cdc.kafka_security import librdkafka_config
 from cdc.offsets.kafka import end_offsets, ensure_compacted, produce_all
 
@@ -60,7 +60,7 @@ class KafkaLog:
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
         """Create the topic if needed (compacted), read it to its end, then follow it."""
-        admin = self._admin = AdminClient(self._common)
+        admin = self._admin = LoggedAdminClient(self._common)
         count, policy = ensure_compacted(
             admin,
             self.topic,

@@ -42,7 +42,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from cdc.kafka_client_log import logged
+from cdc.kafka_client_log import LoggedAdminClient, logged
 from cdc.kafka_security import librdkafka_config
 from cdc.offsets.kafka import create_topic
 from worker.distributed.kafka_log import DistributedError
@@ -132,7 +132,7 @@ class Membership:
         return slot(self.prefix, connector, task)
 
     def start(self) -> None:
-        self._admin = AdminClient(self._client)
+        self._admin = LoggedAdminClient(self._client)
         self._thread = threading.Thread(target=self._main, name="tidemark-membership", daemon=True)
         self._thread.start()
 
