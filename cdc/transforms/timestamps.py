@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from cdc.record import SourceRecord
 from cdc.schema import logical
@@ -43,12 +43,68 @@ _MONTHS = [
 _DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 
 
-def _number(get: Callable[[dt.datetime], int]) -> Callable[[dt.datetime, int], str]:
+class _Instant(NamedTuple):
+    """A millisecond instant's calendar fields in UTC, for any ``long`` Java can hold.
+    ``datetime`` stops at year 9999, and PostgreSQL's ``infinity`` arrives as year 294247
+    (Debezium's sentinel), a legal value that must not stop the task. As Java's default
+    ``GregorianCalendar``: Julian dates before 1582-10-15, and the year of the era (1 BC is
+    year 1) where a year is written."""
+
+    year: int
+    month: int
+    day: int
+    hour: int
+    minute: int
+    second: int
+    millis: int
+    weekday: int  # 0 = Monday
+    yday: int
+
+
+_GREGORIAN_CUTOVER_DAY = -141427  # 1582-10-15, in days since 1970-01-01
+_EPOCH_JDN = 2440588  # the Julian day number of 1970-01-01
+
+
+def _civil(days: int) -> tuple[int, int, int]:
+    """Year, month and day of ``days`` since the epoch (astronomical years: 0 is 1 BC)."""
+    jdn = days + _EPOCH_JDN
+    if days >= _GREGORIAN_CUTOVER_DAY:
+        a = jdn + 32044
+        b = (4 * a + 3) // 146097
+        c = a - 146097 * b // 4
+    else:  # Julian calendar
+        b, c = 0, jdn + 32082
+    d = (4 * c + 3) // 1461
+    e = c - 1461 * d // 4
+    m = (5 * e + 2) // 153
+    return 100 * b + d - 4800 + m // 10, m + 3 - 12 * (m // 10), e - (153 * m + 2) // 5 + 1
+
+
+def _instant(millis: int) -> _Instant:
+    days, ms = divmod(millis, _MS_PER_DAY)
+    year, month, day = _civil(days)
+    jan1 = days - (day - 1)
+    for _ in range(month - 1):  # back to January 1st, month by month
+        jan1 -= _civil(jan1 - 1)[2]
+    seconds, millis_part = divmod(ms, 1000)
+    return _Instant(
+        year, month, day, seconds // 3600, seconds // 60 % 60, seconds % 60, millis_part,
+        (days + 3) % 7, days - jan1 + 1,
+    )  # fmt: skip
+
+
+def _era_year(t: _Instant) -> int:
+    return t.year if t.year > 0 else 1 - t.year
+
+
+def _number(get: Callable[[_Instant], int]) -> Callable[[_Instant, int], str]:
     return lambda t, n: str(get(t)).zfill(n)
 
 
-_WRITERS: dict[str, Callable[[dt.datetime, int], str]] = {
-    "y": lambda t, n: str(t.year % 100).zfill(2) if n == 2 else str(t.year).zfill(n),
+_WRITERS: dict[str, Callable[[_Instant, int], str]] = {
+    "y": lambda t, n: (
+        str(_era_year(t) % 100).zfill(2) if n == 2 else str(_era_year(t)).zfill(n)
+    ),
     "M": lambda t, n: (
         _MONTHS[t.month - 1][:3] if n == 3 else _MONTHS[t.month - 1] if n > 3
         else str(t.month).zfill(n)
@@ -60,20 +116,14 @@ _WRITERS: dict[str, Callable[[dt.datetime, int], str]] = {
     "h": _number(lambda t: t.hour % 12 or 12),
     "m": _number(lambda t: t.minute),
     "s": _number(lambda t: t.second),
-    "S": _number(lambda t: t.microsecond // 1000),  # milliseconds, zero-padded to the count
-    "D": _number(lambda t: t.timetuple().tm_yday),
-    "u": _number(lambda t: t.isoweekday()),
-    "E": lambda t, n: _DAYS[t.weekday()] if n > 3 else _DAYS[t.weekday()][:3],
+    "S": _number(lambda t: t.millis),  # milliseconds, zero-padded to the count
+    "D": _number(lambda t: t.yday),
+    "u": _number(lambda t: t.weekday + 1),
+    "E": lambda t, n: _DAYS[t.weekday] if n > 3 else _DAYS[t.weekday][:3],
     "a": lambda t, n: "AM" if t.hour < 12 else "PM",
     "z": lambda t, n: "UTC" if n < 4 else "Coordinated Universal Time",
     "Z": lambda t, n: "+0000",
     "X": lambda t, n: "Z",
-}  # fmt: skip
-
-# strptime directives for reading; "S" is handled apart (a millisecond count, not a fraction)
-_READERS = {
-    "y": "%Y", "M": "%m", "d": "%d", "H": "%H", "h": "%I", "m": "%M", "s": "%S", "a": "%p",
-    "D": "%j", "E": "%a", "Z": "%z", "X": "%z", "z": "%Z",
 }  # fmt: skip
 
 
@@ -99,7 +149,7 @@ class DateFormat:
         self._regex = self._reader()
 
     def format(self, millis: int) -> str:
-        t = EPOCH + dt.timedelta(milliseconds=millis)
+        t = _instant(millis)
         return "".join(p if isinstance(p, str) else _WRITERS[p[0]](t, p[1]) for p in self._parts)
 
     def _reader(self) -> re.Pattern[str]:

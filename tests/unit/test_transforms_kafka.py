@@ -289,6 +289,20 @@ def test_timestamp_converter_formats_debezium_micros_in_utc() -> None:
     assert null is not None and null.value["at"] is None
 
 
+def test_timestamp_converter_writes_any_instant_a_database_can_hold() -> None:
+    """PostgreSQL's ``infinity`` arrives as Debezium's sentinel (year 294247), past what
+    Python's datetime holds; before 1582-10-15 Java's calendar is Julian."""
+    config = _converter(field="at", target_type="string", format="yyyy-MM-dd HH:mm EEE",
+                        unix_precision="microseconds")  # fmt: skip
+    for micros, text in (
+        (9_223_372_036_825_200_000, "294247-01-10 04:00 Sun"),  # 'infinity'
+        (-12_219_292_800_000_000, "1582-10-15 00:00 Fri"),  # the first Gregorian day
+        (-12_219_292_800_000_000 - 1000, "1582-10-04 23:59 Thu"),  # the Julian day before
+    ):
+        out = run(config, _micros_row(micros))
+        assert out is not None and out.value["at"] == text
+
+
 def test_timestamp_converter_to_connect_types_and_back_from_text() -> None:
     ts = run(_converter(field="at", target_type="Timestamp", unix_precision="microseconds"),
              _micros_row(1_704_450_030_123_456))  # fmt: skip
