@@ -132,6 +132,15 @@ def _java_int(value: float, bits: int) -> int:
     return _wrap(n, bits)
 
 
+def _float32(value: float) -> float:
+    """Java's ``(float)`` of a double: the nearest float32, infinite beyond its range (a
+    legal ``double precision`` value such as 1e300 must not stop the task)."""
+    try:
+        return float(binary.unpack("<f", binary.pack("<f", value))[0])
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
 def _shortest_float32(value: float) -> str:
     """The fewest significant digits that read back as the same float32 (``Float.toString``)."""
     packed = binary.pack("<f", value)
@@ -193,7 +202,7 @@ def _to_number(value: Any, target: Type) -> int | float:
         number = value
     if target in (Type.FLOAT32, Type.FLOAT64):
         f = float(number)
-        return binary.unpack("<f", binary.pack("<f", f))[0] if target is Type.FLOAT32 else f
+        return _float32(f) if target is Type.FLOAT32 else f
     bits = _INT_BITS[target]
     if isinstance(number, float):
         return _java_int(number, bits)

@@ -190,6 +190,11 @@ def test_cast_follows_java_numbers_and_keeps_optionality() -> None:
     saturated = run({"transforms": "c", "transforms.c.type": KAFKA + "Cast$Value",
                      "transforms.c.spec": "big:int32"}, record)  # fmt: skip
     assert saturated is not None and saturated.value["big"] == 2_147_483_647
+    huge = SourceRecord("t", KEY, {"id": 1}, row, {"id": 5, "amount": -1e300, "big": 1e300}, {}, {})
+    narrowed = run({"transforms": "c", "transforms.c.type": KAFKA + "Cast$Value",
+                    "transforms.c.spec": "amount:float32,big:float32"}, huge)  # fmt: skip
+    assert narrowed is not None
+    assert narrowed.value["amount"] == float("-inf") and narrowed.value["big"] == float("inf")
 
 
 @pytest.mark.parametrize(
