@@ -94,7 +94,7 @@ class KafkaSink:
         self._admin_conf = {
             k: v
             for k, v in conf.items()
-            if k.startswith(("bootstrap.servers", "client.id", "logger", *SECURITY_PREFIXES))
+            if k.startswith(("bootstrap.servers", "client.id", *SECURITY_PREFIXES))
         }
         self._admin: AdminClient | None = None
         self.create_topics = create_topics

@@ -18,16 +18,15 @@ Checked against Kafka's own classes running in Debezium Server:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
+from operator import attrgetter
 from typing import Any, ClassVar
 
 from cdc.record import SourceRecord
 from cdc.schema import logical
 from cdc.schema.model import (
     INT32,
-    OPTIONAL_INT32,
-    OPTIONAL_STRING,
     STRING,
     ZERO_VALUES,
     Schema,
@@ -97,61 +96,50 @@ class InsertField(KeyOrValue):
 
     def configure(self, config: Mapping[str, str]) -> None:
         cfg = PluginConfig(config)
-        self._topic = _field_spec(cfg.string("topic.field"))
-        self._partition = _field_spec(cfg.string("partition.field"))
-        self._offset = _field_spec(cfg.string("offset.field"))
-        self._timestamp = _field_spec(cfg.string("timestamp.field"))
-        self._static = _field_spec(cfg.string("static.field"))
-        self._static_value = cfg.string("static.value")
+        static_value = cfg.string("static.value")
         self._use_default = cfg.boolean("replace.null.with.default", True)
-        if self._offset is not None:
+        if cfg.string("offset.field"):
             cfg.error(
                 "offset.field",
                 "the Kafka offset is only known to sink connectors; a source record has none",
             )
         cfg.check()
-
-    def _additions(self, record: SourceRecord) -> list[tuple[str, bool, Schema, Any]]:
-        out: list[tuple[str, bool, Schema, Any]] = []
-        if self._topic:
-            name, opt = self._topic
-            out.append((name, opt, OPTIONAL_STRING if opt else STRING, record.topic))
-        if self._partition:
-            name, opt = self._partition
-            schema = OPTIONAL_INT32 if opt else INT32
-            out.append((name, opt, schema, record.kafka_partition))
-        if self._timestamp:
-            name, opt = self._timestamp
-            ts = logical.connect_timestamp().with_(optional=opt)
-            out.append((name, opt, ts, record.timestamp_ms))
-        if self._static:
-            name, opt = self._static
-            out.append((name, opt, OPTIONAL_STRING if opt else STRING, self._static_value))
-        return out
+        #: (name, optional, schema, value of a record): built once, read per record
+        self._additions: list[tuple[str, bool, Schema, Callable[[SourceRecord], Any]]] = []
+        for key, schema, read in (
+            ("topic.field", STRING, attrgetter("topic")),
+            ("partition.field", INT32, attrgetter("kafka_partition")),
+            ("timestamp.field", logical.connect_timestamp(), attrgetter("timestamp_ms")),
+            ("static.field", STRING, lambda _record: static_value),
+        ):
+            spec = _field_spec(cfg.string(key))
+            if spec is not None:
+                name, optional = spec
+                self._additions.append((name, optional, schema.with_(optional=optional), read))
 
     def apply(self, record: SourceRecord) -> SourceRecord | None:
         value = self.value_of(record)
         if value is None:
             return record
         schema = self.schema_of(record)
-        additions = self._additions(record)
-        for name, optional, _, v in additions:
+        added = [(name, read(record)) for name, _, _, read in self._additions]
+        for (name, v), (_, optional, _, _) in zip(added, self._additions, strict=True):
             if v is None and not optional:
                 raise TransformError(
                     f"{self.PURPOSE}: required field {name!r} has no value on {record.topic}"
                 )
         value = require_struct(value, schema, self.PURPOSE)
         if schema is None:
-            return self.replaced(record, None, {**value, **{a[0]: a[3] for a in additions}})
+            return self.replaced(record, None, {**value, **dict(added)})
         updated = self._cache.get(schema)
         if updated is None:
             fields = [(f.name, f.schema) for f in schema.fields]
-            fields += [(name, s) for name, _, s, _ in additions]
+            fields += [(name, s) for name, _, s, _ in self._additions]
             updated = self._cache.put(schema, copy_basics(schema, fields))
         out = {
             f.name: field_value(value, f.name, f.schema, self._use_default) for f in schema.fields
         }
-        out.update((name, v) for name, _, _, v in additions)
+        out.update(added)
         return self.replaced(record, updated, out)
 
 
