@@ -24,9 +24,10 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.compare import debezium
-from bench.compare.common import BenchError, stop_process
+from bench.compare.common import stop_process
 from cdc.apply.job import ApplyJob
 from tests.integration.conftest import PgInfo
+from tests.integration.debezium_server import debezium_server
 from tests.integration.pg_harness import PgHarness
 from tests.integration.test_apply_acceptance import job_config
 from tests.integration.test_apply_postgres import (
@@ -65,11 +66,7 @@ def debezium_properties(pg: PgInfo, kafka: str, db: str, prefix: str, workdir: P
 def test_apply_reads_topics_written_by_real_debezium(
     postgres: PgInfo, kafka: str, spark: Any, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    try:
-        home = debezium.resolve_distribution()
-        java = debezium.resolve_java()
-    except BenchError as exc:
-        pytest.fail(f"Debezium Server {debezium.DEBEZIUM_VERSION} is not usable here: {exc}")
+    home, java = debezium_server()
     h = PgHarness(postgres, kafka, f"apdbz_{uuid.uuid4().hex[:8]}")
     request.addfinalizer(h.dispose)  # the database and Debezium's slot, also on a failure
     table, prefix = "acct", f"dbz{uuid.uuid4().hex[:6]}"

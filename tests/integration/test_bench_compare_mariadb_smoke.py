@@ -16,8 +16,9 @@ from pathlib import Path
 import pymysql  # type: ignore[import-untyped]
 import pytest
 
-from bench.compare import cli, common, debezium, mariadb
+from bench.compare import cli, common, mariadb
 from bench.compare.common import BenchError
+from tests.integration.debezium_server import debezium_server
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.kafka]
 
@@ -25,11 +26,7 @@ pytestmark = [pytest.mark.mariadb, pytest.mark.kafka]
 def test_side_by_side_benchmark_on_mariadb_runs_with_parity(
     mariadb: object, kafka: str, tmp_path: Path
 ) -> None:
-    try:
-        debezium.resolve_distribution()
-        debezium.resolve_java()
-    except BenchError as exc:
-        pytest.fail(f"Debezium Server {debezium.DEBEZIUM_VERSION} is not usable here: {exc}")
+    debezium_server()
     try:
         _mariadb_tools()
     except BenchError as exc:

@@ -15,8 +15,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from bench.compare import cli, debezium
-from bench.compare.common import BenchError
+from bench.compare import cli
+from tests.integration.debezium_server import debezium_server
 
 pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
 
@@ -24,11 +24,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
 def test_side_by_side_benchmark_runs_with_parity(
     postgres: object, kafka: str, tmp_path: Path
 ) -> None:
-    try:
-        debezium.resolve_distribution()
-        debezium.resolve_java()
-    except BenchError as exc:
-        pytest.fail(f"Debezium Server {debezium.DEBEZIUM_VERSION} is not usable here: {exc}")
+    debezium_server()
 
     t0 = time.monotonic()
     report = cli.main(

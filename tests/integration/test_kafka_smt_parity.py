@@ -58,9 +58,10 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from bench.compare import debezium
-from bench.compare.common import BenchError, stop_process
+from bench.compare.common import stop_process
 from cdc.transforms import TransformConfigError
 from tests.integration.conftest import PgInfo
+from tests.integration.debezium_server import debezium_server
 from tests.integration.pg_harness import PgHarness, RunningConnector
 
 pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
@@ -464,11 +465,7 @@ def run_parity(
 ) -> list[str]:
     """Run ``chain`` in Debezium Server and in tidemark over the same changes; return the
     differences (empty when the topics agree)."""
-    try:
-        home = debezium.resolve_distribution()
-        java = debezium.resolve_java()
-    except BenchError as exc:
-        pytest.fail(f"Debezium Server {debezium.DEBEZIUM_VERSION} is not usable here: {exc}")
+    home, java = debezium_server()
     h = PgHarness(pg, kafka, f"smtp_{uuid.uuid4().hex[:8]}")
     request.addfinalizer(h.dispose)  # the database and both slots, also on a failure
     tag = uuid.uuid4().hex[:6]

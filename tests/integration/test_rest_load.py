@@ -48,8 +48,7 @@ def test_200_concurrent_clients_are_all_answered_quickly(setup: Setup) -> None:
     s = setup
     w = WorkerProcess(s, s.yaml(), 1)
     try:
-        w.wait_healthy()
-        wait_for(lambda: w.streaming("inv"), 60, "inv streaming")
+        w.wait_streaming("inv")
         rounds = [burst(s.port)]  # the first round also starts the server's threads
         s.sql("INSERT INTO customers VALUES (100, 'Load', 'l@x.org')")
         rounds += [burst(s.port), burst(s.port)]

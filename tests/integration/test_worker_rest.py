@@ -168,6 +168,11 @@ class WorkerProcess:
 
         wait_for(healthy, timeout, "the worker to be healthy")
 
+    def wait_streaming(self, name: str, timeout: float = 60) -> None:
+        """Healthy, and connector ``name``'s task streaming."""
+        self.wait_healthy()
+        wait_for(lambda: self.streaming(name), timeout, f"{name} streaming")
+
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         status, doc = self.client.request(method, path, body)
         self.bodies.append(repr(doc))

@@ -40,8 +40,7 @@ def test_restarting_a_task_leaves_no_kafka_client_or_descriptor_behind(setup: Se
     s = setup
     w = WorkerProcess(s, s.yaml(), 1)
     try:
-        w.wait_healthy()
-        wait_for(lambda: w.streaming("inv"), 60, "inv streaming")
+        w.wait_streaming("inv")
         restart(w)  # the first restart: whatever a restart keeps for good exists after it
         threads, fds = resources(w.proc.pid)
         for n in range(RESTARTS):
