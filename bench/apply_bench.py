@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
     p.add_argument("--rows", type=int, default=None, help="initial table rows (default = events)")
     p.add_argument("--batch", type=int, default=250_000, help="events per micro-batch")
     p.add_argument("--partitions", type=int, default=2, help="partitions of the bench topic")
-    p.add_argument("--bootstrap", default="127.0.0.1:59092")
+    p.add_argument("--bootstrap", default="127.0.0.1:19092")
     p.add_argument("--master", default="local[2]")
     p.add_argument("--driver-memory", default="1g")
     p.add_argument("--workdir", default=None, help="where tables go (default: a temp dir)")

@@ -4,7 +4,7 @@ Cassandra's own ``CommitLogReader`` on the JVM (the anchor), from the same node'
     .venv/bin/python -m bench.cassandra_reader [--rows 200000] [--runs 3] [--reuse]
 
 1. starts a private Cassandra 5.0.9 node (``tidemark dev``'s launcher, its own home under
-   ``bench/results/cassandra-node`` and ports 59142/57100), creates a CDC table and writes
+   ``bench/results/cassandra-node`` and ports 19142/17100), creates a CDC table and writes
    ``--rows`` single-row INSERTs (one mutation each, plus the node's own system writes);
 2. stops the node (it drains and closes its segments) and copies the segments from cdc_raw;
 3. times both readers over all segments, ``--runs`` times after a warm-up: mutations/s and
@@ -34,10 +34,10 @@ RESULTS = Path(__file__).parent / "results"
 
 
 def _node(home: Path) -> Any:
-    os.environ.setdefault("TIDEMARK_CASSANDRA_STORAGE_PORT", "57100")
+    os.environ.setdefault("TIDEMARK_CASSANDRA_STORAGE_PORT", "17100")
     from worker.dev.cassandra import CassandraService
 
-    return CassandraService(home, int(os.environ.get("BENCH_CASSANDRA_PORT", "59142")))
+    return CassandraService(home, int(os.environ.get("BENCH_CASSANDRA_PORT", "19142")))
 
 
 def write_segments(rows: int, home: Path, out: Path) -> list[Path]:

@@ -35,8 +35,8 @@ from cdc.verify.sql_side import SqlSourceSide
 from connectors.postgres.verify import PostgresDialect
 from worker.verify_cli import verify
 
-DSN = "host=127.0.0.1 port=55432 user=postgres password=postgres dbname=postgres"
-KAFKA = "127.0.0.1:59092"
+DSN = "host=127.0.0.1 port=15432 user=postgres password=postgres dbname=postgres"
+KAFKA = "127.0.0.1:19092"
 T = TypeVar("T")
 
 

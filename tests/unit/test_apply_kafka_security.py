@@ -42,7 +42,7 @@ def test_security_options_reach_the_kafka_source() -> None:
     cfg = from_mapping(
         {
             "kafka": {
-                "bootstrap.servers": "127.0.0.1:59094",
+                "bootstrap.servers": "127.0.0.1:19094",
                 "topics": ["a.b.c"],
                 "topics.exclude": "",
                 "options": {
@@ -60,7 +60,7 @@ def test_security_options_reach_the_kafka_source() -> None:
     spark = FakeReader()
     ApplyJob(spark, cfg).source()
     assert {k: v for k, v in spark.options.items() if k.startswith("kafka.")} == {
-        "kafka.bootstrap.servers": "127.0.0.1:59094",
+        "kafka.bootstrap.servers": "127.0.0.1:19094",
         "kafka.security.protocol": "SASL_SSL",
         "kafka.sasl.mechanism": "SCRAM-SHA-512",
         "kafka.sasl.jaas.config": JAAS,
@@ -72,7 +72,7 @@ def test_security_options_reach_the_kafka_source() -> None:
 def test_an_option_given_with_and_without_the_prefix_is_refused() -> None:
     doc = {
         "kafka": {
-            "bootstrap.servers": "127.0.0.1:59094",
+            "bootstrap.servers": "127.0.0.1:19094",
             "topics": ["a.b.c"],
             "options": {
                 "sasl.jaas.config": JAAS,

@@ -15,7 +15,7 @@ def test_demo_mariadb_connector_passes_the_rest_placeholder_rule(tmp_path: Path)
     demo = Demo(work=tmp_path)
     demo.env = {
         "TIDEMARK_MYSQL_HOST": "127.0.0.1",
-        "TIDEMARK_MYSQL_PORT": "53306",
+        "TIDEMARK_MYSQL_PORT": "13306",
         "TIDEMARK_MYSQL_USER": "tidemark",
         "TIDEMARK_MYSQL_PASSWORD": "Demo-Secret-1",
     }

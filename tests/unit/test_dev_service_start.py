@@ -1,6 +1,6 @@
-"""A dev service that dies because a port was taken is started again (the dev ports lie in
-the ephemeral range, so another process's client socket can hold one for a moment); any
-other early exit fails at once, naming the log."""
+"""A dev service that dies because a port was taken is started again (a port chosen in the
+ephemeral range can be held for a moment by another process's client socket); any other early
+exit fails at once, naming the log. The default ports lie below the ephemeral range."""
 
 from __future__ import annotations
 
@@ -100,3 +100,39 @@ def test_another_failure_is_not_retried(tmp_path: Path) -> None:
     with pytest.raises(StackError, match="Fatal configuration error"):
         fake.start()
     assert fake.marker.read_text() == "4"
+
+
+def _ephemeral_low() -> int:
+    """The first port Linux gives outgoing connections (32768 unless the box says otherwise)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def test_default_dev_ports_lie_below_the_ephemeral_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An outgoing connection holding a dev port for as long as it stays open made CI's
+    late-starting services fail to bind; every default port, derived ones included, must be
+    out of the range the kernel hands out."""
+    from worker.dev.cassandra import CassandraService
+    from worker.dev.kafka import KafkaService
+    from worker.dev.stack import SERVICE_TYPES, Stack
+
+    for cls, _ in SERVICE_TYPES.values():
+        monkeypatch.delenv(cls.port_env_var(), raising=False)
+    monkeypatch.delenv("TIDEMARK_CASSANDRA_STORAGE_PORT", raising=False)
+    stack = Stack(tmp_path)
+    ports: dict[str, int] = {}
+    for name in SERVICE_TYPES:
+        svc = stack[name]
+        ports[name] = svc.port
+        if isinstance(svc, KafkaService):
+            ports.update(controller=svc.controller_port, sasl=svc.sasl_ssl_port, mtls=svc.mtls_port)
+        if isinstance(svc, CassandraService):
+            ports["cassandra storage"] = svc.storage_port
+    low = min(_ephemeral_low(), 32768)
+    assert {k: p for k, p in ports.items() if p >= low} == {}
+    taken = [p for k, p in ports.items() if k != "sqlserver"]  # sqlserver lives in postgres
+    assert len(taken) == len(set(taken)), ports

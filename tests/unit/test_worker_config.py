@@ -34,7 +34,7 @@ def test_a_valid_file_parses_with_defaults() -> None:
     cfg = parse_config(
         """
 worker:
-  bootstrap.servers: 127.0.0.1:59092
+  bootstrap.servers: 127.0.0.1:19092
   rest.port: 18083
   producer: {linger.ms: 5}
 connectors:
@@ -42,7 +42,7 @@ connectors:
     config:
       connector.class: io.debezium.connector.postgresql.PostgresConnector
       database.hostname: 127.0.0.1
-      database.port: 55432
+      database.port: 15432
       database.user: postgres
       database.password: "${env:PGPASSWORD}"
       database.dbname: inventory
@@ -53,7 +53,7 @@ connectors:
     w = cfg.worker
     assert w.rest_port == 18083 and w.offset_storage == "file"
     assert w.offset_flush_interval_ms == 5000 and w.task_shutdown_graceful_timeout_ms == 30000
-    assert w.producer_config() == {"bootstrap.servers": "127.0.0.1:59092", "linger.ms": 5}
+    assert w.producer_config() == {"bootstrap.servers": "127.0.0.1:19092", "linger.ms": 5}
     assert cfg.connectors[0].name == "inventory"
     # the placeholder is kept: it is resolved when the connector starts, never stored resolved
     assert cfg.connectors[0].config["database.password"] == "${env:PGPASSWORD}"

@@ -52,14 +52,14 @@ JVM17_OPTIONS = (
 
 class CassandraService(Service):
     """CQL (native protocol) on ``port``; the internode storage port is
-    ``TIDEMARK_CASSANDRA_STORAGE_PORT`` (default 57000). JMX stays off: nothing needs it."""
+    ``TIDEMARK_CASSANDRA_STORAGE_PORT`` (default 17000). JMX stays off: nothing needs it."""
 
     name = "cassandra"
     start_timeout = 180.0
 
     def __init__(self, home: Path, port: int) -> None:
         super().__init__(home, port)
-        self.storage_port = int(os.environ.get("TIDEMARK_CASSANDRA_STORAGE_PORT", "57000"))
+        self.storage_port = int(os.environ.get("TIDEMARK_CASSANDRA_STORAGE_PORT", "17000"))
         self.data = self.home / "data"
         self.commitlog = self.home / "commitlog"
         self.cdc_raw = self.home / "cdc_raw"

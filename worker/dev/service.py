@@ -68,11 +68,12 @@ BIND_ATTEMPTS = 3
 
 
 def _lost_bind(log_file: Path, since: int) -> bool:
-    """Whether the attempt that logged from byte ``since`` on died binding a port. The dev
-    ports (55432, 57000, 59092, ...) lie in Linux's ephemeral range (32768-60999), so a
-    client socket of any process on the box can hold one for a moment; the port was free
-    when ``start`` checked it, so trying again is right (seen: Cassandra's storage port
-    taken by an outgoing connection while the test run started it)."""
+    """Whether the attempt that logged from byte ``since`` on died binding a port. The
+    default dev ports lie below Linux's ephemeral range (32768-60999), but a port chosen
+    with ``TIDEMARK_*_PORT`` may lie in it, and then a client socket of any process on the
+    box can hold it for a moment; the port was free when ``start`` checked it, so trying
+    again is right. (A connection that stays open keeps the port for good: that is why the
+    defaults moved out of the range.)"""
     try:
         with open(log_file, "rb") as f:
             f.seek(since)

@@ -18,15 +18,20 @@ from worker.dev.postgres import PostgresService
 from worker.dev.service import Service, ServiceStatus, StackError
 from worker.dev.sqlserver_standin import SqlServerStandinService
 
+#: Default ports. All of them, and the ports derived from them (Kafka's controller and TLS
+#: listeners at +1..+3, Cassandra's storage port 17000), lie below Linux's ephemeral range
+#: (32768-60999). In that range an outgoing connection of any process may be given the port
+#: and hold it for as long as it stays open: a late-starting service then fails to bind (seen
+#: in CI: the MongoDB stand-in on 57018 and Cassandra's storage port on 57000).
 SERVICE_TYPES: dict[str, tuple[type[Service], int]] = {
-    "postgres": (PostgresService, 55432),
-    "mariadb": (MariaDBService, 53306),
-    "kafka": (KafkaService, 59092),
-    "cassandra": (CassandraService, 59042),
-    "mongodb": (MongoDBService, 57017),
-    "mongonx": (NxMongoService, 57018),
+    "postgres": (PostgresService, 15432),
+    "mariadb": (MariaDBService, 13306),
+    "kafka": (KafkaService, 19092),
+    "cassandra": (CassandraService, 19042),
+    "mongodb": (MongoDBService, 17017),
+    "mongonx": (NxMongoService, 17018),
     # a database in the local PostgreSQL, not a process: after "postgres"
-    "sqlserver": (SqlServerStandinService, 55432),
+    "sqlserver": (SqlServerStandinService, 15432),
 }
 
 
