@@ -26,6 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from cdc.record import SourceRecord
 from cdc.schema.model import Schema, struct
+from cdc.transforms.java_text import java_float_text
 
 LOG = logging.getLogger("tidemark.transforms")
 
@@ -222,7 +223,8 @@ def is_envelope(schema: Schema | None) -> bool:
 
 def header_bytes(value: Any) -> bytes:
     """Encode a header value the way Kafka Connect's ``SimpleHeaderConverter`` renders it
-    (strings raw, numbers and booleans as text, structs as JSON). ``SourceRecord`` headers
+    (strings raw, numbers and booleans as text, a double as Java's ``Double.toString``,
+    structs as JSON). ``SourceRecord`` headers
     are bytes, so a null value becomes empty bytes."""
     if value is None:
         return b""
@@ -234,6 +236,8 @@ def header_bytes(value: Any) -> bytes:
         return b"true" if value else b"false"
     if isinstance(value, str):
         return value.encode()
+    if isinstance(value, float):
+        return java_float_text(value).encode()
     if isinstance(value, dict | list):
         return json.dumps(value, default=str, separators=(",", ":")).encode()
     return str(value).encode()

@@ -883,6 +883,10 @@ def test_header_bytes_follow_simple_header_converter() -> None:
     assert header_bytes(None) == b""
     assert header_bytes({"a": [1, 2]}) == b'{"a":[1,2]}'
     assert header_bytes(b"\x00\x01") == b"\x00\x01"
+    # Double.toString, as SimpleHeaderConverter writes a FLOAT64 header
+    assert header_bytes(1e10) == b"1.0E10"
+    assert header_bytes(2.5) == b"2.5"
+    assert header_bytes(0.0001) == b"1.0E-4"
 
 
 def test_unwrap_field_name_collision_fails_with_the_schema_name() -> None:

@@ -13,7 +13,7 @@ from cdc.record import SourceRecord
 from cdc.schema import logical
 from cdc.schema.model import FLOAT64, INT32, OPTIONAL_STRING, STRING, Schema, Type, struct
 from cdc.transforms import TransformConfigError, TransformError, build_chain
-from cdc.transforms.reshape import java_float_text
+from cdc.transforms.java_text import java_float_text
 from tests.unit.test_transforms import KEY, ROW, SALLY, TOPIC, change, tombstone
 
 KAFKA = "org.apache.kafka.connect.transforms."
