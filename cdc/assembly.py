@@ -210,6 +210,7 @@ def build_dispatcher(
         key_columns=key_columns,
         sanitize_field_names=bool(sanitize),
         propagate_source_type=cfg["column.propagate.source.type"],
+        propagate_source_datatype=cfg["datatype.propagate.source.type"],
         unavailable_placeholder=str(
             cfg.get("toasted.value.placeholder")
             or cfg.get("unavailable.value.placeholder")

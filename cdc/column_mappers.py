@@ -19,7 +19,15 @@ from cdc.spi import Column, TableId
 
 _TRUNCATE = re.compile(r"^column\.truncate\.to\.(\d+)\.chars$")
 _MASK = re.compile(r"^column\.mask\.with\.(\d+)\.chars$")
-_HASH = re.compile(r"^column\.mask\.hash\.([A-Za-z0-9-]+)\.with\.salt\.(.+)$")
+# v1 (the default, Debezium 1.2's only form) hashes the Java-serialized string; v2 its bytes
+_HASH = re.compile(r"^column\.mask\.hash\.(?:(v[12])\.)?([^.]+)\.with\.salt\.(.+)$")
+#: key prefixes whose every key must be one of the three forms: a misspelt masking key
+#: (``column.mask.with.12.char``) would otherwise leave the column unmasked without a word
+_MAPPER_PREFIXES = ("column.mask.", "column.truncate.")
+_FORMS = (
+    "column.truncate.to.<n>.chars, column.mask.with.<n>.chars or "
+    "column.mask.hash[.v2].<algorithm>.with.salt.<salt>"
+)
 
 _JAVA_DIGESTS = {
     "MD2": None,
@@ -57,17 +65,44 @@ def _mask(n: int) -> Callable[[Column], ValueFn]:
     return lambda col: lambda v: masked
 
 
-def _hash(algorithm: str, salt: str) -> Callable[[Column], ValueFn]:
+def java_serialized_string(value: str) -> bytes:
+    """``ObjectOutputStream.writeObject(String)``: the stream header, then TC_STRING with a
+    2-byte length (TC_LONGSTRING with 8 bytes past 65535) and Java's modified UTF-8 (NUL as
+    C0 80, characters beyond the BMP as two 3-byte surrogates). Debezium's default (v1)
+    hash digests these bytes, so the same pseudonyms come out only if we do too."""
+    out = bytearray()
+    for ch in value:
+        code = ord(ch)
+        if code == 0:
+            out += b"\xc0\x80"
+        elif code > 0xFFFF:
+            code -= 0x10000
+            for unit in (0xD800 | (code >> 10), 0xDC00 | (code & 0x3FF)):
+                out += chr(unit).encode("utf-8", "surrogatepass")
+        else:
+            out += ch.encode("utf-8", "surrogatepass")
+    if len(out) <= 0xFFFF:
+        head = b"\x74" + len(out).to_bytes(2, "big")
+    else:
+        head = b"\x7c" + len(out).to_bytes(8, "big")
+    return b"\xac\xed\x00\x05" + head + bytes(out)
+
+
+def _hash(algorithm: str, salt: str, version: str) -> Callable[[Column], ValueFn]:
     name = _JAVA_DIGESTS.get(algorithm.upper(), algorithm.lower().replace("-", ""))
     if name is None or name not in hashlib.algorithms_available:
         raise ValueError(f"unknown hash algorithm {algorithm!r}")
     salt_bytes = salt.encode()
+    serialized = version == "v1"
 
     def make(col: Column) -> ValueFn:
         limit = col.length if col.length and col.length > 0 else None
 
         def fn(v: Any) -> Any:
-            digest = hashlib.new(name, salt_bytes + str(v).encode()).hexdigest()
+            # Debezium hashes string columns only; tidemark also hashes other columns' text
+            # rather than let a value that was meant to be hidden through
+            data = java_serialized_string(v) if serialized and isinstance(v, str) else None
+            digest = hashlib.new(name, salt_bytes + (data or str(v).encode())).hexdigest()
             return digest[:limit] if limit else digest
 
         return fn
@@ -82,9 +117,16 @@ class ColumnMappers:
         self.rules: list[_Rule] = []
         self.problems: list[tuple[str, str]] = []
         for key, value in raw_config.items():
-            if not (_TRUNCATE.match(key) or _MASK.match(key) or _HASH.match(key)):
+            if not key.startswith(_MAPPER_PREFIXES):
                 continue  # other keys' values need not be regular expressions ("*.*.field")
-            patterns = tuple(compile_patterns(split_list(value)))
+            if not (_TRUNCATE.match(key) or _MASK.match(key) or _HASH.match(key)):
+                self.problems.append((key, f"is not a column mapping key: use {_FORMS}"))
+                continue
+            try:
+                patterns = tuple(compile_patterns(split_list(value)))
+            except re.error as exc:
+                self.problems.append((key, f"invalid regular expression: {exc}"))
+                continue
             try:
                 if m := _TRUNCATE.match(key):
                     n = int(m.group(1))
@@ -95,7 +137,11 @@ class ColumnMappers:
                     self.rules.append(_Rule(patterns, _mask(int(m.group(1))), to_string=True))
                 elif m := _HASH.match(key):
                     self.rules.append(
-                        _Rule(patterns, _hash(m.group(1), m.group(2)), to_string=True)
+                        _Rule(
+                            patterns,
+                            _hash(m.group(2), m.group(3), m.group(1) or "v1"),
+                            to_string=True,
+                        )
                     )
             except ValueError as exc:
                 self.problems.append((key, str(exc)))
@@ -135,9 +181,12 @@ class KeyColumns:
             table, _, cols = part.rpartition(":")
             if not table or not cols:
                 raise ValueError(f"entry {part!r} must look like <table>:<column>[,<column>...]")
-            self.entries.append(
-                (re.compile(table, re.IGNORECASE), compile_patterns(split_list(cols)))
-            )
+            try:
+                self.entries.append(
+                    (re.compile(table, re.IGNORECASE), compile_patterns(split_list(cols)))
+                )
+            except re.error as exc:
+                raise ValueError(f"entry {part!r}: invalid regular expression: {exc}") from None
 
     def for_table(self, table_id: TableId, columns: list[str]) -> list[str] | None:
         names = {table_id.identifier}
@@ -148,3 +197,14 @@ class KeyColumns:
             if any(table_re.fullmatch(n) for n in names):
                 return [c for c in columns if any(r.fullmatch(c) for r in col_res)]
         return None
+
+
+def mapping_problems(values: Mapping[str, Any], raw: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The column mapping keys and ``message.key.columns``, checked with the rest of the
+    config (``tidemark validate``, REST ``config/validate``) instead of at task start."""
+    problems = list(ColumnMappers(raw).problems)
+    try:
+        KeyColumns(values.get("message.key.columns"))
+    except ValueError as exc:
+        problems.append(("message.key.columns", str(exc)))
+    return problems

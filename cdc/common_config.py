@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cdc.column_mappers import mapping_problems
 from cdc.config import (
     ConfigDef,
     ConfigField,
@@ -23,12 +24,40 @@ from cdc.signals.config import notification_fields, read_only_problems, signal_f
 FAILURE_MODES = ("fail", "warn", "skip", "dead-letter")
 
 
-def _server_name(value: Any) -> str | None:
+def server_name(value: Any) -> str | None:
+    """The logical server name starts every topic name and offset key; Debezium refuses one
+    that does not start with a letter or '_'."""
     if value is None:
         return None
     if not value or not (value[0].isalpha() or value[0] == "_"):
         return "must start with a Latin letter or '_'"
     return None
+
+
+def server_name_field(aliases: tuple[str, ...], doc: str) -> ConfigField:
+    """``database.server.name``, under the names each connector family accepts for it."""
+    return ConfigField(
+        "database.server.name",
+        aliases=aliases,
+        required=True,
+        validator=server_name,
+        importance="HIGH",
+        doc=doc,
+    )
+
+
+def _select_overrides_given(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """Each table listed in ``snapshot.select.statement.overrides`` needs its statement; a
+    missing one used to surface only when the snapshot reached the table."""
+    out = []
+    for name in values.get("snapshot.select.statement.overrides") or []:
+        name = str(name).strip()
+        key = f"snapshot.select.statement.overrides.{name}"
+        if name and not str(raw.get(key) or "").strip():
+            out.append(
+                ("snapshot.select.statement.overrides", f"lists {name} but {key} is not set")
+            )
+    return out
 
 
 def _skipped_ops(value: Any) -> str | None:
@@ -171,16 +200,12 @@ def common_def(**defaults: Any) -> ConfigDef:
                 validator=at_least(1),
                 importance="LOW",
             ),
-            ConfigField(
-                "database.server.name",
-                aliases=("topic.prefix",),
-                required=True,
-                validator=_server_name,
-                doc="Logical name of the captured server: the prefix of every topic name "
+            server_name_field(
+                ("topic.prefix",),
+                "Logical name of the captured server: the prefix of every topic name "
                 "(<name>.<schema>.<table>) and the key under which offsets are stored. Must "
                 "stay the same for the connector's whole life. topic.prefix is Debezium 2.x's "
                 "name for the same property.",
-                importance="HIGH",
             ),
             _filter(
                 "table.include.list",
@@ -416,11 +441,19 @@ def common_def(**defaults: Any) -> ConfigDef:
                 "column.propagate.source.type",
                 Kind.LIST,
                 [],
-                aliases=("datatype.propagate.source.type",),
                 group=GROUP_EVENTS,
-                doc="Regular expressions of columns (or, under the datatype name, of database "
-                "type names) whose schema gets __debezium.source.column.type/length/scale "
-                "parameters with the original column type.",
+                doc="Regular expressions of columns (<schema>.<table>.<column>) whose schema "
+                "gets __debezium.source.column.type/length/scale parameters with the original "
+                "column type.",
+            ),
+            ConfigField(
+                "datatype.propagate.source.type",
+                Kind.LIST,
+                [],
+                group=GROUP_EVENTS,
+                doc="The same parameters for columns chosen by their database type: regular "
+                "expressions of <schema>.<table>.<type name> (e.g. .+\\.VARCHAR), matched "
+                "ignoring case.",
             ),
             ConfigField(
                 "topic.creation.enable",
@@ -499,6 +532,8 @@ def common_def(**defaults: Any) -> ConfigDef:
         )
     )
     cdef.checks.append(_queue_rules)
+    cdef.checks.append(mapping_problems)
+    cdef.checks.append(_select_overrides_given)
     cdef.checks.append(read_only_problems)
     cdef.checks.append(reselect.config_problems)
     cdef.passthrough_rules.append(reselect.is_post_processor_key)

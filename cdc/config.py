@@ -65,14 +65,22 @@ class ConfigField:
 
 
 class OneOf:
-    """An enum validator that also tells tooling the allowed values (case-insensitive)."""
+    """An enum validator that also tells tooling the allowed values. Matching ignores case and
+    surrounding blanks, as Debezium's enum parsing and Kafka's ``ConfigDef`` do, so a migrated
+    ``snapshot.mode: INITIAL`` is accepted; ``canonical`` gives the spelling the code compares
+    against, so the value the connector reads is always one of ``choices``."""
 
     def __init__(self, choices: Iterable[str]) -> None:
         self.choices = tuple(choices)
-        self._lowered = {c.lower() for c in self.choices}
+        self._by_folded = {c.strip().lower(): c for c in self.choices}
+
+    def canonical(self, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        return self._by_folded.get(value.strip().lower(), value)
 
     def __call__(self, value: Any) -> str | None:
-        if value is None or str(value).lower() in self._lowered:
+        if value is None or str(value).strip().lower() in self._by_folded:
             return None
         return f"must be one of {', '.join(self.choices)}"
 
@@ -219,6 +227,8 @@ class ConfigDef:
         self.passthrough_rules: list[PassThroughRule] = []
         #: Debezium properties known not to be implemented: a warning says they do nothing
         self.unsupported: set[str] = set()
+        #: key prefixes with no effect here, each with what to use instead
+        self.unsupported_prefixes: dict[str, str] = {}
         self.define(*fields)
 
     def define(self, *fields: ConfigField) -> ConfigDef:
@@ -234,6 +244,7 @@ class ConfigDef:
         merged.passthrough = list(dict.fromkeys([*self.passthrough, *other.passthrough]))
         merged.passthrough_rules = [*self.passthrough_rules, *other.passthrough_rules]
         merged.unsupported = self.unsupported | other.unsupported
+        merged.unsupported_prefixes = {**self.unsupported_prefixes, **other.unsupported_prefixes}
         return merged
 
     def check(
@@ -260,6 +271,10 @@ class ConfigDef:
                 continue
             if key in self.unsupported:
                 out.append((key, "is a Debezium property tidemark does not implement; ignored"))
+                continue
+            prefix = next((p for p in self.unsupported_prefixes if key.startswith(p)), None)
+            if prefix is not None:
+                out.append((key, f"is ignored: {self.unsupported_prefixes[prefix]}"))
                 continue
             suggestion = self.suggest(key, raw)
             if suggestion is not None:
@@ -311,6 +326,8 @@ class ConfigDef:
                 continue
             if f.validator is not None and (reason := f.validator(typed)):
                 problems.append((key, reason))
+            elif isinstance(f.validator, OneOf):
+                typed = f.validator.canonical(typed)
             values[f.name] = typed
         for rule in self.checks:
             problems.extend(rule(values, dict(raw)))

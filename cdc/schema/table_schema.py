@@ -151,6 +151,7 @@ class TableSchemaBuilder:
         key_columns: KeyColumns | None = None,
         sanitize_field_names: bool = False,
         propagate_source_type: Sequence[str] = (),
+        propagate_source_datatype: Sequence[str] = (),
         unavailable_placeholder: str = "__debezium_unavailable_value",
     ) -> None:
         self.provider = provider
@@ -160,6 +161,7 @@ class TableSchemaBuilder:
         self.key_columns = key_columns
         self.sanitize = sanitize_field_names
         self.propagate = compile_patterns(propagate_source_type)
+        self.propagate_datatype = compile_patterns(propagate_source_datatype)
         self.placeholder = unavailable_placeholder
 
     def _column(self, table: Table, col: Column) -> _Col | None:
@@ -173,7 +175,11 @@ class TableSchemaBuilder:
                 if self.mappers.changes_to_string(table.id, col):
                     schema = STRING
                 fn = mapper if fn is None else _compose(fn, mapper)
-        if self.propagate and column_matches(self.propagate, table.id, col.name):
+        if (self.propagate and column_matches(self.propagate, table.id, col.name)) or (
+            # Debezium matches datatype.propagate.source.type against <table id>.<type name>
+            self.propagate_datatype
+            and column_matches(self.propagate_datatype, table.id, col.type_name)
+        ):
             params = dict(schema.parameters or {})
             params["__debezium.source.column.type"] = col.type_name.upper()
             if col.length is not None:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cdc.common_config import common_def
+from cdc.common_config import common_def, server_name_field
 from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, one_of
 from cdc.errors import ConfigError
 
@@ -37,6 +37,12 @@ CONFIG_DEF = common_def().extend(
                 importance="HIGH",
                 doc="Contact points of the cluster (the schema and the snapshot are read "
                 "through them); the commit logs are those of the node this worker runs on.",
+            ),
+            server_name_field(
+                ("topic.prefix", "kafka.topic.prefix"),
+                "Logical name of the cluster: the prefix of every topic name "
+                "(<name>.<keyspace>.<table>) and the key offsets are stored under. "
+                "kafka.topic.prefix is Debezium's Cassandra name for it, topic.prefix 2.x's.",
             ),
             ConfigField("cassandra.port", Kind.INT, 9042, group=GROUP, doc="CQL port."),
             ConfigField("cassandra.username", group=GROUP, doc="CQL user (optional)."),
@@ -151,13 +157,24 @@ CONFIG_DEF = common_def().extend(
 )
 
 
+CONFIG_DEF.unsupported |= {
+    # Debezium Cassandra's standalone-agent settings: tidemark runs the connector in its worker
+    "connector.name",
+    "http.port",
+    "latest.commit.log.only",
+    "max.offset.flush.size",
+}
+CONFIG_DEF.unsupported_prefixes["kafka.producer."] = (
+    "Debezium's Cassandra agent had its own producer; here events go through the worker's "
+    "producer, configured in the worker config or per connector with producer.override.<key>"
+)
+CONFIG_DEF.unsupported_prefixes["offset.flush.interval.ms"] = (
+    "offsets are flushed by the worker: set offset.flush.interval.ms in the worker config"
+)
+
+
 def parse_config(raw: Mapping[str, Any]) -> Config:
-    values = dict(raw)
-    if "kafka.topic.prefix" in values and not (
-        values.get("topic.prefix") or values.get("database.server.name")
-    ):
-        values["topic.prefix"] = values["kafka.topic.prefix"]
-    cfg = CONFIG_DEF.parse(values)
+    cfg = CONFIG_DEF.parse(raw)
     cdc_raw_dir(cfg)  # fail at startup, naming the key
     if cfg["commit.log.transfer.class"] == "relocate" and not cfg["commit.log.relocation.dir"]:
         raise ConfigError(

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from cdc.common_config import common_def, database_filter_fields, resumable_chunk_field
+from cdc.common_config import (
+    common_def,
+    database_filter_fields,
+    resumable_chunk_field,
+    server_name_field,
+)
 from cdc.config import ConfigDef, ConfigField, Kind, at_least, exclusive, one_of, valid_regex_list
 
 CAPTURE_MODES = (
@@ -44,12 +49,9 @@ def _renames(value: Any) -> str | None:
 
 MONGODB_FIELDS = ConfigDef(
     [
-        ConfigField(
-            "database.server.name",
-            aliases=("mongodb.name", "topic.prefix"),
-            required=True,
-            importance="HIGH",
-            doc="Logical name of the MongoDB replica set or cluster: the prefix of every topic "
+        server_name_field(
+            ("mongodb.name", "topic.prefix"),
+            "Logical name of the MongoDB replica set or cluster: the prefix of every topic "
             "(<name>.<db>.<collection>) and the key offsets are stored under. mongodb.name is "
             "the 1.2 name, topic.prefix the 2.x one.",
         ),

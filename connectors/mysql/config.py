@@ -17,7 +17,17 @@ from cdc.common_config import (
     database_filter_fields,
     resumable_chunk_field,
 )
-from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, exclusive, one_of, split_list
+from cdc.config import (
+    Config,
+    ConfigDef,
+    ConfigField,
+    Kind,
+    at_least,
+    exclusive,
+    one_of,
+    split_list,
+    valid_regex_list,
+)
 from cdc.history import history_config_def
 
 SNAPSHOT_MODES = (
@@ -204,6 +214,7 @@ MYSQL_FIELDS = ConfigDef(
             "gtid.source.includes",
             Kind.LIST,
             [],
+            validator=valid_regex_list,
             group="Binlog",
             doc="Regular expressions of GTID source UUIDs whose transactions are followed; do not "
             "combine with gtid.source.excludes.",
@@ -212,6 +223,7 @@ MYSQL_FIELDS = ConfigDef(
             "gtid.source.excludes",
             Kind.LIST,
             [],
+            validator=valid_regex_list,
             group="Binlog",
             doc="Regular expressions of GTID source UUIDs whose transactions are ignored.",
         ),

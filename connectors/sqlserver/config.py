@@ -16,7 +16,6 @@ from cdc.common_config import (
     schema_filter_fields,
 )
 from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, one_of
-from cdc.errors import ConfigError
 
 SNAPSHOT_MODES = (
     "initial",
@@ -197,30 +196,36 @@ SQLSERVER_FIELDS = ConfigDef(
 )
 
 
+def _database_required(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """One of two keys names the databases, so neither field can be required by itself;
+    checked with the config so ``tidemark validate`` reports it, not only the task start."""
+    listed = [n for n in (values.get("database.names") or []) if str(n).strip()]
+    if listed or values.get("database.dbname"):
+        return []
+    return [
+        (
+            "database.names",
+            "is required (or Debezium 1.2's database.dbname): the database whose change "
+            "tables are captured",
+        )
+    ]
+
+
 def config_def() -> ConfigDef:
-    return (
+    cdef = (
         common_def(time_precision_mode="adaptive")
         .extend(schema_filter_fields())
         .extend(SQLSERVER_FIELDS)
     )
+    cdef.checks.append(_database_required)
+    return cdef
 
 
 CONFIG_DEF = config_def()
 
 
 def parse_config(raw: dict[str, Any]) -> Config:
-    cfg = CONFIG_DEF.parse(raw)
-    if not database_name(cfg):
-        raise ConfigError(
-            [
-                (
-                    "database.names",
-                    "is required (or Debezium 1.2's database.dbname): the database whose "
-                    "change tables are captured",
-                )
-            ]
-        )
-    return cfg
+    return CONFIG_DEF.parse(raw)
 
 
 def database_names(cfg: Config) -> list[str]:

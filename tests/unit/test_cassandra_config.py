@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cdc.errors import ConfigError
-from connectors.cassandra.config import cdc_raw_dir, parse_config
+from connectors.cassandra.config import CONFIG_DEF, cdc_raw_dir, parse_config
 from connectors.cassandra.offsets import CommitLogPosition, validate_offset
 from connectors.cassandra.transfer import DeleteTransfer, RelocateTransfer, load_transfer
 
@@ -32,6 +32,40 @@ def test_cdc_raw_from_the_node_yaml(tmp_path: Path) -> None:
 def test_kafka_topic_prefix_is_accepted() -> None:
     cfg = parse_config({"kafka.topic.prefix": "legacy", "cassandra.cdc.raw.dir": "/r"})
     assert cfg["database.server.name"] == "legacy"
+    # also by the validation tooling uses (tidemark validate, REST config/validate), which
+    # reported it as "database.server.name is required"
+    values, problems = CONFIG_DEF.validate({"kafka.topic.prefix": "legacy"})
+    assert problems == [] and values["database.server.name"] == "legacy"
+
+
+def test_the_seeds_upper_case_enum_values_mean_what_they_say() -> None:
+    """The Cassandra doc's own example is snapshot.mode=ALWAYS; read as written it behaved as
+    initial, and snapshot.consistency=one failed at snapshot time."""
+    cfg = parse_config(
+        {
+            "kafka.topic.prefix": "p",
+            "cassandra.cdc.raw.dir": "/r",
+            "snapshot.mode": "ALWAYS",
+            "snapshot.consistency": " one",
+        }
+    )
+    assert (cfg["snapshot.mode"], cfg["snapshot.consistency"]) == ("always", "ONE")
+
+
+def test_the_standalone_agents_settings_are_named_as_ignored() -> None:
+    warnings = dict(
+        CONFIG_DEF.unknown_keys(
+            {
+                "kafka.topic.prefix": "p",
+                "kafka.producer.security.protocol": "SSL",
+                "http.port": "8000",
+                "offset.flush.interval.ms": "1000",
+            }
+        )
+    )
+    assert "producer.override." in warnings["kafka.producer.security.protocol"]
+    assert "does not implement" in warnings["http.port"]
+    assert "worker config" in warnings["offset.flush.interval.ms"]
 
 
 @pytest.mark.parametrize(

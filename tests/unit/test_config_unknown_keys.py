@@ -215,3 +215,21 @@ def test_connector_start_logs_the_typo_at_warning(
         "connector typo: max.batch.sise is not a known key; did you mean `max.batch.size`? "
         "(passed through as is)"
     ) in warnings
+
+
+@pytest.mark.parametrize(
+    ("key", "given", "read"),
+    [
+        ("snapshot.mode", "INITIAL", "initial"),
+        ("snapshot.mode", "Never ", "never"),
+        ("decimal.handling.mode", "DOUBLE", "double"),
+        ("event.processing.failure.handling.mode", "WARN", "warn"),
+    ],
+)
+def test_enum_values_are_read_in_their_canonical_spelling(key: str, given: str, read: str) -> None:
+    """Debezium parses enum values ignoring case and Kafka's ConfigDef trims them; accepting
+    DOUBLE but comparing against "double" made the output silently precise, and WARN failed
+    the task on the first bad event."""
+    mysql = {"database.hostname": "h", "database.user": "u", "database.server.name": "s"}
+    values, problems = MYSQL_DEF.validate({**mysql, "database.server.id": "5", key: given})
+    assert problems == [] and values[key] == read

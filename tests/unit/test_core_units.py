@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from cdc.column_mappers import ColumnMappers, KeyColumns
+from cdc.column_mappers import ColumnMappers, KeyColumns, java_serialized_string
 from cdc.filters import ColumnFilter, TableFilter
 from cdc.metrics import TaskMetrics, _Collector
 from cdc.offsets.memory import MemoryOffsetStore
@@ -184,12 +184,62 @@ def test_column_mappers_as_the_seed_describes() -> None:
     assert fn is not None and fn("Kretchmar") == fn("Kretchmar") != fn("Other")
     assert len(fn("Kretchmar")) == 10  # shortened to the column length
     bad = ColumnMappers(
-        {"column.truncate.to.0.chars": "x", "column.mask.hash.NOPE.with.salt.s": "x"}
+        {
+            "column.truncate.to.0.chars": "x",
+            "column.mask.hash.NOPE.with.salt.s": "x",
+            # misspelt or malformed: these left the column unmasked without a word
+            "column.mask.with.12.char": "x",
+            "column.mask.with.-1.chars": "x",
+            "column.truncate.to.x.chars": "x",
+            "column.mask.with.3.chars": "inventory.(customers",
+            "column.include.list": "not a mapper",
+        }
     )
-    assert {k for k, _ in bad.problems} == {
+    assert dict(bad.problems).keys() == {
         "column.truncate.to.0.chars",
         "column.mask.hash.NOPE.with.salt.s",
+        "column.mask.with.12.char",
+        "column.mask.with.-1.chars",
+        "column.truncate.to.x.chars",
+        "column.mask.with.3.chars",
     }
+    assert "column.mask.with.<n>.chars" in dict(bad.problems)["column.mask.with.12.char"]
+    assert "regular expression" in dict(bad.problems)["column.mask.with.3.chars"]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "want"),
+    [
+        # Debezium's own MaskStringsTest values, computed by the JVM: v1 (the default, and the
+        # only form in 1.2) digests the Java-serialized string, v2 its bytes
+        (
+            "column.mask.hash.SHA-256.with.salt.salt",
+            "hello",
+            "af5843a0f0e728ab0332c8888b6e1190bfb79e584f0d40538de8f10df6ef29c6",
+        ),
+        ("column.mask.hash.MD5.with.salt.salt", "world", "030f632140d9c9591b0d8c21098024b8"),
+        (
+            "column.mask.hash.v2.SHA-256.with.salt.salt",
+            "hello",
+            "cd31b3b98ece60cb739c0bf770b2de892ae0ad133f645513c3d83f08757a843a",
+        ),
+        ("column.mask.hash.v2.MD5.with.salt.salt", "world", "172c8e95398cc72ab5358ead6981e7e5"),
+    ],
+)
+def test_hash_pseudonyms_equal_debeziums(key: str, value: str, want: str) -> None:
+    """A migrated pipeline must keep its pseudonyms: downstream joins use them."""
+    fn = ColumnMappers({key: r".*\.name"}).for_column(
+        TableId("db", "inventory", "customers"), Column("name", 1, "varchar")
+    )
+    assert fn is not None and fn(value) == want
+
+
+def test_java_serialized_string_uses_modified_utf8() -> None:
+    assert java_serialized_string("a\x00é😀") == (
+        b"\xac\xed\x00\x05\x74\x00\x0b" + b"a\xc0\x80\xc3\xa9\xed\xa0\xbd\xed\xb8\x80"
+    )
+    long = java_serialized_string("x" * 70000)
+    assert long[:13] == b"\xac\xed\x00\x05\x7c" + (70000).to_bytes(8, "big")
 
 
 def test_message_key_columns() -> None:

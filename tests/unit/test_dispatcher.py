@@ -194,7 +194,7 @@ def test_column_exclusion_masking_truncation_and_hashing() -> None:
     [rec] = drain(q)
     assert rec.value["after"] == {"id": 1, "first_name": "Ann", "email": "*****"}
 
-    d, q, t = make_dispatcher({"column.mask.hash.SHA-256.with.salt.CzQMA0cB5K": r".*\.email"})
+    d, q, t = make_dispatcher({"column.mask.hash.v2.SHA-256.with.salt.CzQMA0cB5K": r".*\.email"})
     d.emit(RowChange(Operation.CREATE, t.id, None, ROW1, src(1), {"pos": 1}))
     [rec] = drain(q)
     want = hashlib.sha256(b"CzQMA0cB5K" + ROW1[3].encode()).hexdigest()

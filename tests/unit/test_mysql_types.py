@@ -517,3 +517,28 @@ def test_binlog_timestamp_text_equals_the_strftime_form() -> None:
             fast = types._timestamp_v3(plain, fsp)
             expected = [ref(v) if type(v) is types.SnapshotTimestamp else padded(v) for v in values]
             assert [fast(v) for v in values] == expected, fsp
+
+
+def test_datatype_propagate_source_type_matches_the_type_name() -> None:
+    """datatype.propagate.source.type picks columns by <table id>.<type name> (Debezium's
+    fullyQualifiedColumnDatatype), ignoring case, not by column name."""
+    from cdc.schema.table_schema import TableSchemaBuilder
+    from cdc.topics import TopicNamer
+
+    table = Table(
+        TableId("db", None, "t"),
+        (col("DECIMAL", 10, 2, name="price"), col("VARCHAR", 20, name="name")),
+    )
+    builder = TableSchemaBuilder(
+        MySqlValueConverters(Modes()), TopicNamer("s"), propagate_source_datatype=[r".+\.varchar"]
+    )
+    price, name = (f.schema.parameters or {} for f in builder.build(table).value_schema.fields)
+    assert "__debezium.source.column.type" not in price
+    assert name["__debezium.source.column.type"] == "VARCHAR"
+    by_name = TableSchemaBuilder(
+        MySqlValueConverters(Modes()), TopicNamer("s"), propagate_source_datatype=[r"db\.t\.name"]
+    )
+    assert not any(
+        (f.schema.parameters or {}).get("__debezium.source.column.type")
+        for f in by_name.build(table).value_schema.fields
+    )

@@ -1,0 +1,84 @@
+"""Config mistakes that used to pass ``tidemark validate`` and REST ``config/validate`` and
+surfaced only at task start or mid-snapshot (or never): each is now a problem naming its key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from connectors.mongodb.config import CONFIG_DEF as MONGODB_DEF
+from connectors.mysql.config import CONFIG_DEF as MYSQL_DEF
+from connectors.postgres.config import CONFIG_DEF as PG_DEF
+from connectors.sqlserver.config import CONFIG_DEF as SQLSERVER_DEF
+
+PG = {"database.hostname": "h", "database.user": "u", "database.dbname": "d", "topic.prefix": "p"}
+MYSQL = {
+    "database.hostname": "h",
+    "database.user": "u",
+    "database.server.id": "5",
+    "database.server.name": "s",
+}
+SQLSERVER = {"database.hostname": "h", "database.user": "u", "database.server.name": "s"}
+
+
+def problems(cdef: Any, raw: dict[str, str]) -> dict[str, str]:
+    return dict(cdef.validate(raw)[1])
+
+
+@pytest.mark.parametrize(
+    ("extra", "key", "text"),
+    [
+        ({"column.mask.with.12.char": "db.t.c"}, "column.mask.with.12.char", "mapping key"),
+        ({"column.truncate.to.x.chars": "db.t.c"}, "column.truncate.to.x.chars", "mapping key"),
+        ({"column.mask.with.3.chars": "db.(t"}, "column.mask.with.3.chars", "regular expr"),
+        ({"column.truncate.to.0.chars": "db.t.c"}, "column.truncate.to.0.chars", "positive"),
+        ({"column.mask.hash.NOPE.with.salt.s": "db.t.c"}, "column.mask.hash.NOPE.with.salt.s", ""),
+        ({"message.key.columns": "inventory.customers"}, "message.key.columns", "<table>:"),
+        ({"message.key.columns": "inventory.(c:id"}, "message.key.columns", "regular expr"),
+        (
+            {"snapshot.select.statement.overrides": "inventory.orders"},
+            "snapshot.select.statement.overrides",
+            "snapshot.select.statement.overrides.inventory.orders is not set",
+        ),
+    ],
+)
+def test_mapping_and_override_mistakes_are_problems(
+    extra: dict[str, str], key: str, text: str
+) -> None:
+    found = problems(PG_DEF, {**PG, **extra})
+    assert key in found and text in found[key], found
+
+
+def test_well_formed_mappings_and_overrides_pass() -> None:
+    assert (
+        problems(
+            PG_DEF,
+            {
+                **PG,
+                "column.mask.with.3.chars": r"inventory\.customers\.email",
+                "column.mask.hash.v2.SHA-256.with.salt.x": r".*\.name",
+                "message.key.columns": "inventory.customers:id,email",
+                "snapshot.select.statement.overrides": "inventory.orders",
+                "snapshot.select.statement.overrides.inventory.orders": "SELECT * FROM x",
+            },
+        )
+        == {}
+    )
+
+
+def test_gtid_source_filters_must_be_regular_expressions() -> None:
+    assert "gtid.source.includes" in problems(MYSQL_DEF, {**MYSQL, "gtid.source.includes": "(x"})
+    assert problems(MYSQL_DEF, {**MYSQL, "gtid.source.excludes": "a1b2.*"}) == {}
+
+
+def test_sql_server_needs_a_database() -> None:
+    assert "is required" in problems(SQLSERVER_DEF, SQLSERVER)["database.names"]
+    assert problems(SQLSERVER_DEF, {**SQLSERVER, "database.dbname": "inventory"}) == {}
+    assert problems(SQLSERVER_DEF, {**SQLSERVER, "database.names": "a,b"}) == {}
+
+
+def test_mongodb_logical_name_follows_the_relational_rule() -> None:
+    base = {"mongodb.hosts": "rs0/h:27017"}
+    assert "Latin letter" in problems(MONGODB_DEF, {**base, "mongodb.name": "1bad"})["mongodb.name"]
+    assert problems(MONGODB_DEF, {**base, "mongodb.name": "fulfillment"}) == {}
