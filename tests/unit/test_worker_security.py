@@ -308,3 +308,41 @@ def test_the_worker_config_can_allow_python_code_over_rest(tmp_path: Path) -> No
         assert r.status == 400 and "the attribute 'format' is not allowed" in r.body["message"]
     finally:
         herder.shutdown(5)
+
+
+def test_values_sent_as_json_lists_are_checked_as_the_string_they_become(app: App) -> None:
+    """Connect configs are string maps; a one-element JSON list becomes its element's text,
+    which the resolver then reads. Checked only as a list, ["${env:X}"] went through."""
+    sneaky = memory(**{"topic.prefix": ["${env:HOME}"], "x.y": ["a", "${file:/etc/passwd}"]})
+    for method, path, body in (
+        ("POST", "/connectors", {"name": "l", "config": sneaky}),
+        ("PUT", "/connectors/l/config", sneaky),
+        ("PUT", f"/connector-plugins/{PG}/config/validate", sneaky),
+    ):
+        r = call(app, method, path, body)
+        assert r.status == 400, (method, path, r.body)
+        assert "topic.prefix: config provider 'env' may not be used" in r.body["message"]
+        assert "x.y: ${file:/etc/passwd} is not allowed" in r.body["message"]
+    assert call(app, "GET", "/connectors", None).body == []
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        # an alias may contain dots: `transforms: a.b` reads transforms.a.b.*
+        {"transforms": "a.b", "transforms.a.b.type": "io.debezium.transforms.Filter",
+         "transforms.a.b.language": "python", "transforms.a.b.condition": "True"},
+        {"transforms": "t", "transforms.t.type": "org.apache.kafka.connect.transforms.Filter",
+         "transforms.t.predicate": "p.q", "predicates": "p.q",
+         "predicates.p.q.type": "this:Nothing"},
+    ],
+)  # fmt: skip
+def test_code_under_a_dotted_alias_is_refused_too(app: App, config: dict[str, str]) -> None:
+    for method, path, body in (
+        ("POST", "/connectors", {"name": "d", "config": memory(**config)}),
+        ("PUT", f"/connector-plugins/{PG}/config/validate", config),
+    ):
+        r = call(app, method, path, body)
+        assert r.status == 400, r.body
+        assert "cannot be set over REST" in r.body["message"]
+    assert call(app, "GET", "/connectors", None).body == []

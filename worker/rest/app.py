@@ -30,6 +30,7 @@ from cdc.signals import registry as signal_registry
 from worker import redaction
 from worker.config_providers import RESOLVED, Provider, check_placeholders
 from worker.herder import BadRequest, Conflict, Herder, HerderError, NotFound
+from worker.registry import normalise_config
 from worker.rest.code_policy import python_code_problems
 from worker.rest.forward import Unreachable, forward
 from worker.rest.openapi import document
@@ -162,7 +163,10 @@ class App:
         if name is not None:
             with contextlib.suppress(NotFound):
                 current = self.herder.connector_config(name)
-        given = {k: v for k, v in config.items() if current.get(k) != v}
+        # Checked in the form the worker will use: a value sent as a JSON list
+        # (["${env:X}"]) becomes the string the resolver reads, so it must be checked as one.
+        normalised, _ = normalise_config(config)
+        given = {k: v for k, v in normalised.items() if current.get(k) != v}
         problems = check_placeholders(given, self.providers)
         if not self.herder.settings.rest_allow_python_transforms:
             problems += python_code_problems(given)

@@ -19,8 +19,10 @@ from typing import Any
 
 from cdc.transforms.base import is_built_in
 
-_TYPE = re.compile(r"(transforms|predicates)\.[^.]+\.type")
-_CONDITION = re.compile(r"transforms\.[^.]+\.condition")
+# An alias may itself hold dots (``transforms: a.b`` reads ``transforms.a.b.type``), so any
+# key under the namespace that ends in the setting's name counts.
+_TYPE = re.compile(r"(transforms|predicates)\..+\.type")
+_CONDITION = re.compile(r"transforms\..+\.condition")
 #: connector settings that take a ``module:Class`` path besides their built-in values
 _CLASS_KEYS = frozenset({"commit.log.transfer.class"})
 ADVICE = "or set rest.allow.python.transforms: true in the worker config if REST callers may"
