@@ -199,8 +199,39 @@ def is_secret_key(key: str, definition: ConfigDef | None = None) -> bool:
     return any(h in low for h in SECRET_HINTS)
 
 
+#: ``scheme://user:password@`` in any value: MongoDB connection strings, schema registry and
+#: JDBC-style URLs carry a password under keys that are not secret as a whole
+_URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:]*:)(?P<pw>[^\s/@]+)@")
+
+
+def mask_url_passwords(value: str) -> str:
+    """``mongodb://cdc:********@host``: the password of each URL hidden, the rest (hosts,
+    options) still shown, since it is what an operator reads the config for."""
+    return _URL_PASSWORD.sub(lambda m: f"{m['head']}********@", value)
+
+
+def url_passwords(value: str) -> set[str]:
+    """The passwords in ``value``'s URLs, as written and percent-decoded (a driver's error
+    message may show either)."""
+    from urllib.parse import unquote
+
+    found = set()
+    for m in _URL_PASSWORD.finditer(value):
+        found |= {m["pw"], unquote(m["pw"])}
+    return found
+
+
 def mask_secrets(raw: Mapping[str, Any], definition: ConfigDef | None = None) -> dict[str, Any]:
-    return {k: ("********" if is_secret_key(k, definition) else v) for k, v in raw.items()}
+    return {
+        k: (
+            "********"
+            if is_secret_key(k, definition)
+            else mask_url_passwords(v)
+            if isinstance(v, str)
+            else v
+        )
+        for k, v in raw.items()
+    }
 
 
 PassThroughRule = Callable[[str, Mapping[str, Any]], bool]

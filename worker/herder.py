@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from cdc.config import ConfigDef, is_secret_key
+from cdc.config import ConfigDef, is_secret_key, url_passwords
 from cdc.converters.base import AVRO_CONVERTER_CLASS, JSON_CONVERTER_CLASS
 from cdc.errors import ConfigError
 from cdc.metrics import TaskMetrics
@@ -112,6 +112,9 @@ class Secrets:
             for k, v in config.items()
             if is_secret_key(k, cdef) and len(v) >= self.MIN_LENGTH and v not in plain
         }
+        # a password inside a URL (mongodb://user:pw@host) of a key that is not secret
+        for v in config.values():
+            found |= {pw for pw in url_passwords(v) if len(pw) >= self.MIN_LENGTH}
         if found:
             with self._lock:
                 self._values |= found

@@ -26,7 +26,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cdc.config import ConfigDef, ConfigField, Kind, at_least, is_secret_key
+from cdc.config import (
+    ConfigDef,
+    ConfigField,
+    Kind,
+    at_least,
+    is_secret_key,
+    mask_url_passwords,
+)
 from cdc.spi import Connector
 from cdc.transforms import TransformConfigError, build_chain
 from worker.config_providers import PLACEHOLDER, has_placeholder, resolve_config, scalar_text
@@ -345,7 +352,7 @@ def mask_config(config: Mapping[str, str], cdef: ConfigDef | None) -> dict[str, 
     """Secrets hidden for REST responses and logs. Kafka Connect returns configs as stored;
     tidemark deliberately does not. Pure placeholders (``${env:PGPASSWORD}``) stay visible."""
     return {
-        k: (MASK if is_secret_key(k, cdef) and not is_reference(v) else v)
+        k: (MASK if is_secret_key(k, cdef) and not is_reference(v) else mask_url_passwords(v))
         for k, v in config.items()
     }
 
@@ -461,12 +468,16 @@ def _entry(
         },
         "value": {
             "name": name,
-            "value": MASK if secret and value is not None else value,
+            "value": MASK if secret and value is not None else _shown(value),
             "recommended_values": field.recommended_values if field else [],
             "errors": errors,
             "visible": True,
         },
     }
+
+
+def _shown(value: str | None) -> str | None:
+    return None if value is None else mask_url_passwords(value)
 
 
 def _text(value: Any) -> str | None:

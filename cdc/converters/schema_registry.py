@@ -15,6 +15,8 @@ from urllib.parse import quote
 import httpx
 import orjson
 
+from cdc.config import mask_url_passwords
+
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
@@ -157,7 +159,8 @@ class SchemaRegistryClient:
             if resp.status_code >= 400:
                 raise _error(resp)
             return orjson.loads(resp.content)
-        raise ConnectionError(f"no schema registry reachable at {self.urls}: {last}")
+        shown = [mask_url_passwords(u) for u in self.urls]  # the message reaches traces
+        raise ConnectionError(f"no schema registry reachable at {shown}: {last}")
 
 
 def _seg(subject: str) -> str:

@@ -346,3 +346,33 @@ def test_code_under_a_dotted_alias_is_refused_too(app: App, config: dict[str, st
         assert r.status == 400, r.body
         assert "cannot be set over REST" in r.body["message"]
     assert call(app, "GET", "/connectors", None).body == []
+
+
+def test_a_password_inside_a_url_is_masked_wherever_the_config_is_shown(app: App) -> None:
+    """mongodb.connection.string (or a schema registry URL) is not a secret key as a whole,
+    but the password in its userinfo is: GET, tasks, expand=info and validate hide it and
+    keep the hosts readable."""
+    uri = "mongodb://cdc:Sup3r-S3cret-Pw@mongo.internal:27017/?replicaSet=rs0"
+    cfg = {
+        "connector.class": "io.debezium.connector.mongodb.MongoDbConnector",
+        "mongodb.connection.string": uri,
+        "topic.prefix": "m",
+        "value.converter.schema.registry.url": "http://sr:Pw-Reg1stry@127.0.0.1:9",
+    }
+    assert call(app, "POST", "/connectors", {"name": "mongo", "config": cfg}).status == 201
+    for path, query in (
+        ("/connectors/mongo/config", {}),
+        ("/connectors/mongo/tasks", {}),
+        ("/connectors/mongo/tasks-config", {}),
+        ("/connectors", {"expand": ["info"]}),
+    ):
+        body = orjson.dumps(app.handle(Request("GET", path, query, b"")).body).decode()
+        assert "Sup3r-S3cret-Pw" not in body and "Pw-Reg1stry" not in body, path
+        assert "mongodb://cdc:********@mongo.internal:27017" in body, path
+    r = call(app, "PUT", "/connector-plugins/MongoDbConnector/config/validate", cfg)
+    shown = {e["value"]["name"]: e["value"]["value"] for e in r.body["configs"]}
+    assert shown["mongodb.connection.string"] == uri.replace("Sup3r-S3cret-Pw", "********")
+    # registered as a secret: a driver's message quoting it is scrubbed from traces and logs
+    redact = app.herder.secrets.redact
+    assert redact("auth failed for cdc:Sup3r-S3cret-Pw") == "auth failed for cdc:********"
+    assert "Pw-Reg1stry" not in redact("no registry at http://sr:Pw-Reg1stry@127.0.0.1:9")
