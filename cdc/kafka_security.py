@@ -32,6 +32,12 @@ from cdc.errors import ConfigError
 
 SECURITY_PREFIXES = ("security.protocol", "ssl.", "sasl.")
 
+
+def is_security_key(key: str) -> bool:
+    """A client setting that carries or guards credentials (librdkafka or Java names)."""
+    return key.startswith(SECURITY_PREFIXES) or key == "enable.ssl.certificate.verification"
+
+
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _JAAS_MODULES = ("PlainLoginModule", "ScramLoginModule")
 _INLINE_PEM = (

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from cdc.config import Config
 from cdc.engine import Engine, EngineSettings
 from cdc.errors import ConfigError
-from cdc.kafka_security import security_settings
+from cdc.kafka_security import is_security_key, security_settings
 from cdc.offsets.store import OffsetStore
 from worker.config import WorkerSettings
 from worker.config_providers import resolve_config
@@ -94,13 +94,18 @@ class Worker:
     def engine_settings(self, name: str, config: Mapping[str, str], task_id: int) -> EngineSettings:
         s = self.settings
         producer = s.producer_config()
-        producer.update(
-            {
-                k[len(PRODUCER_OVERRIDE) :]: v
-                for k, v in config.items()
-                if k.startswith(PRODUCER_OVERRIDE)
-            }
-        )
+        overrides = {
+            k[len(PRODUCER_OVERRIDE) :]: v
+            for k, v in config.items()
+            if k.startswith(PRODUCER_OVERRIDE)
+        }
+        if overrides.get("bootstrap.servers", producer.get("bootstrap.servers")) != producer.get(
+            "bootstrap.servers"
+        ):
+            # Another cluster: the worker's credentials are for its own cluster and must not
+            # be sent to one a connector config names (the schema history follows this rule).
+            producer = {k: v for k, v in producer.items() if not is_security_key(k)}
+        producer.update(overrides)
         producer.setdefault("client.id", f"tidemark-{name}-{task_id}")
         # The engine may spend its timeout twice (joining the source, flushing the producer)
         # after the source noticed the stop: a third each keeps the whole stop inside the

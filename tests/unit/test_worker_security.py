@@ -376,3 +376,48 @@ def test_a_password_inside_a_url_is_masked_wherever_the_config_is_shown(app: App
     redact = app.herder.secrets.redact
     assert redact("auth failed for cdc:Sup3r-S3cret-Pw") == "auth failed for cdc:********"
     assert "Pw-Reg1stry" not in redact("no registry at http://sr:Pw-Reg1stry@127.0.0.1:9")
+
+
+def test_a_connector_naming_another_cluster_gets_none_of_the_workers_credentials() -> None:
+    """producer.override.bootstrap.servers pointed the producer, with the worker's SASL
+    password, at any host a REST caller named."""
+    from cdc.offsets.memory import MemoryOffsetStore as Store
+    from worker.worker import Worker
+
+    s = WorkerSettings.model_validate(
+        {
+            "bootstrap.servers": "kafka:9093",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+            'required username="tidemark-worker" password="W0rker-Kafka-Pw";',
+        }
+    )
+    w = Worker(s, Store(), worker_id="w")
+    own = w.engine_settings("c", {"producer.override.linger.ms": "9"}, 0).producer
+    assert "W0rker-Kafka-Pw" in repr(own) and own["linger.ms"] == "9"
+    other = w.engine_settings(
+        "c", {"producer.override.bootstrap.servers": "attacker:9092"}, 0
+    ).producer
+    assert other["bootstrap.servers"] == "attacker:9092"
+    assert not [k for k in other if k.startswith(("sasl.", "ssl.", "security."))], other
+    assert "W0rker-Kafka-Pw" not in repr(other)
+
+
+def test_native_code_and_weaker_transport_settings_are_refused_over_rest(app: App) -> None:
+    for key, value in (
+        ("producer.override.plugin.library.paths", "/tmp/evil.so"),
+        ("producer.override.sasl.kerberos.kinit.cmd", "touch /tmp/pwned"),
+        ("producer.override.security.protocol", "SASL_PLAINTEXT"),
+        ("producer.override.enable.ssl.certificate.verification", "false"),
+    ):
+        r = call(app, "POST", "/connectors", {"name": "p", "config": memory(**{key: value})})
+        assert r.status == 400 and f"{key}: " in r.body["message"], (key, r.body)
+    # a connector writing to a cluster of its own chooses its own transport
+    other = memory(
+        **{
+            "producer.override.bootstrap.servers": "other:9092",
+            "producer.override.security.protocol": "SSL",
+        }
+    )
+    assert call(app, "POST", "/connectors", {"name": "o", "config": other}).status == 201

@@ -1,4 +1,5 @@
-"""What a connector config sent over REST may not carry: Python code.
+"""What a connector config sent over REST may not carry: Python code, native code, and
+weaker transport for the worker's own Kafka credentials.
 
 Some settings run Python in the worker: Debezium's ``Filter`` ``condition`` (an expression
 tidemark evaluates per record), and a ``module:Class`` path (imported, so the module's code
@@ -9,6 +10,12 @@ reaches any module's globals from a schema object, so a condition could read the
 environment and return it in a failure trace. The YAML file is trusted (docs/security.md),
 REST is not: over REST these settings are refused unless the worker config says
 ``rest.allow.python.transforms: true``.
+
+librdkafka settings under ``producer.override.`` load native libraries or run commands
+(``plugin.library.paths``, ``sasl.kerberos.kinit.cmd``, ``ssl.engine.location``), and others
+decide how the worker's SASL/TLS credentials travel (``security.protocol``, certificate
+checks, the OAuth token endpoint): the same rule refuses them over REST, the latter only while
+the connector writes to the worker's own cluster.
 """
 
 from __future__ import annotations
@@ -25,14 +32,43 @@ _TYPE = re.compile(r"(transforms|predicates)\..+\.type")
 _CONDITION = re.compile(r"transforms\..+\.condition")
 #: connector settings that take a ``module:Class`` path besides their built-in values
 _CLASS_KEYS = frozenset({"commit.log.transfer.class"})
+_OVERRIDE = "producer.override."
+#: librdkafka settings that load a native library or run a command
+_NATIVE_CODE_KEYS = frozenset(
+    _OVERRIDE + k
+    for k in ("plugin.library.paths", "sasl.kerberos.kinit.cmd", "ssl.engine.location")
+)
+#: settings that would weaken how the worker's own credentials travel to its own cluster
+#: (a connector naming another cluster gets none of them, see Worker.engine_settings)
+_TRANSPORT_KEYS = frozenset(
+    _OVERRIDE + k
+    for k in (
+        "security.protocol",
+        "enable.ssl.certificate.verification",
+        "ssl.endpoint.identification.algorithm",
+        "sasl.oauthbearer.token.endpoint.url",
+    )
+)
 ADVICE = "or set rest.allow.python.transforms: true in the worker config if REST callers may"
 
 
 def python_code_problems(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Each key of ``config`` that would make the worker run Python it was sent."""
     problems = []
+    own_cluster = _OVERRIDE + "bootstrap.servers" not in config
     for key, value in config.items():
-        if _CONDITION.fullmatch(key):
+        if key in _NATIVE_CODE_KEYS:
+            problems.append(
+                (key, f"loads native code or runs a command in the worker, which cannot be "
+                      f"set over REST; set it in the worker's YAML file, {ADVICE} run code")
+            )  # fmt: skip
+        elif key in _TRANSPORT_KEYS and own_cluster:
+            problems.append(
+                (key, "would change how the worker's own Kafka credentials are sent, which "
+                      "cannot be set over REST; set it in the worker config (a connector that "
+                      "names its own producer.override.bootstrap.servers may set it)")
+            )  # fmt: skip
+        elif _CONDITION.fullmatch(key):
             problems.append(
                 (key, f"a Python condition cannot be set over REST (it runs in the worker); "
                       f"set it in the worker's YAML file, {ADVICE} run code there")
