@@ -4,8 +4,10 @@ loopback sockets with fake engines; certificates are generated here."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import ipaddress
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +198,46 @@ def test_https_settings_are_checked_at_load(tmp_path: Path) -> None:
 
     with pytest.raises(WorkerConfigError, match=r"listeners\.https\.ssl\.keystore\.location"):
         parse_config("worker:\n  listeners: https://127.0.0.1:8443\n")
+
+
+def _raw_request(url: str, head: bytes, body: bytes = b"") -> socket.socket:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    sock.sendall(head + body)
+    return sock
+
+
+def test_an_unauthenticated_body_is_refused_before_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Authentication ran after the whole body (up to 16 MiB) was read, so credential-less
+    clients that stalled mid-upload each held that much of the worker's memory; and a client
+    that stalls mid-body is now dropped after the body timeout."""
+    from worker.rest import server
+
+    monkeypatch.setattr(server, "BODY_TIMEOUT_S", 1)
+    creds = tmp_path / "users.properties"
+    creds.write_text("admin=Adm1n-pw\n")
+    d = daemon(
+        tmp_path,
+        listeners="http://127.0.0.1:0",
+        **{"rest.basic.auth.credentials.file": str(creds)},
+    )
+    try:
+        big = server.MAX_BODY - 1
+        head = (
+            f"POST /connectors HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {big}\r\n\r\n"
+        ).encode()
+        # the 401 arrives although only a fraction of the announced body was sent
+        sock = _raw_request(d.url, head, b"{" * 1024)
+        assert sock.recv(64).startswith(b"HTTP/1.1 401")
+        sock.close()
+        # an authenticated client that stops sending gets 408 after the timeout
+        auth = base64.b64encode(b"admin:Adm1n-pw").decode()
+        head = head.replace(b"Host: x\r\n", f"Host: x\r\nAuthorization: Basic {auth}\r\n".encode())
+        sock = _raw_request(d.url, head, b"{" * 1024)
+        assert sock.recv(64).startswith(b"HTTP/1.1 408")
+        sock.close()
+    finally:
+        d.stop()

@@ -38,6 +38,8 @@ if logging.getLogger("uvicorn.error").level == logging.NOTSET:
     logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
 
 MAX_BODY = 16 * 1024 * 1024
+#: a client that stalls mid-body is dropped after this long instead of holding what it sent
+BODY_TIMEOUT_S = 30
 #: threads running App.handle; a request that waits (a restart) holds one
 HANDLER_THREADS = 64
 
@@ -89,41 +91,57 @@ class _Endpoint:
         if length > MAX_BODY:
             await self._send(send, method, error(413, f"Request body larger than {MAX_BODY} bytes"))
             return
+        # the path as sent (still percent-encoded): the app decodes each segment itself
+        path = bytes(scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        loop = asyncio.get_running_loop()
+        # Who may send a body is decided from the headers, before it is read: an
+        # unauthenticated client must not make the worker hold MAX_BODY bytes for it.
+        refused = await loop.run_in_executor(self.pool, self._refusal, method, path, headers)
+        if refused is not None:
+            await self._send(send, method, refused)
+            return
         chunks = []
         size = 0
         more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > MAX_BODY:
-                await self._send(
-                    send, method, error(413, f"Request body larger than {MAX_BODY} bytes")
-                )
-                return
-            chunks.append(chunk)
-            more = bool(message.get("more_body"))
-        # the path as sent (still percent-encoded): the app decodes each segment itself
-        path = bytes(scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        try:
+            async with asyncio.timeout(BODY_TIMEOUT_S):
+                while more:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > MAX_BODY:
+                        await self._send(
+                            send, method, error(413, f"Request body larger than {MAX_BODY} bytes")
+                        )
+                        return
+                    chunks.append(chunk)
+                    more = bool(message.get("more_body"))
+        except TimeoutError:
+            await self._send(
+                send, method, error(408, f"Request body not received within {BODY_TIMEOUT_S} s")
+            )
+            return
         query = parse_qs(scope["query_string"].decode("latin-1"), keep_blank_values=True)
         req = Request(method, path, query, b"".join(chunks), headers)
-        loop = asyncio.get_running_loop()
         resp = await loop.run_in_executor(self.pool, self._respond, req)
         await self._send(send, method, resp)
 
-    def _respond(self, req: Request) -> Response:
+    def _refusal(self, method: str, path: str, headers: dict[str, str]) -> Response | None:
         refused = None
-        if self.only is not None and req.path.rstrip("/") not in self.only:
-            refused = (404, f"Unknown resource {req.path}; this listener serves only /metrics")
+        if self.only is not None and path.rstrip("/") not in self.only:
+            refused = (404, f"Unknown resource {path}; this listener serves only /metrics")
         elif self.auth is not None:
-            refused = self.auth.check(req.headers.get("authorization"), req.method)
-        if refused is not None:
-            resp = error(*refused)
-            if refused[0] == 401:
-                resp.headers["WWW-Authenticate"] = 'Basic realm="tidemark"'
-            return resp
+            refused = self.auth.check(headers.get("authorization"), method)
+        if refused is None:
+            return None
+        resp = error(*refused)
+        if refused[0] == 401:
+            resp.headers["WWW-Authenticate"] = 'Basic realm="tidemark"'
+        return resp
+
+    def _respond(self, req: Request) -> Response:
         if self.app is None:
             return Response(503, {"status": "starting", "message": "Worker is still starting up."})
         try:
