@@ -241,9 +241,18 @@ class SecretValues:
                     re.IGNORECASE,
                 )
 
-    def redact(self, text: str) -> str:
+    def redact(self, text: str, sent: str = "") -> str:
+        """``text`` with every secret value masked, except those ``sent`` holds: text a REST
+        caller sent and gets echoed back (a validation message quoting its value) tells the
+        caller nothing new, while masking it would tell them which of their guesses is some
+        connector's secret."""
         pattern = self._pattern
-        return text if pattern is None else pattern.sub("********", text)
+        if pattern is None:
+            return text
+        if not sent:
+            return pattern.sub("********", text)
+        folded = sent.lower()
+        return pattern.sub(lambda m: m[0] if m[0].lower() in folded else "********", text)
 
 
 RESOLVED = SecretValues()

@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from cdc.config import ConfigDef, is_secret_key, url_passwords
+from cdc.config import ConfigDef, is_secret_key, mask_url_passwords, url_passwords
 from cdc.converters.base import AVRO_CONVERTER_CLASS, JSON_CONVERTER_CLASS
 from cdc.errors import ConfigError
 from cdc.metrics import TaskMetrics
@@ -48,6 +48,8 @@ from worker.registry import (
     Registry,
     config_definitions,
     config_infos,
+    endpoint_changes,
+    is_reference,
     mask_config,
     normalise_config,
     tidemark_version,
@@ -508,15 +510,41 @@ class Herder:
                 merged.pop(key, None)
             else:
                 merged[key] = value
+        moved = endpoint_changes(c.config, merged)
+        cdef = c.plugin.config_def if c.plugin else None
+        kept = [
+            k
+            for k, v in merged.items()
+            if k not in patch
+            and isinstance(v, str)
+            and ((is_secret_key(k, cdef) and not is_reference(v)) or url_passwords(v))
+        ]
+        if moved and kept:
+            # the stored secrets would follow the new endpoint (see _reconfigure)
+            raise BadRequest(
+                f"Connector configuration is invalid: {', '.join(kept)}: send the secret again; "
+                f"a kept secret is not reused when {', '.join(moved)} change(s)"
+            )
         return self._reconfigure(name, merged)
 
     def _reconfigure(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
         c = self._get(name)
         cdef = c.plugin.config_def if c.plugin else None
-        # A config read back from GET has masked secrets; writing it back keeps the stored ones.
+        # A config read back from GET has masked secrets (whole values, or URL passwords);
+        # writing it back keeps the stored ones, but only while the connector still connects
+        # where it did: a kept secret must not follow a new hostname to another server.
+        moved = endpoint_changes(c.config, config)
         for key, value in list(config.items()):
-            if value == MASK and is_secret_key(key, cdef) and key in c.config:
-                config[key] = c.config[key]
+            stored = c.config.get(key)
+            if stored is None or value == stored:
+                continue
+            if (value == MASK and is_secret_key(key, cdef)) or value == mask_url_passwords(stored):
+                if moved:
+                    raise BadRequest(
+                        f"Connector configuration is invalid: {key}: send the secret again; "
+                        f"a kept secret is not reused when {', '.join(moved)} change(s)"
+                    )
+                config[key] = stored
         checked = self._check({**config, "name": name})
         if not checked.ok:
             raise BadRequest(invalid_config_message(name, checked))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import logging
+import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -346,6 +347,21 @@ def normalise_config(raw: Mapping[str, Any]) -> tuple[dict[str, str], list[Probl
 def is_reference(value: str) -> bool:
     """The value is nothing but placeholders, so showing it reveals no secret."""
     return has_placeholder(value) and not PLACEHOLDER.sub("", value).strip()
+
+
+#: keys that say where a connector connects (or what reads its config): a kept secret or an
+#: unchanged YAML placeholder would follow a new value of one of them to another host
+_ENDPOINT_KEY = re.compile(
+    r"(?:^|\.)(?:host|hostname|hosts|port|url|urls|servers|connection\.string|address"
+    r"|addresses|endpoint)$|^connector\.class$"
+)
+
+
+def endpoint_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    """The endpoint keys (``database.hostname``, ``*.bootstrap.servers``, URLs, ...) whose
+    value differs between two versions of a connector config."""
+    keys = {k for k in (*before, *after) if _ENDPOINT_KEY.search(k)}
+    return sorted(k for k in keys if before.get(k) != after.get(k))
 
 
 def mask_config(config: Mapping[str, str], cdef: ConfigDef | None) -> dict[str, str]:

@@ -144,8 +144,33 @@ def test_a_yaml_connectors_own_placeholders_can_be_written_back(tmp_path: Path) 
         assert r.status == 200, r.body
         r = call(app, "PUT", "/connectors/y/config", {**current, "other": "${env:TM_PW}"})
         assert r.status == 400  # the same placeholder under another key is new
+        # ... and so is an unchanged one once the connector would connect elsewhere: its
+        # value would be sent to the new host
+        moved = {**current, "database.hostname": "evil.example"}
+        r = call(app, "PUT", "/connectors/y/config", moved)
+        assert r.status == 400 and "database.password: config provider 'env'" in r.body["message"]
+        r = call(app, "PATCH", "/connectors/y/config", {"database.hostname": "evil.example"})
+        assert r.status == 400 and "database.password: config provider 'env'" in r.body["message"]
+        assert "database.hostname" not in herder.connector_config("y")  # nothing changed
     finally:
         herder.shutdown(5)
+
+
+def test_a_kept_secret_does_not_follow_a_new_endpoint(app: App) -> None:
+    """A masked secret written back keeps the stored one, but not when the hostname (or any
+    endpoint key) changes in the same request: the secret would go to the new host."""
+    cfg = memory(**{"database.password": "Lit3ral-Pw", "database.hostname": "db.internal"})
+    assert call(app, "POST", "/connectors", {"name": "s", "config": cfg}).status == 201
+    current = call(app, "GET", "/connectors/s/config", None).body
+    assert current["database.password"] == "********"
+    r = call(app, "PUT", "/connectors/s/config", {**current, "max.batch.size": "7"})
+    assert r.status == 200 and app.herder._get("s").config["database.password"] == "Lit3ral-Pw"
+    r = call(app, "PUT", "/connectors/s/config", {**current, "database.hostname": "evil.example"})
+    assert r.status == 400 and "database.password: send the secret again" in r.body["message"]
+    r = call(app, "PATCH", "/connectors/s/config", {"database.hostname": "evil.example"})
+    assert r.status == 400 and "send the secret again" in r.body["message"]
+    moved = {**current, "database.hostname": "db2.internal", "database.password": "N3w-Pw"}
+    assert call(app, "PUT", "/connectors/s/config", moved).status == 200
 
 
 def test_provider_declarations_are_checked_with_their_paths() -> None:
@@ -226,7 +251,14 @@ def test_resolved_values_leave_no_trace_in_rest_answers(tmp_path: Path) -> None:
     app, herder = make_app(tmp_path)
     try:
         r = call(app, "POST", "/connectors", {"name": "Zq-unit-secret-value", "config": memory()})
-        assert r.status == 201 and r.body["name"] == "********"
+        # the caller's own text is echoed as sent: masking it would confirm a guess
+        assert r.status == 201 and r.body["name"] == "Zq-unit-secret-value"
+        assert call(app, "GET", "/connectors", None).body == ["********"]
+        r = call(app, "PUT", f"/connector-plugins/{PG}/config/validate", {
+            **EXFILTRATE, "database.hostname": "h", "database.user": "u",
+            "errors.max.retries": "hunter2 Zq-unit-secret-value Passw0rd",
+        })  # fmt: skip
+        assert "hunter2 Zq-unit-secret-value Passw0rd" in orjson.dumps(r.body).decode()
     finally:
         herder.shutdown(5)
         del os.environ["TM_UNIT_SECRET"]

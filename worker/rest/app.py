@@ -28,9 +28,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from cdc.signals import model as signals
 from cdc.signals import registry as signal_registry
 from worker import redaction
-from worker.config_providers import RESOLVED, Provider, check_placeholders
+from worker.config_providers import RESOLVED, Provider, SecretValues, check_placeholders
 from worker.herder import BadRequest, Conflict, Herder, HerderError, NotFound
-from worker.registry import normalise_config
+from worker.registry import endpoint_changes, normalise_config
 from worker.rest.code_policy import python_code_problems
 from worker.rest.forward import Unreachable, forward
 from worker.rest.openapi import document
@@ -123,11 +123,11 @@ class App:
         commit: str = "unknown",
         cluster_id: Callable[[], str] = lambda: "",
         providers: Mapping[str, Provider] | None = None,
-        redact: Callable[[str], str] = RESOLVED.redact,
+        secrets: SecretValues = RESOLVED,
     ) -> None:
         self.herder = herder
         self.providers = herder.settings.rest_providers() if providers is None else providers
-        self.redact = redact
+        self.secrets = secrets
         self.version = version
         self.commit = commit
         self.cluster_id = cluster_id
@@ -138,20 +138,26 @@ class App:
     # -- dispatch -----------------------------------------------------------------------------
     def handle(self, req: Request) -> Response:
         resp = self._handle(req)
-        resp.body = self._scrub(resp.body)
+        sent = req.body.decode("utf-8", "replace") if req.body else ""
+        resp.body = self._scrub(resp.body, sent)
         return resp
 
-    def _scrub(self, body: Any) -> Any:
+    def _scrub(self, body: Any, sent: str = "") -> Any:
         """The last line of defence: no resolved secret value leaves in an answer, whatever
-        path (a trace, an error message echoing a value, a metric label) carried it here."""
+        path (a trace, an error message echoing a value, a metric label) carried it here.
+        What the caller ``sent`` is not masked in its echo (see SecretValues.redact)."""
+
+        def redact(text: str) -> str:
+            return self.secrets.redact(text, sent)
+
         if isinstance(body, str):
-            return redaction.scrub(self.redact, body)
+            return redaction.scrub(redact, body)
         if isinstance(body, bytes):
-            return redaction.scrub(self.redact, body.decode("utf-8", "replace")).encode()
+            return redaction.scrub(redact, body.decode("utf-8", "replace")).encode()
         if isinstance(body, dict):
-            return {self._scrub(k): self._scrub(v) for k, v in body.items()}
+            return {self._scrub(k, sent): self._scrub(v, sent) for k, v in body.items()}
         if isinstance(body, list):
-            return [self._scrub(v) for v in body]
+            return [self._scrub(v, sent) for v in body]
         return body
 
     def check_providers(self, config: Mapping[str, Any], name: str | None = None) -> None:
@@ -166,6 +172,10 @@ class App:
         # Checked in the form the worker will use: a value sent as a JSON list
         # (["${env:X}"]) becomes the string the resolver reads, so it must be checked as one.
         normalised, _ = normalise_config(config)
+        if current and endpoint_changes(current, normalised):
+            # the connector would connect elsewhere: its unchanged placeholders would resolve
+            # there too, so they are checked as if new
+            current = {}
         given = {k: v for k, v in normalised.items() if current.get(k) != v}
         problems = check_placeholders(given, self.providers)
         if not self.herder.settings.rest_allow_python_transforms:
@@ -486,7 +496,17 @@ class App:
 
     def patch_config(self, req: Request, p: dict[str, str]) -> Response:
         patch = req.json_object()
-        self.check_providers(patch, p["connector"])
+        # checked as the whole config it makes: a patch of the hostname alone would otherwise
+        # send the connector's unchanged placeholders' values to the new host
+        merged: dict[str, Any] = {}
+        with contextlib.suppress(NotFound):  # the herder answers 404 itself
+            merged = dict(self.herder.connector_config(p["connector"]))
+        for key, value in patch.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        self.check_providers(merged, p["connector"])
         return Response(200, self.herder.patch_config(p["connector"], patch))
 
     def versioned(self, status: dict[str, Any]) -> dict[str, Any]:
