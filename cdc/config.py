@@ -360,9 +360,24 @@ class ConfigDef:
             elif isinstance(f.validator, OneOf):
                 typed = f.validator.canonical(typed)
             values[f.name] = typed
+        written = self._names_as_written(raw)
         for rule in self.checks:
-            problems.extend(rule(values, dict(raw)))
-        return values, problems
+            for key, reason in rule(values, dict(raw)):
+                for name, alias in written.items():  # the names the user wrote, not ours
+                    reason = re.sub(rf"(?<![\w.]){re.escape(name)}(?![\w.])", alias, reason)
+                problems.append((written.get(key, key), reason))
+        return values, dedupe(problems)
+
+    def _names_as_written(self, raw: Mapping[str, Any]) -> dict[str, str]:
+        """Canonical name -> the alias ``raw`` uses for it, for fields set only by an alias
+        (``collection.include.list`` for ``table.include.list``)."""
+        out = {}
+        for f in self.fields.values():
+            if f.name not in raw:
+                alias = next((a for a in f.aliases if a in raw), None)
+                if alias is not None:
+                    out[f.name] = alias
+        return out
 
     def parse(self, raw: Mapping[str, Any]) -> Config:
         values, problems = self.validate(raw)
@@ -374,6 +389,11 @@ class ConfigDef:
 def _closest(key: str, names: list[str]) -> str | None:
     found = difflib.get_close_matches(key, names, n=1, cutoff=0.85)
     return found[0] if found else None
+
+
+def dedupe(problems: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Problems in order, each once (two rules may find the same one)."""
+    return list(dict.fromkeys(problems))
 
 
 def exclusive(

@@ -82,3 +82,18 @@ def test_mongodb_logical_name_follows_the_relational_rule() -> None:
     base = {"mongodb.hosts": "rs0/h:27017"}
     assert "Latin letter" in problems(MONGODB_DEF, {**base, "mongodb.name": "1bad"})["mongodb.name"]
     assert problems(MONGODB_DEF, {**base, "mongodb.name": "fulfillment"}) == {}
+
+
+def test_cross_field_problems_use_the_names_the_user_wrote() -> None:
+    both = {"collection.include.list": "a.b", "collection.exclude.list": "a.c"}
+    found = MONGODB_DEF.validate({"mongodb.hosts": "rs0/h:1", "mongodb.name": "a", **both})[1]
+    assert found == [
+        (
+            "collection.exclude.list",
+            "cannot be used together with collection.include.list; set only one of them",
+        )
+    ]  # once, under the 1.2-era MongoDB names, not table.* twice
+    found = PG_DEF.validate({**PG, "table.whitelist": "a.b", "table.blacklist": "a.c"})[1]
+    assert found == [
+        ("table.blacklist", "cannot be used together with table.whitelist; set only one of them")
+    ]

@@ -316,7 +316,7 @@ def test_config_reports_every_problem_at_once() -> None:
     keys = {k for k, _ in err.value.problems}
     assert keys == {
         "database.server.name",
-        "table.exclude.list",
+        "table.blacklist",  # as the config names it
         "max.queue.size",
         "event.processing.failure.handling.mode",
     }
