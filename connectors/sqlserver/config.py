@@ -218,6 +218,11 @@ def config_def() -> ConfigDef:
         .extend(SQLSERVER_FIELDS)
     )
     cdef.checks.append(_database_required)
+    for prefix in ("database.history.", "schema.history.internal."):
+        cdef.unsupported_prefixes[prefix] = (
+            "the SQL Server connector keeps no schema history; it reads the structure from "
+            "the catalog at each start"
+        )
     return cdef
 
 

@@ -97,3 +97,11 @@ def test_cross_field_problems_use_the_names_the_user_wrote() -> None:
     assert found == [
         ("table.blacklist", "cannot be used together with table.whitelist; set only one of them")
     ]
+
+
+def test_sql_server_names_its_history_keys_as_ignored() -> None:
+    raw = {**SQLSERVER, "database.dbname": "d", "database.history.kafka.topic": "h"}
+    assert (
+        "keeps no schema history"
+        in dict(SQLSERVER_DEF.unknown_keys(raw))["database.history.kafka.topic"]
+    )
