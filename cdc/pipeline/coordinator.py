@@ -120,6 +120,11 @@ class SourceCoordinator:
                 self._announce_full_snapshot(snapshotter.mode)
             self._earlier = resume_origin(stored)
             self._resume = ResumePoint.of(stored)
+            # Kept in every snapshot offset stored from now on, also those of records the
+            # snapshot emits before its snapshot_starting (MySQL's structure step): storing
+            # one without it would replace the earlier origin with this attempt's position.
+            self.writer.snapshot_origin = self._earlier
+            self.writer.snapshot_resume = self._resume.fields() if self._resume else None
             if self._earlier is not None:
                 log.info(
                     "%s: an earlier attempt may have emitted events from %s; streaming "
@@ -323,13 +328,15 @@ class SourceCoordinator:
             # transaction, unfenced) would land after the new owner's offsets, so the next
             # start would redo the snapshot and stream again from this stale origin.
             raise InterruptedError(f"{self.name}: stopped before the snapshot's first row")
+        # Before the marker: an offset the task thread stores meanwhile carries the origin
+        # too, and never replaces the marker with one that lacks it.
+        self.writer.snapshot_origin = resume
+        self.writer.snapshot_resume = self._resume.fields() if self._resume else None
         if not self.writer.transactional:
             # Exactly-once: no marker. Rows are visible only with their offsets, which carry
             # the origin (OffsetWriter.stored_form); a crash before the first commit leaves
             # nothing to replay, and a marker outside the transactions is not fenced.
             self.store.put(self.name, self.writer.partition, marker)
-        self.writer.snapshot_origin = resume
-        self.writer.snapshot_resume = self._resume.fields() if self._resume else None
         log.info("%s: snapshot under way; resume position %s recorded", self.name, resume)
         return dict(resume)
 

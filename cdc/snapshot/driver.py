@@ -9,9 +9,11 @@ A relational snapshot is the same sequence for every database (Debezium's
 4. position: the offset the snapshot is consistent with (nothing committed after it is in,
    nothing committed before it missing);
 5. structure: table definitions declared to the core (and recorded in the schema history);
-   schema-only locks may be released here;
-6. rows: ``op=r`` events for every row, with progress, once the core recorded where
-   streaming must start (``SourceContext.snapshot_starting``, before the first row);
+   schema-only locks may be released here; then the core records where streaming must start
+   (``SourceContext.snapshot_starting``), with rows or without (``no_data``: an interrupted
+   data snapshot's origin is where streaming starts, so the deletes of rows it emitted are
+   replayed);
+6. rows: ``op=r`` events for every row, with progress;
 7. release: locks and transactions, whatever happened before;
 
 over a :class:`SnapshotSteps` each connector supplies by composition. The driver owns the
@@ -131,11 +133,13 @@ def run_snapshot(
         position = steps.position()
         step(5)
         steps.structure()
+        if handover is None:
+            # Recorded durably before the first row; an earlier attempt's position comes
+            # back when there is one, and streaming must start there. Asked without data
+            # too (no_data, schema_only): the rows an interrupted data snapshot emitted are
+            # downstream, and only streaming from its origin replays their deletes.
+            handover = steps.handover(dict(ctx.snapshot_starting(position)))
         if include_data:
-            if handover is None:
-                # Recorded durably before the first row; an earlier attempt's position comes
-                # back when there is one, and streaming must start there.
-                handover = steps.handover(dict(ctx.snapshot_starting(position)))
             scans = steps.scans()
             may_resume = getattr(steps, "may_resume", None)
             if resume is not None and callable(may_resume) and not may_resume():
@@ -149,8 +153,6 @@ def run_snapshot(
             step(6, f" ({len(scans)} table(s))")
             done = resume.done if resume else frozenset()
             emit_scans(ctx, scans, steps.read(scans), done, chunk_rows, batched=batched)
-        elif handover is None:
-            handover = position
         completed = True
     finally:
         step(7)

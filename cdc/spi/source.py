@@ -84,7 +84,8 @@ class SourceContext(Protocol):
     def snapshot_starting(self, position: Mapping[str, Any]) -> dict[str, Any]:
         """Called by a snapshot source once it knows the position its snapshot is consistent
         with (the offset streaming would start from after it), before it emits its first
-        row. The core records durably, before returning, that a snapshot is under way.
+        row; a snapshot without data calls it too. The core records durably, before
+        returning, that a snapshot is under way.
 
         Returns the offset streaming must start from once this snapshot completes:
         ``position`` itself, or an *earlier* offset when an earlier attempt may already have

@@ -180,7 +180,8 @@ class MemorySnapshot(SnapshotSource):
             tables = {n: (mt.table, list(mt.rows.values())) for n, mt in self.db.tables.items()}
         ctx.snapshot_started([t.id for t, _ in tables.values() if ctx.is_included(t.id)])
         # The log keeps every position, so an earlier attempt's origin is always available.
-        resume = ctx.snapshot_starting({"pos": pos}) if include_data else {"pos": pos}
+        # Asked without data too: streaming starts at an interrupted attempt's origin.
+        resume = ctx.snapshot_starting({"pos": pos})
         emitted = 0
         for name, (table, rows) in tables.items():
             ctx.register_table(table)

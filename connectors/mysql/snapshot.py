@@ -151,8 +151,7 @@ class SnapshotRun:
         self.state.schema_ready = out == self.own
         if recovery:
             assert self.previous is not None
-            out = dict(self.previous)
-            out.pop("snapshot", None)
+            out = recovery_start(self.previous)
         return out
 
     @property
@@ -419,7 +418,7 @@ class SnapshotRun:
     ) -> BinlogPosition:
         if recovery:
             assert self.previous is not None
-            return BinlogPosition.from_offset(self.previous).with_(snapshot=True)
+            return BinlogPosition.from_offset(recovery_start(self.previous)).with_(snapshot=True)
         file, pos, gtids = myconn.binlog_status(conn, info)
         if locking == "none" and info.is_mariadb and not self.table_locks:
             exact = myconn.consistent_snapshot_position(conn)
@@ -545,6 +544,28 @@ class SnapshotRun:
                 yield batch
         finally:
             cursor.close()
+
+
+#: offset keys of an unfinished snapshot (cdc.snapshot.driver, cdc.pipeline.coordinator)
+_SNAPSHOT_KEYS = (
+    "snapshot",
+    "snapshot_completed",
+    "snapshot_origin",
+    "snapshot_done",
+    "snapshot_table",
+    "snapshot_after",
+)
+
+
+def recovery_start(previous: Mapping[str, Any]) -> dict[str, Any]:
+    """Where ``schema_only_recovery`` records the table definitions and streaming starts:
+    the stored offset, or after an interrupted snapshot the position recorded before its
+    first row (``snapshot_origin``; not the rows' own position, which may be later): the rows
+    an earlier attempt emitted are downstream, and only the binlog from there replays their
+    deletes."""
+    origin = previous.get("snapshot_origin")
+    base = origin if isinstance(origin, Mapping) else previous
+    return {k: v for k, v in base.items() if k not in _SNAPSHOT_KEYS}
 
 
 def _keys(table: Table) -> str:
