@@ -139,6 +139,9 @@ OFFSET_KEYS = frozenset(
 
 #: the key of a connector capturing several databases' offset (cdc.offsets.composite.POSITIONS)
 POSITIONS = "positions"
+#: beside it, while a database added to ``database.names`` is snapshotted: that database's
+#: snapshot origin, where its streaming starts (connectors.sqlserver.databases)
+ORIGINS = "snapshot_origins"
 
 
 def _position_problems(offset: Mapping[str, Any], allowed: frozenset[str], at: str) -> list[str]:
@@ -157,7 +160,9 @@ def validate_offset(
     partition: dict[str, Any], offset: dict[str, Any] | None
 ) -> tuple[dict[str, Any] | None, list[str]]:
     """REST ``PATCH /offsets``: ``{"server": ...}`` and a SQL Server offset: Debezium's flat
-    one (one database), or ``{"positions": {"<database>": <flat offset>}}`` (several)."""
+    one (one database), or ``{"positions": {"<database>": <flat offset>}}`` (several), with
+    ``"snapshot_origins": {"<database>": <flat offset>}`` while an added database's snapshot
+    is under way."""
     problems = [] if "server" in partition else ['partition must be {"server": ...}']
     if offset is None:
         return None, problems
@@ -172,7 +177,16 @@ def validate_offset(
             problems.append(f"offset.{POSITIONS}.{db} must be an object, got {position!r}")
             continue
         problems += _position_problems(position, FLAT_KEYS, f"{POSITIONS}.{db}: ")
-    unknown = sorted(set(offset) - (OFFSET_KEYS - FLAT_KEYS) - {POSITIONS})
+    origins = offset.get(ORIGINS, {})
+    if not isinstance(origins, Mapping):
+        problems.append(f"offset.{ORIGINS} must map each database to its snapshot origin")
+        origins = {}
+    for db, origin in origins.items():
+        if not isinstance(origin, Mapping):
+            problems.append(f"offset.{ORIGINS}.{db} must be an object, got {origin!r}")
+            continue
+        problems += _position_problems(origin, FLAT_KEYS, f"{ORIGINS}.{db}: ")
+    unknown = sorted(set(offset) - (OFFSET_KEYS - FLAT_KEYS) - {POSITIONS, ORIGINS})
     if unknown:
         problems.append(f"unknown offset key(s) {', '.join(unknown)}")
     return offset, problems

@@ -15,7 +15,9 @@ explicitly included table without one fails, naming the ``sys.sp_cdc_enable_tabl
 Several databases (``database.names``): one transaction per database, all opened before the
 first row is read, each with its own maximum LSN read first; every row carries the offset
 holding all of them (:mod:`connectors.sqlserver.databases`). A database added to the list
-later is snapshotted on its own by :func:`snapshot_added` while streaming starts.
+later is snapshotted on its own by :func:`snapshot_added` while streaming starts; before its
+first row it stores its snapshot origin (the core's rule for restarted snapshots, applied
+per database), so a redone snapshot hands over from where the first attempt started.
 
 An interrupted snapshot resumes (``snapshot.resumable``, :mod:`cdc.snapshot.driver`): each
 table with a primary key is read in key order, the restart skips the tables read whole and
@@ -46,10 +48,22 @@ from cdc.snapshot.driver import (
     run_snapshot,
     select_override,
 )
-from cdc.spi import SchemaChange, SnapshotSource, SourceContext, Table, TableId
+from cdc.spi import (
+    PositionReached,
+    SchemaChange,
+    SnapshotSource,
+    SourceContext,
+    Table,
+    TableId,
+)
 from connectors.sqlserver.config import database_names
 from connectors.sqlserver.connection import connect, dialect_of
-from connectors.sqlserver.databases import DatabasePositions, offset_of, split_offset
+from connectors.sqlserver.databases import (
+    DatabasePositions,
+    offset_of,
+    split_offset,
+    split_origins,
+)
 from connectors.sqlserver.dialect import after_key_args
 from connectors.sqlserver.offsets import Lsn, SqlServerPosition
 from connectors.sqlserver.positions import position_lost
@@ -80,11 +94,30 @@ class _Database:
     pos: SqlServerPosition = field(default_factory=lambda: SqlServerPosition(None))
 
 
+#: what the snapshot driver adds to a table's row offsets so an interrupted snapshot can
+#: resume (cdc.snapshot.driver.ResumePoint)
+_RESUME_FIELDS = frozenset({"snapshot_done", "snapshot_table", "snapshot_after"})
+
+
+@dataclass
+class _AddedScan(TableScan):
+    """A table of a database added to ``database.names``: its rows carry the connector's
+    offset as of each batch (set by ``_interleaved``), never the driver's resume fields:
+    such a snapshot is redone whole, and those fields would only be stray keys in a
+    streaming offset."""
+
+    def emit(self, ctx: SourceContext, batch: Sequence[Row]) -> None:
+        if not _RESUME_FIELDS.isdisjoint(self.offset):
+            self.offset = {k: v for k, v in self.offset.items() if k not in _RESUME_FIELDS}
+        super().emit(ctx, batch)
+
+
 class SqlServerSnapshotSteps:
     """The snapshot steps over the databases ``databases`` (default: every listed one).
     ``others``: the offset of records while a database added to ``database.names`` is
-    snapshotted during streaming (the other databases' positions; the added one gets its
-    position only once its snapshot is done, so a kill makes the next start redo it)."""
+    snapshotted during streaming (the other databases' positions and the added one's
+    snapshot origin; it gets its position only once its snapshot is done, so a kill makes
+    the next start redo it, and hand over from the origin)."""
 
     def __init__(
         self,
@@ -108,6 +141,9 @@ class SqlServerSnapshotSteps:
         self.registered: dict[TableId, Table] = {}
         #: a database streams from this snapshot's position, not the earlier attempt's
         self._fell_back = False
+        #: an added database: where it streams from once its snapshot completes (recorded
+        #: before its first row, see _start_added)
+        self.origin: SqlServerPosition | None = None
 
     @property
     def positions(self) -> dict[str, SqlServerPosition]:
@@ -158,8 +194,47 @@ class SqlServerSnapshotSteps:
                 self.structures[tid] = table
                 self.ctx.register_table(table)
                 self.registered[tid] = table
+        if self.others is not None:
+            self._start_added(self.others)
         if not self.include_data:
             self.report_structure()
+
+    def _start_added(self, others: DatabasePositions) -> None:
+        """An added database's snapshot, before its first record: choose where its streaming
+        starts once the snapshot completes (the origin an interrupted attempt stored, while
+        the change tables still hold it; else this snapshot's position) and wait until an
+        offset naming it is stored. Every offset emitted from then on keeps it, so a kill at
+        any later point leaves it stored: the next attempt, which reads the tables at a
+        newer LSN, streams from it and replays the deletes of rows an earlier attempt
+        emitted."""
+        (db,) = self.dbs
+        assert db.catalog is not None
+        origin = earlier = others.origin(db.name)
+        if earlier is not None:
+            lost = position_lost(db.catalog, earlier, self.ctx.is_included)
+            if lost is None:
+                log.info(
+                    "%s: an earlier snapshot attempt started at %s; streaming after this "
+                    "snapshot starts there",
+                    db.name,
+                    earlier.commit_lsn,
+                )
+            else:
+                log.warning(
+                    "%s: streaming starts at this snapshot's position %s, not at the earlier "
+                    "attempt's %s: %s Rows deleted in between may still be present "
+                    "downstream.",
+                    db.name,
+                    db.pos.commit_lsn,
+                    earlier.commit_lsn,
+                    lost,
+                )
+                origin = None
+        self.origin = origin or db.pos
+        self.ctx.emit(PositionReached(others.start_snapshot(db.name, self.origin)))
+        # stored before the first row goes out (returns at once when nothing was sent since
+        # the last stored offset)
+        self.ctx.snapshot_chunk_done()
 
     def handover(self, resume: dict[str, Any]) -> dict[str, Any]:
         """Stream each database from ``resume`` (an earlier attempt's positions) while its
@@ -169,10 +244,13 @@ class SqlServerSnapshotSteps:
         if resume == own:
             return resume
         earlier = split_offset(self.cfg, resume)
+        # a database added to database.names whose own snapshot was interrupted: its rows
+        # are downstream too, and its origin is where they were read from
+        origins = split_origins(self.cfg, resume)
         chosen: dict[str, SqlServerPosition] = {}
         for db in self.dbs:
             assert db.catalog is not None
-            pos = earlier.get(db.name)
+            pos = earlier.get(db.name) or origins.get(db.name)
             lost = (
                 "the earlier attempt has no position for it"
                 if pos is None
@@ -203,12 +281,10 @@ class SqlServerSnapshotSteps:
         """The offset of this snapshot's records."""
         if self.others is None:
             return {**offset_of(self.cfg, self.positions), "snapshot": True}
-        if self.others.multi:
-            # an added database: the others' positions, not a snapshot of the connector
-            return self.others.offset()
-        # the only database now, and none of its position stored: if this is cut short, the
-        # next start snapshots it again
-        return {"snapshot": True}
+        # an added database: the others' positions and its snapshot origin (the only
+        # database now: the core's interrupted-snapshot offset, so a kill makes the next
+        # start snapshot it again and stream from the origin)
+        return self.others.offset()
 
     def _source(self, tid: TableId, ts: int) -> dict[str, Any]:
         lsn = self.positions[str(tid.catalog)].commit_lsn
@@ -259,7 +335,7 @@ class SqlServerSnapshotSteps:
             )
             positions = [table.column_names().index(k) for k in key]
             out.append(
-                TableScan(
+                (_AddedScan if self.others is not None else TableScan)(
                     table,
                     self._source(tid, ts),
                     offset,
@@ -282,13 +358,13 @@ class SqlServerSnapshotSteps:
         others: DatabasePositions,
     ) -> Iterator[tuple[TableScan, Sequence[Row] | None]]:
         """An added database's rows, the other databases polled between batches: each batch
-        carries the others' positions as of then (the offset only moves forward)."""
+        carries the others' positions as of then (the offset only moves forward) and the
+        added database's snapshot origin."""
         try:
             for scan, rows in batches:
                 if self.between is not None:
                     self.between()
-                if others.multi:
-                    scan.offset = others.offset()
+                scan.offset = others.offset()
                 yield scan, rows
         finally:
             close = getattr(batches, "close", None)
@@ -372,7 +448,9 @@ def snapshot_added(
 ) -> SqlServerPosition:
     """Snapshot a database added to ``database.names`` while the others have positions: its
     rows carry the others' positions (none for it), so storing them never marks the added
-    database as done; returns the position it streams from."""
+    database as done, and its snapshot origin, stored before the first row; returns the
+    position it streams from: that origin (an interrupted earlier attempt's start while the
+    change tables hold it, else this snapshot's position)."""
     log.info("database %s has no stored position: snapshotting it", database)
     steps = SqlServerSnapshotSteps(cfg, ctx, include_data, [database], others, between)
     with hold():
@@ -384,4 +462,4 @@ def snapshot_added(
             chunk_rows=int(cfg["snapshot.resumable.chunk.size"]),
         )
     registered.update(steps.registered)
-    return steps.dbs[0].pos
+    return steps.origin or steps.dbs[0].pos

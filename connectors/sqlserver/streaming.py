@@ -20,7 +20,9 @@ Several databases (``database.names``): one connection each, polled in turn on t
 thread, each from its own position; every record's offset carries all the databases'
 positions (:mod:`connectors.sqlserver.databases`). A listed database without a stored
 position (added to the list since) is snapshotted first as ``snapshot.mode`` allows, the
-others being polled between its batches of rows.
+others being polled between its batches of rows; meanwhile every offset (the others' too,
+built by ``DatabasePositions.advance``) carries its snapshot origin, so an interrupted
+snapshot's redo streams from where the first attempt started.
 """
 
 from __future__ import annotations
@@ -194,8 +196,18 @@ class SqlServerStreaming(StreamingSource):
         assert self.positions is not None
         mode = self.cfg["snapshot.mode"]
         if mode == "never":
-            log.info("database %s added: streaming it from its current maximum LSN", db.name)
-            db.pos = SqlServerPosition(db.catalog.max_lsn())
+            origin = self.positions.origin(db.name)
+            if origin is not None and position_lost(db.catalog, origin, ctx.is_included) is None:
+                # an earlier attempt's rows are downstream: replay the changes since it began
+                log.info(
+                    "database %s added: streaming it from its interrupted snapshot's start %s",
+                    db.name,
+                    origin.commit_lsn,
+                )
+                db.pos = origin
+            else:
+                log.info("database %s added: streaming it from its current maximum LSN", db.name)
+                db.pos = SqlServerPosition(db.catalog.max_lsn())
         else:
             others = [d for d in self.dbs if d.pos is not None]
 
