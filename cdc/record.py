@@ -25,6 +25,13 @@ class SourceRecord:
     kafka_partition: int | None = None
     #: key and value are already bytes (dead-letter records): converters leave them alone
     raw: bool = False
+    #: more records of the same source event follow this one, with the same
+    #: ``source_offset`` (a delete and its tombstone, the delete/tombstone/create of a
+    #: primary-key change, one record per table of a truncate, a dead-letter record before
+    #: the event's own). Connectors read a stored offset as "this event was delivered whole",
+    #: so the offset of a continued record is never stored: only that of an event's last
+    #: record (see ``cdc.pipeline.delivery``)
+    continued: bool = False
 
     @property
     def is_tombstone(self) -> bool:
@@ -41,6 +48,9 @@ class SourceRecord:
         return SourceRecord(**values)
 
 
-def offset_marker(partition: dict[str, Any], offset: dict[str, Any]) -> SourceRecord:
-    """A queue item that carries only a position: nothing is produced, the offset is stored."""
-    return SourceRecord("", None, None, None, None, partition, offset)
+def offset_marker(
+    partition: dict[str, Any], offset: dict[str, Any], continued: bool = False
+) -> SourceRecord:
+    """A queue item that carries only a position: nothing is produced, the offset is stored
+    (unless ``continued``: it stands for a record that more records of its event follow)."""
+    return SourceRecord("", None, None, None, None, partition, offset, continued=continued)

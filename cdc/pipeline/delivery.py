@@ -10,6 +10,12 @@ at-least-once and an exactly-once subclass:
 - :class:`ExactlyOnceDelivery` writes each batch's records and its last offset in one Kafka
   transaction, so a ``read_committed`` consumer sees each event once.
 
+Either way the offset stored is that of a source event whose records all went out: a
+record marked ``continued`` (more records of its event follow, sharing its offset: a delete
+and its tombstone, a primary-key change, a truncate of several tables) never has its offset
+stored, because a connector resumes *after* the event an offset names. The queue cuts
+batches at ``max.batch.size`` wherever that falls, so a batch may end inside an event.
+
 The engine's task thread calls :meth:`~Delivery.start` once, :meth:`~Delivery.process` per
 batch and :meth:`~Delivery.commit` on its flush interval; which mode runs is decided once, by
 :func:`cdc.assembly.assemble`, not by flags in the loop.
@@ -199,7 +205,7 @@ class Delivery:
             position=rec.source_offset,
         )
         error.__cause__ = exc
-        self.failures.handle(error, rec, self.partition, self._failure_output)
+        self.failures.handle(error, rec, self.partition, self._failure_output, rec.continued)
 
     def _produce_failed(
         self, rec: SourceRecord, key: bytes | None, value: bytes | None, exc: KafkaException
@@ -222,7 +228,7 @@ class Delivery:
             position=rec.source_offset,
         )
         summary = {"topic": rec.topic, "key": _text_or_bytes(key), "size": size}
-        self.failures.handle(error, summary, self.partition, self._failure_output)
+        self.failures.handle(error, summary, self.partition, self._failure_output, rec.continued)
 
     def _flush(self, timeout: float) -> int:
         """Wait for Kafka's acknowledgements; a rejected record fails here, before any
@@ -246,8 +252,16 @@ class AtLeastOnceDelivery(Delivery):
 
     def process(self, batch: list[SourceRecord]) -> None:
         self.metrics.records_sent += self._send(batch)
-        # Records are sent in order, so the batch's last offset covers everything in it.
-        self.writer.track(batch[-1].source_offset)
+        # Records are sent in order, so the offset of the batch's last whole event covers
+        # everything before it; a batch ending inside an event stores up to the event before
+        # (the event is sent again after a crash: a duplicate, never a loss).
+        last = batch[-1]
+        if last.continued:
+            offset = last_whole_offset(batch)
+            if offset is not None:
+                self.writer.track(offset)
+            return
+        self.writer.track(last.source_offset)
 
     def commit(self) -> None:
         self.writer.commit(self._flush, self.flush_timeout_s)
@@ -298,6 +312,11 @@ class ExactlyOnceDelivery(Delivery):
         super().__init__(store=store, **parts)
         self.kafka_store = store
         self.writer.transactional = True
+        #: the records of a batch after its last whole event (``SourceRecord.continued``):
+        #: they go in the next batch's transaction, with the rest of their event, so that an
+        #: event is never split over two transactions (the first one's offset would claim
+        #: the whole event delivered, and after a crash the rest would never come)
+        self._carry: list[SourceRecord] = []
 
     def start(self) -> None:
         # Fence first, then read offsets (Kafka Connect's order): fencing waits for the
@@ -309,6 +328,15 @@ class ExactlyOnceDelivery(Delivery):
     def process(self, batch: list[SourceRecord]) -> None:
         if not batch:
             return
+        if self._carry:
+            batch = self._carry + batch
+            self._carry = []
+        if batch[-1].continued:
+            end = _whole_events_end(batch)
+            self._carry = batch[end:]
+            batch = batch[:end]
+            if not batch:
+                return
         last_offset = batch[-1].source_offset
         store, sink, writer = self.kafka_store, self.sink, self.writer
         sink.begin()
@@ -337,6 +365,23 @@ class ExactlyOnceDelivery(Delivery):
             return False
         self._too_large(rec, key, size, f"the producer's {self.sink.max_message_bytes} bytes")
         return True
+
+
+def _whole_events_end(batch: list[SourceRecord]) -> int:
+    """How many records at the start of ``batch`` make whole source events: the index after
+    its last record that is not ``continued`` (0 when there is none)."""
+    for i in range(len(batch) - 1, -1, -1):
+        if not batch[i].continued:
+            return i + 1
+    return 0
+
+
+def last_whole_offset(batch: list[SourceRecord]) -> dict[str, Any] | None:
+    """The offset of the last record of ``batch`` that ends a source event (not
+    ``continued``): the newest offset that may be stored once the batch is acknowledged.
+    None when the batch holds no event's end."""
+    end = _whole_events_end(batch)
+    return batch[end - 1].source_offset if end else None
 
 
 def record_size(key: bytes | None, value: bytes | None, headers: Any) -> int:

@@ -660,15 +660,26 @@ class EventDispatcher:
             old_key = ts.key_from_row(before_row)
             if old_key is not None and old_key != key:
                 return self._key_change(ts, topic, old_key, key, value, offset)
-        record = SourceRecord(
-            topic, ts.key_schema, key, ts.envelope_schema, value, self.partition, offset
-        )
         if op == "d" and self.tombstones:
+            # one event, two records: only the tombstone's offset may be stored
             return [
-                record,
+                SourceRecord(
+                    topic,
+                    ts.key_schema,
+                    key,
+                    ts.envelope_schema,
+                    value,
+                    self.partition,
+                    offset,
+                    continued=True,
+                ),
                 SourceRecord(topic, ts.key_schema, key, None, None, self.partition, offset),
             ]
-        return [record]
+        return [
+            SourceRecord(
+                topic, ts.key_schema, key, ts.envelope_schema, value, self.partition, offset
+            )
+        ]
 
     def _key_change(
         self,
@@ -680,7 +691,8 @@ class EventDispatcher:
         offset: dict[str, Any],
     ) -> list[SourceRecord]:
         """The seed's PK-change rule: delete (old key) + tombstone + create (new key), with the
-        other key in a header of each. Headers carry the key as JSON text."""
+        other key in a header of each. Headers carry the key as JSON text. One event: all
+        but the create are ``continued`` (only its offset may be stored)."""
         import orjson
 
         new_h = [(NEW_KEY_HEADER, orjson.dumps(new_key, default=_json_default))]
@@ -696,10 +708,15 @@ class EventDispatcher:
                 p,
                 offset,
                 new_h,
+                continued=True,
             )
         ]
         if self.tombstones:
-            out.append(SourceRecord(topic, ts.key_schema, old_key, None, None, p, offset, new_h))
+            out.append(
+                SourceRecord(
+                    topic, ts.key_schema, old_key, None, None, p, offset, new_h, continued=True
+                )
+            )
         out.append(
             SourceRecord(
                 topic,
@@ -753,6 +770,7 @@ class EventDispatcher:
             return
         now_ns = time.time_ns()
         now = now_ns // 1_000_000
+        records: list[SourceRecord] = []
         for table_id in ev.table_ids:
             ts = self.schemas.get(table_id)
             if ts is None or not self.filter.is_included(table_id):
@@ -770,7 +788,7 @@ class EventDispatcher:
                 value.update(op=Operation.TRUNCATE.value, ts_ms=now)
                 if self.tx_metadata:
                     value["transaction"] = None
-            self._put(
+            records.append(
                 SourceRecord(
                     self.namer.data_topic(table_id),
                     None,
@@ -779,15 +797,26 @@ class EventDispatcher:
                     value,
                     self.partition,
                     ev.offset,
+                    continued=True,
                 )
             )
             self.phase.total_events_seen += 1
+        if not records:
+            return
+        # one event, a record per table: only the last one's offset may be stored
+        records[-1].continued = False
+        for record in records:
+            self._put(record)
 
     def _schema_change(self, ev: SchemaChange) -> None:
         if not self.include_schema_changes:
-            self._position(ev.offset)
+            if not ev.continued:  # else the event's last part moves the position
+                self._position(ev.offset)
             return
-        self._put(self.special.schema_change(ev, self.partition, self.tables))
+        record = self.special.schema_change(ev, self.partition, self.tables)
+        if ev.continued:
+            record.continued = True
+        self._put(record)
 
     def _message(self, ev: LogicalMessage) -> None:
         if "m" in self.skipped:

@@ -48,7 +48,11 @@ class FailureHandler:
         event: Any,
         partition: dict[str, Any],
         put: Callable[[SourceRecord], None],
+        continued: bool = False,
     ) -> None:
+        """Handle ``event`` by the mode; what replaces it goes to ``put``. ``continued``: more
+        records of the same source event follow it (``SourceRecord.continued``), so the marker
+        or dead-letter record put in its place must not have its offset stored either."""
         position = error.position or {}
         if self.mode == "fail":
             raise error
@@ -59,10 +63,10 @@ class FailureHandler:
                 error,
                 _describe(event),
             )
-            put(offset_marker(partition, position))
+            put(offset_marker(partition, position, continued))
         elif self.mode == "skip":
             log.debug("skipping event at %s: %s", position, error)
-            put(offset_marker(partition, position))
+            put(offset_marker(partition, position, continued))
         else:
             assert self.topic, "dead-letter mode requires errors.deadletterqueue.topic.name"
             body = {
@@ -81,6 +85,15 @@ class FailureHandler:
             self.metrics.dead_lettered += 1
             put(
                 SourceRecord(
-                    self.topic, None, None, None, value, partition, position, headers, raw=True
+                    self.topic,
+                    None,
+                    None,
+                    None,
+                    value,
+                    partition,
+                    position,
+                    headers,
+                    raw=True,
+                    continued=continued,
                 )
             )

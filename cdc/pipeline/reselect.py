@@ -387,7 +387,9 @@ class ReselectColumns:
                     warned.add(id(p.plan))
                     log.warning("%s; the events keep their placeholders", failure)
                 elif mode == "dead-letter":
-                    self.failures.handle(failure, p.event, partition, out.append)
+                    # before the event's own records (or what replaces them), with their
+                    # offset: not the event's end, so its offset is not stored
+                    self.failures.handle(failure, p.event, partition, out.append, True)
             refused = self._apply(p, self._found.get(id(p)))
             if refused is None:
                 out += own

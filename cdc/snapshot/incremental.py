@@ -85,6 +85,7 @@ from cdc.spi import (
     SourceMetrics,
     Table,
     TableId,
+    TableTruncated,
 )
 from cdc.spi.chunks import Key, ReadWindow
 
@@ -309,6 +310,34 @@ class IncrementalSnapshot:
                     self.buffer.pop(dedup(row), None)
                 except Exception:  # a partial before image without key values
                     log.debug("no key in %r", row, exc_info=True)
+
+    def truncated(self, event: TableTruncated) -> None:
+        """A truncate of the table being snapshotted, inside the window: every row read
+        before it is gone, so the whole buffer leaves it (as a row event's keys do). A row
+        the read saw that exists after the truncate was inserted after it, before the close
+        watermark: the stream brings it. Emitted at the close watermark instead, the rows
+        would follow the truncate downstream and bring deleted rows back."""
+        if not any(self.kind(tid) == _DATA for tid in event.table_ids):
+            return
+        parallel = self.parallel
+        if parallel is not None and parallel.chunks:
+            parallel.truncated()
+            return
+        if not self.window_open or not self.buffer:
+            return
+        window = self.window
+        if window is not None and window.older(
+            event.source or self.last_source or {}, event.offset, event.transaction_id
+        ):
+            return  # read-only: the read saw the truncate, its rows came after it
+        assert self.table is not None
+        log.info(
+            "%s: %s truncated inside the chunk's window: %d rows read are dropped",
+            self.name,
+            short_name(self.table.id),
+            len(self.buffer),
+        )
+        self.buffer = {}
 
     def signal_row(
         self, after: Sequence[Any] | None, source: dict[str, Any], offset: dict[str, Any]
@@ -1176,6 +1205,8 @@ class SignalledContext:
         passed = window is not None and window.passed(
             event.source or s.last_source or {}, event.offset, None
         )
+        if isinstance(event, TableTruncated) and s.table is not None:
+            s.truncated(event)
         if extra is not None:
             event = replace(event, offset={**event.offset, **extra})
         s.last_offset = event.offset

@@ -94,6 +94,8 @@ class Chunk:
     #: its close watermark was streamed: the read is done
     closed: bool = False
     touched: set[Any] = field(default_factory=set)
+    #: the table was truncated after its open watermark: none of its rows may be emitted
+    truncated: bool = False
 
 
 class ParallelChunks:
@@ -233,6 +235,13 @@ class ParallelChunks:
             if chunk.open:
                 chunk.touched.update(keys)
 
+    def truncated(self) -> None:
+        """The table was truncated: every row read by a chunk whose window is open is older
+        (a row that exists after the truncate was inserted after it, and is streamed)."""
+        for chunk in self.chunks:
+            if chunk.open:
+                chunk.truncated = True
+
     def pop_ready(self, dedup: Callable[[Sequence[Any]], Any]) -> tuple[Chunk, list[Any]] | None:
         """The first chunk in key order, if its close watermark has been streamed, with its
         rows less those the stream touched; None while it is still being read."""
@@ -249,6 +258,8 @@ class ParallelChunks:
             self._again(chunk, stale)
             return None
         self.chunks.popleft()
+        if chunk.truncated:
+            return chunk, []
         touched = chunk.touched
         return chunk, [row for row in rows if dedup(row) not in touched]
 
@@ -273,6 +284,7 @@ class ParallelChunks:
         chunk.id, chunk.attempt = uuid.uuid4().hex, chunk.attempt + 1
         chunk.open = chunk.closed = False
         chunk.touched, chunk.before_open, chunk.window = set(), [], None
+        chunk.truncated = False
         chunk.future = self._pool.submit(self._read, chunk, *self._args)
 
     def close(self) -> None:

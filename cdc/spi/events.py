@@ -111,7 +111,11 @@ class SchemaChange:
     capture instances: Debezium writes ``ddl: null``). ``changes`` gives the record's
     ``tableChanges`` (each table after the change, as the source knows it); when None, each
     id of ``table_ids`` is an ALTER of the table as the core has it registered (connectors
-    written before ``changes`` existed keep working)."""
+    written before ``changes`` existed keep working).
+
+    ``continued``: one log event reported as several schema changes sharing one offset (a
+    MySQL ``DROP TABLE`` of tables in several databases), set on all but the last: the
+    offset means "this event was delivered whole", so it is stored only with the last."""
 
     database: str | None
     schema: str | None
@@ -120,6 +124,7 @@ class SchemaChange:
     source: dict[str, Any]
     offset: dict[str, Any]
     changes: Sequence[TableChangeEntry] | None = None
+    continued: bool = False
 
 
 @dataclass(slots=True)

@@ -237,6 +237,7 @@ class EventRouter(Transformation):
             headers,
             self._timestamp_ms(envelope, row, row_schema, record),
             partition,
+            continued=record.continued,
         )
 
     def _unexpected_update(self, record: SourceRecord) -> None:

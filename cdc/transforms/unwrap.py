@@ -238,6 +238,7 @@ class ExtractNewRecordState(Transformation):
             headers,
             record.timestamp_ms,
             record.kafka_partition,
+            continued=record.continued,
         )
 
     # -- per schema ----------------------------------------------------------------------------

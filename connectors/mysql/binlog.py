@@ -448,10 +448,12 @@ class BinlogProcessor:
         db: str | None,
         source: dict[str, Any],
         offset: dict[str, Any],
-    ) -> list[SourceEvent]:
-        """One schema change event per database the statement touches (seed §2.1.3)."""
+    ) -> list[SchemaChange]:
+        """One schema change event per database the statement touches (seed §2.1.3). They
+        share the statement's offset, which says the statement was delivered whole: all but
+        the last are ``continued``, so the offset is stored only with the last."""
         keep = self.state.database_filter
-        out: list[SourceEvent] = []
+        out: list[SchemaChange] = []
         for a in applied:
             dbs = sorted({t.catalog or "" for t in a.table_ids}) or [a.database or db or ""]
             if len(dbs) > 1 and isinstance(a.statement, DropTables):
@@ -479,6 +481,8 @@ class BinlogProcessor:
                         changes=a.changes,
                     )
                 )
+        for event in out[:-1]:
+            event.continued = True
         return out
 
     # -- rows -----------------------------------------------------------------------------------
