@@ -321,6 +321,7 @@ class SqlServerStreaming(StreamingSource):
         db = catalog.database
         running = db in self.declared or any(t.catalog == db for t in self.registered)
         self.declared.add(db)
+        changes: list[TableChange] = []
         for tid in [t for t in self.registered if t.catalog == db and t not in tables]:
             # CDC was disabled on it (sys.sp_cdc_disable_table): its change table is gone,
             # nothing more to read; if it is enabled again, it is captured from its new
@@ -331,7 +332,7 @@ class SqlServerStreaming(StreamingSource):
                 tid,
             )
             dropped = self.registered.pop(tid)
-            self._schema_change(ctx, TableChange(TableChangeType.DROP, dropped), pos)
+            changes.append(TableChange(TableChangeType.DROP, dropped))
         for tid, instances in tables.items():
             if tid in self.registered:
                 continue
@@ -341,10 +342,20 @@ class SqlServerStreaming(StreamingSource):
             self.registered[tid] = table
             if running:
                 log.info("capture instance %s of %s found: capturing it", inst.name, tid)
-                self._schema_change(ctx, TableChange(TableChangeType.CREATE, table), pos)
+                changes.append(TableChange(TableChangeType.CREATE, table))
+        # one poll's findings share its position: all but the last are ``continued``, so a
+        # crash between them does not store the position with some never reported (a restart
+        # declares the tables silently)
+        for i, change in enumerate(changes):
+            self._schema_change(ctx, change, pos, continued=i < len(changes) - 1)
 
     def _schema_change(
-        self, ctx: SourceContext, change: TableChange, pos: SqlServerPosition, at: Lsn | None = None
+        self,
+        ctx: SourceContext,
+        change: TableChange,
+        pos: SqlServerPosition,
+        at: Lsn | None = None,
+        continued: bool = False,
     ) -> None:
         """SQL Server has no DDL text for it: Debezium writes ``ddl: null`` and the table's
         structure in ``tableChanges``."""
@@ -353,7 +364,11 @@ class SqlServerStreaming(StreamingSource):
         db = str(tid.catalog)
         src = self._source(tid, at or pos.commit_lsn, None, None, int(time.time() * 1000))
         offset = self.positions.advance(db, pos.to_offset())
-        ctx.emit(SchemaChange(db, tid.schema, None, [tid], src, offset, changes=[change]))
+        ctx.emit(
+            SchemaChange(
+                db, tid.schema, None, [tid], src, offset, changes=[change], continued=continued
+            )
+        )
 
     def _switch(
         self,
