@@ -104,6 +104,10 @@ class WorkerSettings(BaseModel):
     #: whether configs sent over REST may carry Python code: a Debezium Filter ``condition``
     #: or a ``module:Class`` transform or predicate type (docs/security.md)
     rest_allow_python_transforms: bool = Field(False, alias="rest.allow.python.transforms")
+    #: files and directories, besides ``<state.dir>/files``, that paths in configs sent over
+    #: REST may name (schema history and signal files, Cassandra directories, client keys;
+    #: worker.rest.path_policy, docs/security.md)
+    rest_allowed_paths: list[Path] = Field(default_factory=list, alias="rest.allowed.paths")
     metrics_listener: str | None = Field(
         None, alias="metrics.listener", pattern=r"^http://[^/]+:\d+/?$"
     )
@@ -176,6 +180,14 @@ class WorkerSettings(BaseModel):
                 "(the PEM CA that signs client certificates)"
             )
         return self
+
+    @field_validator("rest_allowed_paths", mode="before")
+    @classmethod
+    def _split_paths(cls, value: Any) -> Any:
+        """A YAML list, or Kafka's comma-separated form (like ``allowed.paths``)."""
+        if isinstance(value, str):
+            return [p.strip() for p in value.split(",") if p.strip()]
+        return value
 
     @field_validator("rest_advertised_url")
     @classmethod

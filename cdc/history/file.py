@@ -5,12 +5,19 @@ the DDL is in the history, so a DDL lost in a crash would leave the restarted co
 decoding rows with the wrong columns. A crash during an append can leave a partial last line;
 ``start`` cuts it off (the offset that went with it was never stored). Damage anywhere else is
 an error, never skipped.
+
+``start`` changes nothing in a file that is not a schema history (its first line is not a
+history record, or its last line is not the start of one): the task fails naming the file, and
+no message quotes the file's content. The path may come from a connector config, and the file
+could be anything the worker can write (docs/security.md).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +27,28 @@ from cdc.errors import SchemaError
 from cdc.history.store import HistoryRecord, SchemaHistory
 
 log = logging.getLogger(__name__)
+
+#: how every record starts (Debezium's writer and ours put ``source`` first)
+_RECORD_START = b'{"source":'
+_RECORD_HEAD = re.compile(rb'\s*\{\s*"source"\s*:')
+#: the most of a first line ``start`` reads to tell a history from another file
+_FIRST_LINE_LIMIT = 16 << 20
+
+
+def _starts_like_a_record(data: bytes) -> bool:
+    """``data`` is the beginning of a history record (possibly torn inside its first bytes)."""
+    head = data.lstrip()
+    return bool(_RECORD_HEAD.match(head)) or (
+        len(head) < len(_RECORD_START) and _RECORD_START.startswith(head)
+    )
+
+
+def _not_history(path: Path, what: str) -> SchemaError:
+    return SchemaError(
+        f"{path} is not a schema history file ({what}); tidemark changes nothing in it. Point "
+        f"schema.history.internal.file.filename at a new file, or move this one away if it is "
+        f"a damaged history"
+    )
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -44,6 +73,7 @@ class FileSchemaHistory(SchemaHistory):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             created = not self.path.exists()
             try:
+                self._check_is_history()
                 self._repair_tail()
                 self._out = open(self.path, "ab")  # noqa: SIM115 - held until stop()
                 if created:
@@ -96,8 +126,39 @@ class FileSchemaHistory(SchemaHistory):
                 except SchemaError as exc:
                     raise SchemaError(f"{self.path} line {lineno}: {exc}") from exc
 
+    def _check_is_history(self) -> None:
+        """Raise unless the file is missing, empty, or starts with a history record."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISREG(st.st_mode):
+            raise _not_history(self.path, "not a regular file")
+        with open(self.path, "rb") as fh:
+            lineno = 0
+            while True:
+                raw = fh.readline(_FIRST_LINE_LIMIT)
+                lineno += 1
+                if not raw:
+                    return  # empty, or blank lines only
+                if raw.strip():
+                    break
+        if raw.endswith(b"\n") or len(raw) < _FIRST_LINE_LIMIT:
+            # a whole line (the last one may lack its newline): it must be a record, or the
+            # start of one torn by a crash during the very first append
+            try:
+                HistoryRecord.from_json(raw)
+                return
+            except SchemaError:
+                if not raw.endswith(b"\n") and _starts_like_a_record(raw):
+                    return
+        elif _starts_like_a_record(raw):
+            return  # a record longer than the limit
+        raise _not_history(self.path, f"line {lineno} is not a history record")
+
     def _repair_tail(self) -> None:
-        """Cut a torn last line, so the next append does not glue onto it."""
+        """Cut a torn last line, so the next append does not glue onto it. Only a line that
+        starts like a record is cut: anything else means the file is not (only) a history."""
         if not self.path.exists():
             return
         with open(self.path, "r+b") as fh:
@@ -124,6 +185,10 @@ class FileSchemaHistory(SchemaHistory):
             try:
                 HistoryRecord.from_json(tail)
             except SchemaError:
+                if not _starts_like_a_record(tail):
+                    raise _not_history(
+                        self.path, f"its last line ({len(tail)} bytes) is not a history record"
+                    ) from None
                 log.warning(
                     "schema history %s ends with a partial record (%d bytes), left by a crash "
                     "during a write; removing it",

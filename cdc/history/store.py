@@ -282,6 +282,19 @@ def _canonical(value: Mapping[str, Any]) -> bytes:
     return orjson.dumps(dict(value), option=orjson.OPT_SORT_KEYS)
 
 
+def _json_kind(value: Any) -> str:
+    """The JSON type of a parsed value, for messages that must not quote it."""
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool) or value is None:
+        return "literal"
+    return "number"
+
+
 @dataclass(frozen=True)
 class HistoryRecord:
     """One DDL with where it was read. ``table_changes`` stay in their JSON form; parse them
@@ -317,10 +330,17 @@ class HistoryRecord:
             or not isinstance(doc.get("source"), dict)
             or not isinstance(doc.get("position"), dict)
         ):
-            raise SchemaError(f"not a schema history record (needs source and position): {doc!r}")
+            # the record's content is not quoted: a file that is not a history (or a damaged
+            # one) may hold anything, and this message reaches failure traces and the log
+            raise SchemaError(
+                f"not a schema history record (a JSON {_json_kind(doc)}, needs the objects "
+                f"source and position)"
+            )
         changes = doc.get("tableChanges") or []
         if not isinstance(changes, list):
-            raise SchemaError(f"tableChanges is not a list in history record {doc!r}")
+            raise SchemaError(
+                f"tableChanges is a JSON {_json_kind(changes)}, not a list, in a history record"
+            )
         return cls(
             source=doc["source"],
             position=doc["position"],
@@ -336,7 +356,10 @@ class HistoryRecord:
         try:
             doc = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            raise SchemaError(f"schema history record is not JSON: {data[:200]!r}") from exc
+            raise SchemaError(
+                f"schema history record is not JSON ({len(data)} bytes; {exc.msg} at "
+                f"character {exc.pos})"
+            ) from exc
         return cls.from_dict(doc)
 
     def changes(self, use_catalog_before_schema: bool = True) -> list[TableChange]:

@@ -173,6 +173,30 @@ CONFIG_DEF.unsupported_prefixes["offset.flush.interval.ms"] = (
 )
 
 
+@CONFIG_DEF.check
+def _record_dir_problems(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """Without offset.backing.store.dir the snapshot record goes to a directory named after
+    the server: a name with a '/' would put it anywhere (``a/../../..``)."""
+    name = values.get("database.server.name")
+    if values.get("offset.backing.store.dir") or not isinstance(name, str):
+        return []
+    if not is_plain_name(name):
+        return [
+            (
+                "database.server.name",
+                "may not contain '/' or '\\' when offset.backing.store.dir is not set (the "
+                "snapshot record is kept in a directory named after it); set "
+                "offset.backing.store.dir",
+            )
+        ]
+    return []
+
+
+def is_plain_name(name: str) -> bool:
+    """``name`` is one path component, the same on every platform."""
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
+
+
 def parse_config(raw: Mapping[str, Any]) -> Config:
     cfg = CONFIG_DEF.parse(raw)
     cdc_raw_dir(cfg)  # fail at startup, naming the key

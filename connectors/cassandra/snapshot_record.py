@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from cdc.errors import ConfigError
+from connectors.cassandra.config import is_plain_name
 from connectors.cassandra.state import TaskState
 
 PENDING = "pending"
@@ -62,6 +64,11 @@ class SnapshotRecord:
 
 def record_for(state: TaskState) -> SnapshotRecord:
     base = state.cfg["offset.backing.store.dir"]
+    if not base and not is_plain_name(state.server):
+        # also refused when the config is validated; never join such a name to a path
+        raise ConfigError(
+            [("database.server.name", "may not contain '/' without offset.backing.store.dir")]
+        )
     root = (
         Path(base)
         if base

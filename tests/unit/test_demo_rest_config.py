@@ -9,6 +9,7 @@ from pathlib import Path
 from worker.config import WorkerSettings
 from worker.config_providers import check_placeholders, resolve_config
 from worker.demo import Demo, mariadb_connector
+from worker.rest.path_policy import path_problems
 
 
 def test_demo_mariadb_connector_passes_the_rest_placeholder_rule(tmp_path: Path) -> None:
@@ -23,6 +24,7 @@ def test_demo_mariadb_connector_passes_the_rest_placeholder_rule(tmp_path: Path)
     name, config = mariadb_connector(demo, state)
     settings = WorkerSettings.model_validate({"bootstrap.servers": "x:9092", "state.dir": state})
     assert check_placeholders(config, settings.rest_providers()) == []
+    assert path_problems(config, settings, settings.rest_providers()) == []
     resolved, problems = resolve_config(config, {})
     assert problems == [] and resolved["database.password"] == "Demo-Secret-1"
     assert name and "Demo-Secret-1" not in str(config)

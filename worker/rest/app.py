@@ -34,6 +34,7 @@ from worker.registry import endpoint_changes, normalise_config
 from worker.rest.code_policy import python_code_problems
 from worker.rest.forward import Unreachable, forward
 from worker.rest.openapi import document
+from worker.rest.path_policy import path_problems
 
 log = logging.getLogger("tidemark.worker.rest")
 
@@ -180,6 +181,7 @@ class App:
         problems = check_placeholders(given, self.providers)
         if not self.herder.settings.rest_allow_python_transforms:
             problems += python_code_problems(given)
+        problems += path_problems(given, self.herder.settings, self.providers)
         if problems:
             lines = "\n".join(f"{k}: {m}" for k, m in problems)
             raise BadRequest(
