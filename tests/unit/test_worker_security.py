@@ -441,6 +441,12 @@ def test_native_code_and_weaker_transport_settings_are_refused_over_rest(app: Ap
         ("producer.override.plugin.library.paths", "/tmp/evil.so"),
         ("producer.override.sasl.kerberos.kinit.cmd", "touch /tmp/pwned"),
         ("producer.override.security.protocol", "SASL_PLAINTEXT"),
+        # the schema history's and the signal consumer's clients use the worker's cluster and
+        # credentials too unless they name their own
+        ("schema.history.internal.producer.security.protocol", "SASL_PLAINTEXT"),
+        ("database.history.consumer.enable.ssl.certificate.verification", "false"),
+        ("signal.consumer.sasl.oauthbearer.token.endpoint.url", "http://evil/"),
+        ("schema.history.internal.consumer.plugin.library.paths", "/tmp/evil.so"),
         ("producer.override.enable.ssl.certificate.verification", "false"),
     ):
         r = call(app, "POST", "/connectors", {"name": "p", "config": memory(**{key: value})})

@@ -33,40 +33,57 @@ _CONDITION = re.compile(r"transforms\..+\.condition")
 #: connector settings that take a ``module:Class`` path besides their built-in values
 _CLASS_KEYS = frozenset({"commit.log.transfer.class"})
 _OVERRIDE = "producer.override."
+#: Kafka clients a connector config tunes by prefix, each with the key naming its cluster:
+#: where that key is unset the client talks to the worker's cluster with its credentials
+_CLIENTS = {
+    _OVERRIDE: _OVERRIDE + "bootstrap.servers",
+    "schema.history.internal.producer.": "schema.history.internal.kafka.bootstrap.servers",
+    "schema.history.internal.consumer.": "schema.history.internal.kafka.bootstrap.servers",
+    "database.history.producer.": "database.history.kafka.bootstrap.servers",
+    "database.history.consumer.": "database.history.kafka.bootstrap.servers",
+    "signal.consumer.": "signal.kafka.bootstrap.servers",
+}
 #: librdkafka settings that load a native library or run a command
-_NATIVE_CODE_KEYS = frozenset(
-    _OVERRIDE + k
-    for k in ("plugin.library.paths", "sasl.kerberos.kinit.cmd", "ssl.engine.location")
-)
+_NATIVE_CODE = ("plugin.library.paths", "sasl.kerberos.kinit.cmd", "ssl.engine.location")
 #: settings that would weaken how the worker's own credentials travel to its own cluster
 #: (a connector naming another cluster gets none of them, see Worker.engine_settings)
-_TRANSPORT_KEYS = frozenset(
-    _OVERRIDE + k
-    for k in (
-        "security.protocol",
-        "enable.ssl.certificate.verification",
-        "ssl.endpoint.identification.algorithm",
-        "sasl.oauthbearer.token.endpoint.url",
-    )
+_TRANSPORT = (
+    "security.protocol",
+    "enable.ssl.certificate.verification",
+    "ssl.endpoint.identification.algorithm",
+    "sasl.oauthbearer.token.endpoint.url",
 )
+
+
+def _client_setting(key: str) -> tuple[str, str] | None:
+    """(client prefix, setting) for a Kafka client key of a connector config."""
+    for prefix in _CLIENTS:
+        if key.startswith(prefix):
+            return prefix, key[len(prefix) :]
+    return None
+
+
 ADVICE = "or set rest.allow.python.transforms: true in the worker config if REST callers may"
 
 
 def python_code_problems(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Each key of ``config`` that would make the worker run Python it was sent."""
     problems = []
-    own_cluster = _OVERRIDE + "bootstrap.servers" not in config
     for key, value in config.items():
-        if key in _NATIVE_CODE_KEYS:
+        client = _client_setting(key)
+        setting = client[1] if client else ""
+        own_cluster = client is not None and _CLIENTS[client[0]] not in config
+        if setting in _NATIVE_CODE:
             problems.append(
                 (key, f"loads native code or runs a command in the worker, which cannot be "
                       f"set over REST; set it in the worker's YAML file, {ADVICE} run code")
             )  # fmt: skip
-        elif key in _TRANSPORT_KEYS and own_cluster:
+        elif setting in _TRANSPORT and own_cluster:
+            assert client is not None
             problems.append(
-                (key, "would change how the worker's own Kafka credentials are sent, which "
-                      "cannot be set over REST; set it in the worker config (a connector that "
-                      "names its own producer.override.bootstrap.servers may set it)")
+                (key, f"would change how the worker's own Kafka credentials are sent, which "
+                      f"cannot be set over REST; set it in the worker config (a connector that "
+                      f"names its own {_CLIENTS[client[0]]} may set it)")
             )  # fmt: skip
         elif _CONDITION.fullmatch(key):
             problems.append(
