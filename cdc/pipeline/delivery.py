@@ -121,7 +121,9 @@ class Delivery:
         for rec in batch:
             if not rec.topic:  # a position marker: nothing to produce
                 continue
-            out = rec if apply is None else apply(rec)
+            # a dead-letter record (raw) skips the transforms, as in Kafka Connect: a filter
+            # or router must not drop or divert it while its offset moves on
+            out = rec if apply is None or rec.raw else apply(rec)
             if out is not None:
                 sent += send_one(out)
         return sent

@@ -497,3 +497,25 @@ def test_mysql_drop_of_tables_in_two_databases_stores_its_offset_with_the_last_p
     """The binlog reader marks every schema change of the statement but the last."""
     changes = mysql_drop_events(7)
     assert [c.continued for c in changes] == [True, False]
+
+
+def test_dead_letter_records_skip_the_transforms() -> None:
+    """As in Kafka Connect: a chain that drops every record (Kafka's Filter without a
+    predicate) must not drop the dead-letter record, whose offset moves on all the same."""
+    base = SCENARIOS["reselect failure dead-lettered before its event"]
+    scenario = Scenario(
+        base.events,
+        base.tables,
+        {
+            **base.config,
+            "transforms": "drop",
+            "transforms.drop.type": "org.apache.kafka.connect.transforms.Filter",
+        },
+        setup=base.setup,
+    )
+    store = MemoryOffsetStore()
+    kafka: Kafka = []
+    restarted_run(scenario, store, kafka)
+    topics = [topic for topic, _, _ in kafka]
+    assert topics == [DLQ], topics  # the data records were filtered, the dead letter was not
+    assert store.get("c", {"server": "srv"}) is not None
