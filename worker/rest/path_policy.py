@@ -22,10 +22,9 @@ limited. Like :mod:`worker.rest.code_policy`, this reads no file and is applied 
 request changes (see ``App.check_providers``): a YAML connector's own path, read back with GET
 and sent again, is not new.
 
-Kafka client settings that load native code or run a command are refused by code_policy under
-``producer.override.``; the schema history's and the Kafka signal channel's clients take them
-too (``schema.history.internal.producer.*``, ``signal.consumer.*``, ...), so they are refused
-here under those prefixes, on the same terms (``rest.allow.python.transforms``).
+Kafka client settings that load native code or run a command are refused by code_policy,
+under every client prefix (``producer.override.``, the schema history's and the signal
+consumer's); they are not path checks here.
 """
 
 from __future__ import annotations
@@ -74,7 +73,6 @@ KAFKA_CLIENT_PREFIXES = (
     "database.history.consumer.",
     "signal.consumer.",
 )
-_CODE_POLICY_PREFIX = "producer.override."  # its native-code keys are code_policy's
 #: librdkafka settings naming CA certificates or CRLs: not limited
 KAFKA_TRUST = frozenset(
     {"ssl.ca.location", "ssl.crl.location", "ssl.truststore.location", "https.ca.location"}
@@ -175,7 +173,6 @@ def path_problems(
         state_dir=settings.state_dir,
         allowed_paths=settings.rest_allowed_paths,
         providers=providers,
-        allow_code=settings.rest_allow_python_transforms,
     )
 
 
@@ -185,7 +182,6 @@ def check_paths(
     state_dir: str | os.PathLike[str],
     allowed_paths: Iterable[str | os.PathLike[str]] = (),
     providers: Mapping[str, Provider] | None = None,
-    allow_code: bool = False,
 ) -> list[Problem]:
     """``(key, reason)`` for each path in ``config`` (a REST config's new or changed values)
     that the worker may not act on for a REST caller. Nothing is read or created."""
@@ -215,15 +211,9 @@ def check_paths(
                 if not path or has_placeholder(path) or not _under(path, roots["identity"]):
                     problems.append(_refusal(key, what, roots["identity"]))
         elif (kafka := _kafka_key(key)) is not None:
-            prefix, name = kafka
+            _, name = kafka
             if name in KAFKA_CODE:
-                if prefix != _CODE_POLICY_PREFIX and not allow_code:
-                    problems.append(
-                        (key, "loads native code or runs a command in the worker, which cannot "
-                              "be set over REST; set it in the worker's YAML file, or set "
-                              "rest.allow.python.transforms: true in the worker config if REST "
-                              "callers may run code")
-                    )  # fmt: skip
+                continue  # code_policy refuses these under every client prefix
             elif name in KAFKA_TRUST:
                 continue
             elif name in KAFKA_WRITE:
