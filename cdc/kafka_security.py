@@ -33,9 +33,13 @@ from cdc.errors import ConfigError
 SECURITY_PREFIXES = ("security.protocol", "ssl.", "sasl.")
 
 
-def is_security_key(key: str) -> bool:
-    """A client setting that carries or guards credentials (librdkafka or Java names)."""
-    return key.startswith(SECURITY_PREFIXES) or key == "enable.ssl.certificate.verification"
+def is_credential_key(key: str) -> bool:
+    """A client setting that carries credentials (librdkafka or Java names): SASL secrets and
+    the client's own TLS key and certificate. Trust settings (CA, verification, protocol) are
+    not: a connector writing to another listener of the same cluster still needs them."""
+    if key.startswith("sasl."):
+        return key not in ("sasl.mechanism", "sasl.mechanisms")
+    return key.startswith(("ssl.key", "ssl.keystore", "ssl.certificate"))
 
 
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from cdc.config import Config
 from cdc.engine import Engine, EngineSettings
 from cdc.errors import ConfigError
-from cdc.kafka_security import is_security_key, security_settings
+from cdc.kafka_security import is_credential_key, security_settings
 from cdc.offsets.store import OffsetStore
 from worker.config import WorkerSettings
 from worker.config_providers import resolve_config
@@ -102,9 +102,10 @@ class Worker:
         if overrides.get("bootstrap.servers", producer.get("bootstrap.servers")) != producer.get(
             "bootstrap.servers"
         ):
-            # Another cluster: the worker's credentials are for its own cluster and must not
-            # be sent to one a connector config names (the schema history follows this rule).
-            producer = {k: v for k, v in producer.items() if not is_security_key(k)}
+            # Another listener or cluster: the worker's credentials must not be sent to one a
+            # connector config names (the schema history follows this rule); its trust
+            # settings (CA, verification) stay, they protect the connection and reveal nothing
+            producer = {k: v for k, v in producer.items() if not is_credential_key(k)}
         producer.update(overrides)
         producer.setdefault("client.id", f"tidemark-{name}-{task_id}")
         # The engine may spend its timeout twice (joining the source, flushing the producer)
