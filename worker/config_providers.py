@@ -241,18 +241,17 @@ class SecretValues:
                     re.IGNORECASE,
                 )
 
-    def redact(self, text: str, sent: str = "") -> str:
-        """``text`` with every secret value masked, except those ``sent`` holds: text a REST
-        caller sent and gets echoed back (a validation message quoting its value) tells the
-        caller nothing new, while masking it would tell them which of their guesses is some
-        connector's secret."""
+    def redact(self, text: str, sent_folded: str = "") -> str:
+        """``text`` with every secret value masked, except those the lower-cased text
+        ``sent_folded`` holds: text a REST caller sent and gets echoed back (a validation
+        message quoting its value) tells the caller nothing new, while masking it would tell
+        them which of their guesses is some connector's secret."""
         pattern = self._pattern
         if pattern is None:
             return text
-        if not sent:
+        if not sent_folded:
             return pattern.sub("********", text)
-        folded = sent.lower()
-        return pattern.sub(lambda m: m[0] if m[0].lower() in folded else "********", text)
+        return pattern.sub(lambda m: m[0] if m[0].lower() in sent_folded else "********", text)
 
 
 RESOLVED = SecretValues()

@@ -139,7 +139,8 @@ class App:
     # -- dispatch -----------------------------------------------------------------------------
     def handle(self, req: Request) -> Response:
         resp = self._handle(req)
-        sent = req.body.decode("utf-8", "replace") if req.body else ""
+        # folded once per request, not per string of the answer
+        sent = req.body.decode("utf-8", "replace").lower() if req.body else ""
         resp.body = self._scrub(resp.body, sent)
         return resp
 
