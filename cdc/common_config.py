@@ -23,6 +23,24 @@ from cdc.signals.config import notification_fields, read_only_problems, signal_f
 
 FAILURE_MODES = ("fail", "warn", "skip", "dead-letter")
 
+#: whether a connector's database client may fall back on credentials of the worker's own
+#: environment and home directory; the worker forces it off for configs written over REST
+AMBIENT_CREDENTIALS = "database.ambient.credentials"
+
+
+def ambient_credentials_field(fallbacks: str) -> ConfigField:
+    """:data:`AMBIENT_CREDENTIALS` for a connector whose driver has credentials of its own
+    (``fallbacks`` names them)."""
+    return ConfigField(
+        AMBIENT_CREDENTIALS,
+        Kind.BOOLEAN,
+        True,
+        group="Connection",
+        doc=f"Let the database client fall back on the worker's own credentials ({fallbacks}). "
+        "The worker sets false for connectors whose endpoint was written over REST "
+        "(docs/security.md).",
+    )
+
 
 def server_name(value: Any) -> str | None:
     """The logical server name starts every topic name and offset key; Debezium refuses one

@@ -427,20 +427,48 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Who wrote a connector config's values, so each placeholder resolves with the providers
+    its author may use. A config sent over REST is checked before it is stored
+    (:func:`check_placeholders`); resolving it with the same limits when its task starts is
+    the second line, for whatever reached the store another way (a check that missed a form,
+    a config topic written by another worker, a state file edited by hand).
+
+    ``rest`` None: the operator's YAML file wrote all of it (or a caller inside the process).
+    Otherwise a value is the operator's only where ``yaml`` (the YAML file's config of the
+    same connector, None when it has none or when the stored config connects elsewhere) holds
+    the same value under the same key."""
+
+    rest: Mapping[str, Provider] | None = None
+    yaml: Mapping[str, Any] | None = None
+
+    def trusted(self, key: str, config: Mapping[str, Any]) -> bool:
+        if self.rest is None:
+            return True
+        return self.yaml is not None and config.get(key) == self.yaml.get(key)
+
+
 def resolve_config(
     raw: Mapping[str, Any],
     env: Mapping[str, str] | None = None,
     providers: Mapping[str, Provider] | None = None,
+    origin: Origin | None = None,
 ) -> tuple[dict[str, Any], list[Problem]]:
     """Every placeholder of a connector config resolved; ``(key, reason)`` for each that is
-    not, all at once. Keys whose value failed keep the placeholder text."""
+    not, all at once. Keys whose value failed keep the placeholder text. With ``origin``,
+    values not written by the operator's YAML file resolve with its REST providers."""
     resolver = Resolver(env, providers)
+    limited = Resolver(env, origin.rest) if origin is not None and origin.rest is not None else None
     out: dict[str, Any] = {}
     problems: list[Problem] = []
     for key, value in raw.items():
         if has_placeholder(value):
+            use = resolver
+            if limited is not None and origin is not None and not origin.trusted(key, raw):
+                use = limited
             try:
-                out[key] = resolver.resolve(value)
+                out[key] = use.resolve(value)
             except ProviderError as exc:
                 problems.append((key, str(exc)))
                 out[key] = value

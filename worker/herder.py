@@ -40,6 +40,7 @@ from cdc.offsets.store import OffsetStore
 from cdc.transforms.base import class_names as transform_class_names
 from worker import redaction
 from worker.config import ConnectorEntry, WorkerSettings
+from worker.config_providers import Origin
 from worker.registry import (
     MASK,
     CheckedConfig,
@@ -236,6 +237,7 @@ class Herder:
         self.state_file = StateFile(state_file)
         self._lock = threading.RLock()
         self._connectors: dict[str, _Connector] = {}
+        self._yaml: dict[str, dict[str, str]] = {}  # the YAML file's connector configs
         self.state = "starting"  # starting | running | stopping | stopped
         self.started_at = time.time()
 
@@ -248,6 +250,7 @@ class Herder:
         with self._lock:
             for entry in yaml_connectors:
                 config, _ = normalise_config({**entry.config, "name": entry.name})
+                self._yaml[entry.name] = config
                 prev = persisted.pop(entry.name, None)
                 target = TargetState.from_initial(entry.initial_state)
                 if prev is not None:
@@ -310,15 +313,24 @@ class Herder:
         return 500, {"status": "unhealthy", "message": "Worker is shutting down."}
 
     # -- task plumbing (callers hold c.lock) ------------------------------------------------------
+    def origin(self, name: str, config: Mapping[str, Any]) -> Origin:
+        """Which of a config's values the operator's YAML file wrote: those equal to the
+        file's config of the same connector, unless the stored config connects elsewhere
+        (then none: a placeholder of the file must not follow another host)."""
+        yaml = self._yaml.get(name)
+        if yaml is not None and endpoint_changes(yaml, config):
+            yaml = None
+        return Origin(self.settings.rest_providers(), yaml)
+
     def _check(self, config: Mapping[str, Any]) -> CheckedConfig:
-        checked = self.registry.check(config, self.env)
+        checked = self.registry.check(config, self.env, self.origin(config["name"], config))
         if checked.plugin is not None:
             self.secrets.add_config(checked.resolved, checked.plugin.config_def)
         return checked
 
     def _start_tasks(self, c: _Connector) -> None:
         c.failure = None
-        checked = self._check(c.config)
+        checked = self._check({**c.config, "name": c.name})
         c.plugin = checked.plugin
         for key, msg in checked.warnings:
             log.warning("connector %s: %s %s", c.name, key, msg)
@@ -334,6 +346,7 @@ class Herder:
             c.config,
             paused=c.target is TargetState.PAUSED,
             env=self.env,
+            origin=self.origin(c.name, c.config),
         )
         c.runner.start()
         log.info(
@@ -738,7 +751,12 @@ class Herder:
                 raise BadRequest(
                     f"Included connector type {given} does not match request type {plugin_name}"
                 )
-        checked = self.registry.check({"connector.class": plugin.class_name, **config}, self.env)
+        # only REST validates through the herder: nothing of the config is the YAML file's
+        checked = self.registry.check(
+            {"connector.class": plugin.class_name, **config},
+            self.env,
+            Origin(self.settings.rest_providers()),
+        )
         return config_infos(plugin, checked.stored, checked.problems, checked.warnings)
 
     # -- tidemark extensions ------------------------------------------------------------------

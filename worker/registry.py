@@ -37,7 +37,13 @@ from cdc.config import (
 )
 from cdc.spi import Connector
 from cdc.transforms import TransformConfigError, build_chain
-from worker.config_providers import PLACEHOLDER, has_placeholder, resolve_config, scalar_text
+from worker.config_providers import (
+    PLACEHOLDER,
+    Origin,
+    has_placeholder,
+    resolve_config,
+    scalar_text,
+)
 
 log = logging.getLogger("tidemark.worker.registry")
 
@@ -227,8 +233,14 @@ class Registry:
                 log.warning("connector plugin %s is not available: %s", spec.name, exc)
         return out
 
-    def check(self, raw: Mapping[str, Any], env: Mapping[str, str] | None = None) -> CheckedConfig:
-        """Validate a connector config, reporting every problem at once."""
+    def check(
+        self,
+        raw: Mapping[str, Any],
+        env: Mapping[str, str] | None = None,
+        origin: Origin | None = None,
+    ) -> CheckedConfig:
+        """Validate a connector config, reporting every problem at once; ``origin`` says
+        which providers its placeholders may use (default: the YAML file's)."""
         stored, problems = normalise_config(raw)
         result = CheckedConfig(None, stored, dict(stored), problems)
         cls_name = stored.get("connector.class")
@@ -242,7 +254,7 @@ class Registry:
             return result
         result.plugin = plugin
         result.warnings = plugin.config_def.unknown_keys(stored)
-        resolved, provider_problems = resolve_config(stored, env)
+        resolved, provider_problems = resolve_config(stored, env, origin=origin)
         result.resolved = resolved
         problems.extend(provider_problems)
         unresolved = {k for k, _ in provider_problems}

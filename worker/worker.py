@@ -14,13 +14,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from cdc.common_config import AMBIENT_CREDENTIALS
 from cdc.config import Config
 from cdc.engine import Engine, EngineSettings
 from cdc.errors import ConfigError
 from cdc.kafka_security import is_credential_key, security_settings
 from cdc.offsets.store import OffsetStore
 from worker.config import WorkerSettings
-from worker.config_providers import resolve_config
+from worker.config_providers import Origin, resolve_config
 from worker.registry import WORKER_FIELDS, ConnectorPlugin
 from worker.task import EngineLike, RetryPolicy, TaskRunner
 
@@ -167,6 +168,7 @@ class Worker:
         *,
         paused: bool,
         env: Mapping[str, str] | None = None,
+        origin: Origin | None = None,
     ) -> TaskRunner:
         """A (not yet started) runner for task 0 of a connector. Single-task connectors only:
         every tidemark connector reads one log, which cannot be split across tasks."""
@@ -175,9 +177,15 @@ class Worker:
         settings = self.engine_settings(name, stored, task_id)
 
         def factory() -> EngineLike:
-            resolved, problems = resolve_config(stored, env)
+            resolved, problems = resolve_config(stored, env, origin=origin)
             if problems:
                 raise ConfigError(problems)
+            if (
+                origin is not None
+                and not origin.trusted(AMBIENT_CREDENTIALS, stored)
+                and plugin.config_def.lookup(AMBIENT_CREDENTIALS) is not None
+            ):
+                resolved[AMBIENT_CREDENTIALS] = "false"  # whatever the config says
             refresh = getattr(self.store, "refresh", None)
             if (settings.exactly_once or self.refresh_offsets) and callable(refresh):
                 refresh()  # offsets the transactional producer wrote since the last start

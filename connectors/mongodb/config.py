@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from cdc.common_config import (
+    ambient_credentials_field,
     common_def,
     database_filter_fields,
     resumable_chunk_field,
@@ -71,6 +72,10 @@ MONGODB_FIELDS = ConfigDef(
             group=GROUP,
             doc="A mongodb:// connection string, used instead of mongodb.hosts (later "
             "Debezium's name). A '/rs0' replicaSet option names the replica set.",
+        ),
+        ambient_credentials_field(
+            "authentication mechanisms of mongodb.connection.string that use AWS keys, "
+            "Kerberos tickets or cloud metadata, and client key files it names"
         ),
         ConfigField("mongodb.user", Kind.STRING, None, group=GROUP, doc="User to authenticate as."),
         ConfigField("mongodb.password", Kind.PASSWORD, None, group=GROUP, doc="Its password."),

@@ -16,6 +16,7 @@ import pymongo
 from bson import Timestamp
 from pymongo.errors import OperationFailure, PyMongoError
 
+from cdc.common_config import AMBIENT_CREDENTIALS
 from cdc.config import Config
 from cdc.errors import ConfigError
 
@@ -44,6 +45,37 @@ def configured_replica_set(config: Config) -> str | None:
     return None
 
 
+#: connection-string options through which pymongo uses credentials of the worker itself
+#: (AWS keys and instance roles, Kerberos tickets, cloud OIDC metadata) or reads its files
+_AMBIENT_MECHANISMS = ("mongodb-aws", "gssapi", "mongodb-oidc")
+_FILE_OPTIONS = ("tlscertificatekeyfile", "tlscertificatekeyfilepassword", "sslpemkeyfile")
+
+
+def check_no_ambient_credentials(uri: str) -> None:
+    """Without ambient credentials (a config written over REST) the connection string may
+    not ask for them: an authentication mechanism that reads the worker's environment or
+    tickets, or a client key file of the worker's."""
+    options = {k.lower(): v for k, v in parse_qs(urlparse(uri).query).items()}
+    problems = []
+    mechanism = (options.get("authmechanism") or [""])[0]
+    if mechanism.lower() in _AMBIENT_MECHANISMS:
+        problems.append(
+            f"authMechanism={mechanism} authenticates with the worker's own credentials"
+        )
+    problems += [
+        f"{key} reads a key file of the worker's" for key in _FILE_OPTIONS if key in options
+    ]
+    if problems:
+        raise ConfigError(
+            [
+                (
+                    "mongodb.connection.string",
+                    "; ".join(problems) + " (not allowed for connectors configured over REST)",
+                )
+            ]
+        )
+
+
 def connect(config: Config, hosts: list[str] | None = None) -> Client:
     """A client for the configuration (``mongodb.hosts`` or ``mongodb.connection.string``),
     or with the configuration's credentials and options for other ``hosts`` (the members of
@@ -64,6 +96,8 @@ def connect(config: Config, hosts: list[str] | None = None) -> Client:
         options["tls"] = True
         options["tlsAllowInvalidHostnames"] = config["mongodb.ssl.invalid.hostname.allowed"]
     uri = config.get("mongodb.connection.string")
+    if uri and not config.get(AMBIENT_CREDENTIALS, True):
+        check_no_ambient_credentials(str(uri))
     if uri and hosts is None:
         return pymongo.MongoClient(str(uri), **options)
     if hosts is None:

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from cdc.common_config import (
+    ambient_credentials_field,
     common_def,
     connection_fields,
     resumable_chunk_field,
@@ -163,6 +164,10 @@ PG_FIELDS = ConfigDef(
             group="Connection",
             doc="CA certificate file used to check the server's certificate (verify-ca, "
             "verify-full).",
+        ),
+        ambient_credentials_field(
+            "libpq's PGPASSWORD, ~/.pgpass, service files, ~/.postgresql client certificates, "
+            "Kerberos tickets and Unix-socket peer logins"
         ),
         ConfigField(
             "database.tcpKeepAlive",

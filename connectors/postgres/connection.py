@@ -7,6 +7,7 @@ and the type mapping stay pure.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,9 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         "the PostgreSQL connector needs psycopg 3: pip install 'tidemark[postgres]'"
     ) from exc
 
+from cdc.common_config import AMBIENT_CREDENTIALS
 from cdc.config import Config
+from cdc.errors import ConfigError
 from cdc.spi import Column, Table, TableId
 from connectors.postgres.types import TypeInfo
 
@@ -52,9 +55,46 @@ def conninfo(cfg: Config, *, replication: bool = False) -> dict[str, Any]:
     ):
         if cfg.get(key):
             params[opt] = cfg[key]
+    if not cfg.get(AMBIENT_CREDENTIALS, True):
+        params.update(_no_ambient_credentials(params))
     if replication:
         params["replication"] = "database"
     return {k: v for k, v in params.items() if v is not None}
+
+
+#: a path that can never exist (a file "inside" /dev/null): libpq skips a missing password
+#: file or client certificate without a word
+_NOWHERE = os.path.join(os.devnull, "tidemark-none")
+
+
+def _no_ambient_credentials(params: dict[str, Any]) -> dict[str, Any]:
+    """libpq settings that keep the worker's own credentials out of a connection whose
+    endpoint the worker's operator did not write: without them libpq falls back to
+    ``PGPASSWORD``, ``~/.pgpass``, ``~/.postgresql/postgresql.crt``/``.key``, the worker's
+    Kerberos tickets, and (for a host that is a directory) the worker's OS user over a Unix
+    socket, so a REST caller naming a server the worker can reach would log in as the worker.
+    Explicit values stop each fallback: libpq reads the environment and files only for
+    settings left unset."""
+    for host in str(params.get("host") or "").split(","):
+        if host.strip().startswith(("/", "@")) or not host.strip():
+            raise ConfigError(
+                [
+                    (
+                        "database.hostname",
+                        f"{host.strip()!r} is a Unix socket (or empty), which would log in as "
+                        "the worker's OS user; connectors configured over REST reach "
+                        "PostgreSQL over TCP only",
+                    )
+                ]
+            )
+    return {
+        "password": params.get("password") or "",
+        "passfile": _NOWHERE,
+        "sslcert": params.get("sslcert") or _NOWHERE,
+        "sslkey": params.get("sslkey") or _NOWHERE,
+        "gssencmode": "disable",
+        "require_auth": "!gss,!sspi",
+    }
 
 
 def connect(cfg: Config, *, autocommit: bool = True) -> psycopg.Connection[Any]:

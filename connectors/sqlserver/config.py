@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from cdc.common_config import (
+    ambient_credentials_field,
     common_def,
     connection_fields,
     resumable_chunk_field,
@@ -52,6 +53,10 @@ SQLSERVER_FIELDS = ConfigDef(
             1433,
             "Login to connect as; needs db_owner, or the role named when CDC was enabled "
             "on each captured table (sys.sp_cdc_enable_table @role_name) plus SELECT on them.",
+        ),
+        ambient_credentials_field(
+            "an empty password lets FreeTDS try Kerberos and psqlODBC, the stand-in's driver, "
+            "libpq's PGPASSWORD, ~/.pgpass and client certificates"
         ),
         ConfigField(
             "database.dbname",

@@ -12,6 +12,7 @@ import datetime as dt
 import struct
 from typing import Any
 
+from cdc.common_config import AMBIENT_CREDENTIALS
 from cdc.config import Config
 from cdc.errors import ConfigError, FatalError
 from connectors.sqlserver.config import database_name
@@ -134,10 +135,43 @@ def _no_database(text: str) -> bool:
     )
 
 
+#: ODBC drivers that speak to SQL Server itself and, given a login, use nothing else
+SQLSERVER_DRIVERS = ("FreeTDS", "ODBC Driver 17 for SQL Server", "ODBC Driver 18 for SQL Server")
+
+
+def check_no_ambient_credentials(cfg: Config, driver: str) -> None:
+    """Without ambient credentials (a config written over REST): a SQL Server driver and a
+    password. Another driver (psqlODBC, the stand-in's) or an empty password would let the
+    driver fall back on the worker's own credentials (libpq's PGPASSWORD, ~/.pgpass and
+    client certificates; Kerberos tickets)."""
+    problems = []
+    if driver not in SQLSERVER_DRIVERS:
+        problems.append(
+            (
+                "database.odbc.driver",
+                f"{driver!r} is not one of the SQL Server drivers "
+                f"({', '.join(SQLSERVER_DRIVERS)}); connectors configured over REST use one "
+                "of them",
+            )
+        )
+    if not cfg.get("database.password"):
+        problems.append(
+            (
+                "database.password",
+                "is required for connectors configured over REST (without it the driver "
+                "would try the worker's own credentials)",
+            )
+        )
+    if problems:
+        raise ConfigError(problems)
+
+
 def connect(cfg: Config, *, autocommit: bool = True, database: str | None = None) -> Any:
     """A pyodbc connection to ``database`` (default: the first captured one)."""
     pyodbc = _pyodbc()
     driver = check_driver(cfg)
+    if not cfg.get(AMBIENT_CREDENTIALS, True):
+        check_no_ambient_credentials(cfg, driver)
     timeout = max(1, int(cfg["database.connect.timeout.ms"]) // 1000)
     name = database or database_name(cfg)
     try:

@@ -213,11 +213,13 @@ def test_config_changes_restart_the_task_only_when_the_config_changed(
 def test_secrets_are_masked_and_a_masked_value_written_back_is_kept(
     herder: Herder, engines: Engines, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TOK", "token-value")
-    herder.create("c1", memory(**{"database.password": "hunter22", "api.token": "${env:TOK}"}))
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "tok").write_text("token-value\n")
+    token = f"${{file:{tmp_path}/secrets/tok}}"  # what REST configs may use by default
+    herder.create("c1", memory(**{"database.password": "hunter22", "api.token": token}))
     cfg = herder.connector_config("c1")
     assert cfg["database.password"] == "********"
-    assert cfg["api.token"] == "${env:TOK}"  # a reference, not a secret
+    assert cfg["api.token"] == token  # a reference, not a secret
     assert herder.connector_info("c1")["config"]["database.password"] == "********"
     assert herder.task_configs("c1")[0]["config"]["database.password"] == "********"
     # GET, change one key, PUT back: the password must survive
@@ -353,18 +355,13 @@ def test_a_connector_that_cannot_start_is_failed_not_fatal(
             {
                 "version": 1,
                 "connectors": [
-                    {
-                        "name": "a",
-                        "config": {**memory(), "name": "a", "max.batch.size": "${env:NOPE_X}"},
-                        "target_state": "STARTED",
-                    },
                     {"name": "b", "config": {**memory(), "name": "b"}, "target_state": "STARTED"},
                 ],
             }
         ).decode()
     )
     h = make(tmp_path, engines, store, env={})
-    h.start()
+    h.start([ConnectorEntry(name="a", config={**memory(), "max.batch.size": "${env:NOPE_X}"})])
     try:
         status = h.connector_status("a")
         assert status["connector"]["state"] == "FAILED"

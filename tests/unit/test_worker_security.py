@@ -14,7 +14,7 @@ import pytest
 
 from cdc.offsets.memory import MemoryOffsetStore
 from tests.unit.test_worker_herder import WORKER, Engines, memory
-from worker.config import WorkerConfigError, WorkerSettings, parse_config
+from worker.config import ConnectorEntry, WorkerConfigError, WorkerSettings, parse_config
 from worker.config_providers import (
     ProviderError,
     Resolver,
@@ -29,12 +29,14 @@ from worker.rest import App, Request, Response
 PG = "io.debezium.connector.postgresql.PostgresConnector"
 
 
-def make_app(tmp_path: Path, **worker: Any) -> tuple[App, Herder]:
+def make_app(
+    tmp_path: Path, yaml: tuple[ConnectorEntry, ...] = (), **worker: Any
+) -> tuple[App, Herder]:
     s = WorkerSettings.model_validate({"state.dir": str(tmp_path / "state"), **worker})
     herder = Herder(
         s, MemoryOffsetStore(), worker_id=WORKER, engine_factory=Engines(), env={"TM_PW": "pw1"}
     )
-    herder.start()
+    herder.start(yaml)
     return App(herder, version="1.0"), herder
 
 
@@ -135,8 +137,8 @@ def test_declared_providers_set_what_rest_may_use(tmp_path: Path) -> None:
 
 
 def test_a_yaml_connectors_own_placeholders_can_be_written_back(tmp_path: Path) -> None:
-    app, herder = make_app(tmp_path)
-    herder.create("y", memory(**{"database.password": "${env:TM_PW}"}))  # as from the YAML
+    yaml = ConnectorEntry(name="y", config=memory(**{"database.password": "${env:TM_PW}"}))
+    app, herder = make_app(tmp_path, (yaml,))
     try:
         current = call(app, "GET", "/connectors/y/config", None).body
         assert current["database.password"] == "${env:TM_PW}"

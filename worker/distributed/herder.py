@@ -120,6 +120,7 @@ class DistributedHerder(Herder):
         self.statuses.start()
         for entry in yaml_connectors:
             config, _ = normalise_config({**entry.config, "name": entry.name})
+            self._yaml[entry.name] = config
             stored = self.configs.config(entry.name)
             if stored == config:
                 continue
