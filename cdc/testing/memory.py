@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from cdc.common_config import common_def
 from cdc.config import Config, ConfigDef, ConfigField, Kind, one_of
 from cdc.envelope import source_block_schema
+from cdc.offsets.core_keys import CORE_KEYS, core_key_problems
 from cdc.schema import logical
 from cdc.schema.model import INT32, INT64, STRING, Schema, Type, primitive
 from cdc.snapshot_modes import MODES
@@ -322,7 +323,8 @@ class MemoryConnector(Connector):
         pos = offset.get("pos")
         if not isinstance(pos, int) or isinstance(pos, bool) or pos < 0:
             problems.append(f"offset.pos must be a non-negative integer, got {pos!r}")
-        unknown = sorted(set(offset) - {"pos", "snapshot", "snapshot_origin"})
+        problems += core_key_problems(offset)
+        unknown = sorted(set(offset) - {"pos", *CORE_KEYS})
         if unknown:
             problems.append(f"unknown offset key(s) {', '.join(unknown)}")
         return offset, problems

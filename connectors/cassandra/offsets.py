@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cdc.offsets.core_keys import CORE_KEYS, core_key_problems
 from connectors.cassandra.commitlog import segment_id
 
 
@@ -52,9 +53,8 @@ def validate_offset(
     pos = offset.get("pos")
     if not isinstance(pos, int) or isinstance(pos, bool) or pos < 0:
         problems.append(f"offset.pos must be a non-negative integer, got {pos!r}")
-    unknown = sorted(
-        set(offset) - {"file", "pos", "snapshot", "snapshot_completed", "snapshot_origin"}
-    )
+    problems += core_key_problems(offset)
+    unknown = sorted(set(offset) - {"file", "pos", *CORE_KEYS})
     if unknown:
         problems.append(f"unknown offset key(s) {', '.join(unknown)}")
     return offset, problems

@@ -14,6 +14,7 @@ from cdc.config import Config
 from cdc.envelope import source_block_schema
 from cdc.errors import ConfigError, OffsetError
 from cdc.offsets.composite import POSITIONS, CompositePosition
+from cdc.offsets.core_keys import core_key_problems
 from cdc.retry import Backoff
 from cdc.schema.model import INT32, OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
 from cdc.snapshot_modes import snapshot_incomplete
@@ -353,7 +354,7 @@ class MongoDbConnector(Connector):
                 problems += _position_problems(shards.get(rs) or {}, f"offset.{POSITIONS}.{rs}")
         else:
             problems += _position_problems(offset, "offset")
-        return offset, problems
+        return offset, problems + core_key_problems(offset)
 
     def close(self) -> None:
         for client in self._shard_clients.values():

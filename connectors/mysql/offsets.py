@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cdc.snapshot.incremental_state import OFFSET_KEYS as INCREMENTAL
+from cdc.offsets.core_keys import CORE_KEYS, core_key_problems
 from connectors.mysql.gtid import GtidError, parse_gtid_set
 
 _FILE_INDEX = re.compile(r"\.(\d+)$")
@@ -138,12 +138,10 @@ def validate_offset(
             parse_gtid_set(str(gtids))
         except GtidError as exc:
             problems.append(f"offset.gtids: {exc}")
-    if "snapshot" in offset and not isinstance(offset["snapshot"], bool):
-        problems.append("offset.snapshot must be true or false")
+    problems += core_key_problems(offset)
     filters = ("database_whitelist", "database_blacklist", "table_whitelist", "table_blacklist")
     unknown = sorted(
-        set(offset)
-        - {*_INT_KEYS, *filters, "file", "gtids", "snapshot", "filters_recorded", *INCREMENTAL}
+        set(offset) - {*_INT_KEYS, *filters, "file", "gtids", "filters_recorded", *CORE_KEYS}
     )
     if unknown:
         problems.append(f"unknown offset key(s) {', '.join(unknown)}")

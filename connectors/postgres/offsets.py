@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cdc.snapshot.incremental_state import OFFSET_KEYS as INCREMENTAL
+from cdc.offsets.core_keys import CORE_KEYS, core_key_problems
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +96,7 @@ def server_partition(partition: dict[str, Any]) -> list[str]:
 
 
 PG_INT_KEYS = ("lsn", "lsn_commit", "flush_lsn", "seq", "ts_usec", "lsn_proc", "xmin")
-PG_BOOL_KEYS = ("complete", "snapshot", "snapshot_completed", "last_snapshot_record")
+PG_BOOL_KEYS = ("complete",)
 PG_OTHER_KEYS = ("txId", "transaction_id", "messageType")
 
 
@@ -120,15 +120,14 @@ def validate_offset(
     tx = offset.get("txId")
     if tx is not None and not nonneg_int(tx):
         problems.append(f"offset.txId must be a non-negative integer or null, got {tx!r}")
+    problems += core_key_problems(offset)
     origin = offset.get("snapshot_origin")
-    if "snapshot_origin" in offset and not (
-        isinstance(origin, dict) and nonneg_int(origin.get("lsn"))
-    ):
+    if isinstance(origin, dict) and not nonneg_int(origin.get("lsn")):
         problems.append(
             "offset.snapshot_origin (where streaming resumes after an interrupted snapshot) "
             f"must be an object with a non-negative integer lsn, got {origin!r}"
         )
-    known = {*PG_INT_KEYS, *PG_BOOL_KEYS, *PG_OTHER_KEYS, "snapshot_origin", *INCREMENTAL}
+    known = {*PG_INT_KEYS, *PG_BOOL_KEYS, *PG_OTHER_KEYS, *CORE_KEYS}
     unknown = sorted(set(offset) - known)
     if unknown:
         problems.append(f"unknown offset key(s) {', '.join(unknown)}")

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import total_ordering
 from typing import Any, Self
 
+from cdc.offsets.core_keys import CORE_KEYS, core_key_problems
+
 LSN_BYTES = 10
 
 
@@ -167,7 +169,11 @@ def validate_offset(
     if offset is None:
         return None, problems
     if POSITIONS not in offset:
-        return offset, problems + _position_problems(offset, OFFSET_KEYS, "")
+        return offset, [
+            *problems,
+            *_position_problems(offset, OFFSET_KEYS | CORE_KEYS, ""),
+            *core_key_problems(offset),
+        ]
     positions = offset[POSITIONS]
     if not isinstance(positions, Mapping) or not positions:
         problems.append(f"offset.{POSITIONS} must map each database to its position")
@@ -186,7 +192,8 @@ def validate_offset(
             problems.append(f"offset.{ORIGINS}.{db} must be an object, got {origin!r}")
             continue
         problems += _position_problems(origin, FLAT_KEYS, f"{ORIGINS}.{db}: ")
-    unknown = sorted(set(offset) - (OFFSET_KEYS - FLAT_KEYS) - {POSITIONS, ORIGINS})
+    problems += core_key_problems(offset)
+    unknown = sorted(set(offset) - CORE_KEYS - {POSITIONS, ORIGINS})
     if unknown:
         problems.append(f"unknown offset key(s) {', '.join(unknown)}")
     return offset, problems
