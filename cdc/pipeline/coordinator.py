@@ -144,6 +144,7 @@ class SourceCoordinator:
                 self.metrics.snapshot.finish(aborted=True)
                 raise
             self.metrics.snapshot.finish()
+            d.snapshot_completed()  # a source that did not say so itself
             d.emit(PositionReached(dict(offset)))
             d.phase = self.metrics.streaming
             self.store_now(dict(offset))

@@ -216,6 +216,12 @@ class EventDispatcher:
             for record in marks.table_completed(table_id):
                 self._put(record)
 
+    def snapshot_completed(self) -> None:
+        marks, self._marks = self._marks, None
+        if marks is not None:  # the snapshot's last record goes now
+            for record in marks.finish():
+                self._put(record)
+
     def snapshot_progress(self, table_id: TableId, rows: int, total: int | None) -> None:
         snap = self.metrics.snapshot
         snap.rows_scanned[table_id.identifier] = rows
@@ -226,10 +232,6 @@ class EventDispatcher:
         if isinstance(event, RowChange):
             self._row(event)
         elif isinstance(event, PositionReached):
-            if self._marks is not None:  # the snapshot is over: its last record goes now
-                marks, self._marks = self._marks, None
-                for record in marks.finish():
-                    self._put(record)
             self._position(event.offset)
         elif isinstance(event, TransactionBegin):
             self._begin(event)

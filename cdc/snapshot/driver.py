@@ -213,6 +213,7 @@ def _emit_scans(
                     "snapshot_table": scan.name,
                 }
             scan.emit(ctx, rows)
+        ctx.snapshot_completed()
     finally:
         _close(batches)  # its cursors, before the release step closes their connections
 

@@ -1279,6 +1279,9 @@ class SignalledContext:
     def snapshot_table_completed(self, table_id: TableId, rows: int) -> None:
         self.d.snapshot_table_completed(table_id, rows)
 
+    def snapshot_completed(self) -> None:
+        self.d.snapshot_completed()
+
     def snapshot_starting(self, position: Mapping[str, Any]) -> dict[str, Any]:
         return self.d.snapshot_starting(position)
 

@@ -76,6 +76,12 @@ class SourceContext(Protocol):
 
     def snapshot_table_completed(self, table_id: TableId, rows: int) -> None: ...
 
+    def snapshot_completed(self) -> None:
+        """The snapshot's last row is emitted: its record may go, marked ``last`` (Debezium
+        3.x's ``source.snapshot``). Said explicitly because other records may be emitted
+        while a snapshot runs (SQL Server streams the other databases between an added
+        database's batches), so no streaming record can tell the snapshot is over."""
+
     def snapshot_chunk_done(self) -> None:
         """A snapshot read in key order emitted a chunk whose rows' offsets say where to
         resume: returns once that offset is stored, so a crash re-reads at most one chunk

@@ -206,6 +206,7 @@ class MemorySnapshot(SnapshotSource):
             # a table is its own chunk: not resumable, but the wait is exercised
             ctx.snapshot_chunk_done()
             ctx.snapshot_table_completed(table.id, len(rows))
+        ctx.snapshot_completed()
         return {"pos": int(resume["pos"])}
 
 

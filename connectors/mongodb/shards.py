@@ -162,6 +162,9 @@ class _ShardContext:
     def snapshot_table_completed(self, table_id: TableId, rows: int) -> None:
         raise NotImplementedError("a shard's stream does not snapshot")
 
+    def snapshot_completed(self) -> None:
+        raise NotImplementedError("a shard's stream does not snapshot")
+
     def snapshot_starting(self, position: Mapping[str, Any]) -> dict[str, Any]:
         raise NotImplementedError("a shard's stream does not snapshot")
 

@@ -195,6 +195,8 @@ def _snapshot_markers(
         for i in range(n):
             d.emit(RowChange(Operation.READ, table.id, None, (str(i),), snap, {"lsn": 9}))
         d.snapshot_table_completed(table.id, n)
+    d.emit(PositionReached({"lsn": 8}))  # a position while the snapshot runs ends nothing
+    d.snapshot_completed()
     d.emit(PositionReached({"lsn": 9}))
     return [
         (r.topic.rsplit(".", 1)[1], r.value["after"]["id"], r.value["source"]["snapshot"])
@@ -334,6 +336,7 @@ def test_v3_snapshot_batches_shaped_once_give_the_same_records() -> None:
                 for batch in batches:
                     scan.emit(ctx, batch)  # type: ignore[arg-type]
                 d.snapshot_table_completed(table.id, scan.rows)
+        d.snapshot_completed()
         d.emit(PositionReached({"lsn": 9}))
         return [
             (
@@ -426,6 +429,7 @@ def test_v3_snapshot_batch_with_a_row_that_fails_goes_row_by_row() -> None:
                 for row in rows:
                     d.emit_row(Operation.READ, TABLE.id, None, row, source, OFFSET)
             d.snapshot_table_completed(TABLE.id, 6)
+        d.snapshot_completed()
         d.emit(PositionReached(OFFSET))
         return [
             (r.key, r.value["after"], r.value["source"]["snapshot"], list(r.value))

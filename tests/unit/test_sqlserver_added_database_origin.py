@@ -277,8 +277,13 @@ def alive(downstream: dict[int, Any]) -> dict[int, Any]:
 # -- task runs ---------------------------------------------------------------------------------
 
 
+#: keys a scenario adds to every run's config
+_RAW_EXTRA: dict[str, str] = {}
+
+
 def _raw(names: str, mode: str) -> dict[str, Any]:
     return {
+        **_RAW_EXTRA,
         "name": "c",
         "connector.class": "io.debezium.connector.sqlserver.SqlServerConnector",
         "database.server.name": "srv",
@@ -361,10 +366,12 @@ def normal_run(
     store: OffsetStore,
     kafka: Kafka,
     names: str,
-    end: dict[str, Any],
+    end: dict[str, Any] | Callable[[], dict[str, Any]],
     mode: str = "initial",
 ) -> None:
-    """A run through the engine until it streams and stored ``end``."""
+    """A run through the engine until it streams and stored ``end`` (or what it returns:
+    an end that depends on changes made during the run)."""
+    want = end if callable(end) else (lambda: end)
     conn = SqlServerConnector(_raw(names, mode))
     eos = isinstance(store, FakeKafkaOffsetStore)
     settings = EngineSettings(producer={}, offset_flush_interval_ms=20, exactly_once=eos)
@@ -381,9 +388,9 @@ def normal_run(
     thread.start()
     deadline = time.monotonic() + 20
     try:
-        while store.get("c", PARTITION) != end or engine.state != "STREAMING":
+        while store.get("c", PARTITION) != want() or engine.state != "STREAMING":
             assert not errors, errors
-            assert time.monotonic() < deadline, f"stored {store.get('c', PARTITION)}, not {end}"
+            assert time.monotonic() < deadline, f"stored {store.get('c', PARTITION)}, not {want()}"
             time.sleep(0.01)
     finally:
         engine.stop()
@@ -641,3 +648,39 @@ def test_rest_offsets_take_the_snapshot_origins() -> None:
     assert validate_offset(
         PARTITION, {"positions": {"a": A}, "snapshot_origins": {"b": {**ORIGIN, "snapshot": True}}}
     )[1] == ["unknown offset key(s) snapshot_origins.b: snapshot"]
+
+
+def test_envelope_3_markers_of_an_added_database_survive_the_others_changes(
+    server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Debezium 3.x's ``source.snapshot`` markers of an added database's snapshot: ``first``
+    on its first row, ``last`` on its last, ``true`` between, even when the other databases'
+    changes are streamed between its batches (their position records must not end the
+    snapshot's markers early); those changes are ``false``."""
+    a, b = setup(server)
+    store = new_store("at_least_once")
+    kafka: Kafka = []
+    monkeypatch.setitem(_RAW_EXTRA, "envelope.version", "3")
+    streaming_a(server, store, kafka)
+
+    def change_a(db: str, n: int) -> None:
+        if db == "b" and n == 1:
+            a.write(("insert", 3, "a3"))
+            time.sleep(0.02)  # a is due for a poll before b's next batch
+
+    server.before_batch = change_a
+    try:
+        b_end = at(b.max_lsn())
+        normal_run(
+            server, store, kafka, "a,b", lambda: {"positions": {"a": at(a.max_lsn()), "b": b_end}}
+        )
+    finally:
+        server.before_batch = lambda db, n: None
+    marks = [
+        (t, json.loads(v)["payload"]["op"], json.loads(v)["payload"]["source"]["snapshot"])
+        for t, _, v in kafka
+        if v is not None and t in ("srv.b.dbo.t", "srv.a.dbo.t")
+    ]
+    b_rows = [m for t, op, m in marks if t == "srv.b.dbo.t"]
+    assert b_rows == ["first", "true", "last"], marks
+    assert [(op, m) for t, op, m in marks if t == "srv.a.dbo.t"] == [("c", "false")], marks
