@@ -106,7 +106,7 @@ class WorkerSettings(BaseModel):
     rest_allow_python_transforms: bool = Field(False, alias="rest.allow.python.transforms")
     #: files and directories, besides ``<state.dir>/files``, that paths in configs sent over
     #: REST may name (schema history and signal files, Cassandra directories, client keys;
-    #: worker.rest.path_policy, docs/security.md)
+    #: worker.path_policy, docs/security.md)
     rest_allowed_paths: list[Path] = Field(default_factory=list, alias="rest.allowed.paths")
     metrics_listener: str | None = Field(
         None, alias="metrics.listener", pattern=r"^http://[^/]+:\d+/?$"

@@ -272,7 +272,7 @@ def transform_problems(config: Mapping[str, Any]) -> list[Problem]:
     """Every bad ``transforms.*`` / ``predicates.*`` setting, found by building the chain as
     the task would (and closing it): Kafka Connect refuses them when a config is validated,
     so a typo is a 400 or a ``tidemark validate`` error rather than a task that fails on
-    start. Configs sent over REST reach this only after :mod:`worker.rest.code_policy`, so
+    start. Configs sent over REST reach this only after :mod:`worker.code_policy`, so
     no ``module:Class`` type is imported for them unless the worker allows it."""
     if not str(config.get("transforms") or "").strip():
         return []

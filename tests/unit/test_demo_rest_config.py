@@ -9,7 +9,7 @@ from pathlib import Path
 from worker.config import WorkerSettings
 from worker.config_providers import check_placeholders, resolve_config
 from worker.demo import Demo, mariadb_connector
-from worker.rest.path_policy import path_problems
+from worker.path_policy import path_problems
 
 
 def test_demo_mariadb_connector_passes_the_rest_placeholder_rule(tmp_path: Path) -> None:

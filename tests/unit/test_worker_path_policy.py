@@ -1,4 +1,4 @@
-"""Paths in connector configs sent over REST (worker/rest/path_policy.py), and the file schema
+"""Paths in connector configs sent over REST (worker/path_policy.py), and the file schema
 history's and the file signal channel's refusal to damage or quote a file that is not theirs.
 Through :meth:`App.handle` with fake engines, as tests/unit/test_worker_security.py."""
 
@@ -22,8 +22,8 @@ from connectors.cassandra.config import CONFIG_DEF as CASSANDRA_DEF
 from tests.unit.test_worker_herder import WORKER, Engines, memory
 from worker.config import WorkerSettings, parse_config
 from worker.herder import Herder
+from worker.path_policy import check_paths
 from worker.rest import App, Request, Response
-from worker.rest.path_policy import check_paths
 
 MYSQL = "io.debezium.connector.mysql.MySqlConnector"
 PG = "io.debezium.connector.postgresql.PostgresConnector"

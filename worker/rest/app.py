@@ -28,13 +28,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from cdc.signals import model as signals
 from cdc.signals import registry as signal_registry
 from worker import redaction
+from worker.code_policy import python_code_problems
 from worker.config_providers import RESOLVED, Provider, SecretValues, check_placeholders
 from worker.herder import BadRequest, Conflict, Herder, HerderError, NotFound
+from worker.path_policy import path_problems
 from worker.registry import endpoint_changes, normalise_config
-from worker.rest.code_policy import python_code_problems
 from worker.rest.forward import Unreachable, forward
 from worker.rest.openapi import document
-from worker.rest.path_policy import path_problems
 
 log = logging.getLogger("tidemark.worker.rest")
 
@@ -164,7 +164,7 @@ class App:
 
     def check_providers(self, config: Mapping[str, Any], name: str | None = None) -> None:
         """400 when the config names a provider, path or variable the worker does not allow
-        for REST, or carries Python code (:mod:`worker.rest.code_policy`). Values equal to
+        for REST, or carries Python code (:mod:`worker.code_policy`). Values equal to
         the connector's current ones (a YAML connector's placeholders or condition read back
         with GET and sent again) are not new, so not checked."""
         current: dict[str, str] = {}

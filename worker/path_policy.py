@@ -18,7 +18,7 @@ REST is not: a path in a config arriving over REST must resolve (after ``..`` an
 
 CA certificates and CRLs (``database.sslrootcert``, ``database.ssl.ca``, ``ssl.ca.location``,
 a MongoDB ``tlsCAFile``) are public material a TLS library parses without echoing: they are not
-limited. Like :mod:`worker.rest.code_policy`, this reads no file and is applied to the values a
+limited. Like :mod:`worker.code_policy`, this reads no file and is applied to the values a
 request changes (see ``App.check_providers``): a YAML connector's own path, read back with GET
 and sent again, is not new.
 
