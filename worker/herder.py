@@ -39,8 +39,10 @@ from cdc.metrics import TaskMetrics
 from cdc.offsets.store import OffsetStore
 from cdc.transforms.base import class_names as transform_class_names
 from worker import redaction
+from worker.code_policy import python_code_problems
 from worker.config import ConnectorEntry, WorkerSettings
-from worker.config_providers import Origin
+from worker.config_providers import Origin, Problem
+from worker.path_policy import path_problems
 from worker.registry import (
     MASK,
     CheckedConfig,
@@ -323,10 +325,25 @@ class Herder:
         return Origin(self.settings.rest_providers(), yaml)
 
     def _check(self, config: Mapping[str, Any]) -> CheckedConfig:
-        checked = self.registry.check(config, self.env, self.origin(config["name"], config))
+        origin = self.origin(config["name"], config)
+        checked = self.registry.check(config, self.env, origin)
+        checked.problems += self._rest_policy_problems(checked.stored, origin)
         if checked.plugin is not None:
             self.secrets.add_config(checked.resolved, checked.plugin.config_def)
         return checked
+
+    def _rest_policy_problems(self, stored: Mapping[str, Any], origin: Origin) -> list[Problem]:
+        """The REST layer's rules on paths and code (``worker.path_policy``,
+        ``worker.code_policy``) for the values the YAML file did not write, checked again
+        on the worker that runs the task: in distributed mode the worker that took the request
+        may have another state dir, allowed paths or code switch, and a stored config may have
+        reached the store without the REST check."""
+        if origin.rest is None:
+            return []
+        problems = path_problems(stored, self.settings, origin.rest)
+        if not self.settings.rest_allow_python_transforms:
+            problems += python_code_problems(stored)
+        return [(k, m) for k, m in problems if not origin.trusted(k, stored)]
 
     def _start_tasks(self, c: _Connector) -> None:
         c.failure = None

@@ -209,3 +209,39 @@ def test_without_ambient_credentials_sql_server_needs_its_own_driver_and_a_passw
     assert [k for k, _ in info.value.problems] == ["database.odbc.driver", "database.password"]
     given = SqlServerConnector.config_def.parse({**base, "database.password": "pw"})
     check_no_ambient_credentials(given, "FreeTDS")
+
+
+def _stored_rest_connector(tmp_path: Path, **extra: Any) -> None:
+    config = {**memory(**extra), "name": "r"}
+    doc = {"version": 1, "connectors": [{"name": "r", "config": config, "source": "rest"}]}
+    (tmp_path / "connectors.json").write_bytes(orjson.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        ({"schema.history.internal.file.filename": "/etc/hosts"}, "may only name a path under"),
+        (
+            {"transforms": "f", "transforms.f.type": "io.debezium.transforms.Filter",
+             "transforms.f.language": "python", "transforms.f.condition": "True"},
+            "a Python condition cannot be set over REST",
+        ),
+    ],
+)  # fmt: skip
+def test_rest_rules_on_paths_and_code_hold_again_when_the_task_starts(
+    tmp_path: Path, extra: dict[str, str], reason: str
+) -> None:
+    """A stored config that never passed the REST check (or passed it on a worker with
+    other settings) is held to this worker's rules; the same values from the YAML file run."""
+    _stored_rest_connector(tmp_path, **extra)
+    engines = Engines()
+    h = make(tmp_path, engines, MemoryOffsetStore())
+    h.start([ConnectorEntry(name="y", config=memory(**extra))])
+    try:
+        status = h.connector_status("r")
+        assert status["connector"]["state"] == "FAILED"
+        assert reason in status["connector"]["trace"], status["connector"]["trace"]
+        assert "r" not in engines.built
+        wait_for(lambda: engines.running("y"), what="the YAML file's connector")
+    finally:
+        assert h.shutdown(5)

@@ -20,7 +20,7 @@ from cdc.offsets.memory import MemoryOffsetStore
 from cdc.signals.file_channel import MAX_BYTES, FileSignalChannel
 from connectors.cassandra.config import CONFIG_DEF as CASSANDRA_DEF
 from tests.unit.test_worker_herder import WORKER, Engines, memory
-from worker.config import WorkerSettings, parse_config
+from worker.config import ConnectorEntry, WorkerSettings, parse_config
 from worker.herder import Herder
 from worker.path_policy import check_paths
 from worker.rest import App, Request, Response
@@ -33,7 +33,9 @@ PASSWORD = "Adm1n-Rest-Pw"
 
 
 class World:
-    def __init__(self, tmp_path: Path, **worker: Any) -> None:
+    def __init__(
+        self, tmp_path: Path, yaml: tuple[ConnectorEntry, ...] = (), **worker: Any
+    ) -> None:
         self.tmp = tmp_path
         self.state = tmp_path / "state"
         self.files = self.state / "files"
@@ -46,7 +48,7 @@ class World:
             engine_factory=self.engines,
             state_file=self.state / "connectors.json",
         )
-        self.herder.start()
+        self.herder.start(yaml)
         self.app = App(self.herder, version="1.0")
         self.creds = tmp_path / "rest-users.properties"  # e.g. rest.basic.auth.credentials.file
         self.creds.write_text(f"admin={PASSWORD}\nwatcher=W4tch-pw\n")
@@ -259,10 +261,18 @@ def test_the_worker_config_widens_the_sandbox(tmp_path: Path) -> None:
     assert doc.worker.rest_allowed_paths == [Path("/srv/a"), Path("/srv/b")]
 
 
-def test_a_yaml_connectors_own_paths_can_be_written_back(world: World) -> None:
-    outside = str(world.tmp / "var" / "orders.history")
-    world.herder.create("y", mysql(**{"schema.history.internal.file.filename": outside,
-                                      "signal.file": str(world.tmp / "signals")}))  # fmt: skip
+def test_a_yaml_connectors_own_paths_can_be_written_back(tmp_path: Path) -> None:
+    outside = str(tmp_path / "var" / "orders.history")
+    own = mysql(**{"schema.history.internal.file.filename": outside,
+                   "signal.file": str(tmp_path / "signals")})  # fmt: skip
+    world = World(tmp_path, (ConnectorEntry(name="y", config=own),))
+    try:
+        _write_back(world, outside)
+    finally:
+        world.herder.shutdown(5)
+
+
+def _write_back(world: World, outside: str) -> None:
     current = world.call("GET", "/connectors/y/config").body
     r = world.call("PUT", "/connectors/y/config", {**current, "max.batch.size": "7"})
     assert r.status == 200, r.body

@@ -282,7 +282,8 @@ PYTHON_FILTER = {
 def test_python_code_in_a_rest_config_is_refused_by_default(tmp_path: Path) -> None:
     """A Filter condition is Python the worker evaluates, and a module:Class type is code it
     imports: neither may arrive over REST unless the worker's YAML allows it."""
-    app, herder = make_app(tmp_path)
+    own = memory(**{**PYTHON_FILTER, "transforms.f.condition": "True"})
+    app, herder = make_app(tmp_path, (ConnectorEntry(name="y", config=own),))
     try:
         r = call(app, "POST", "/connectors", {"name": "f", "config": memory(**PYTHON_FILTER)})
         assert r.status == 400
@@ -313,7 +314,7 @@ def test_python_code_in_a_rest_config_is_refused_by_default(tmp_path: Path) -> N
         )
         r = call(app, "PUT", f"/connector-plugins/{PG}/config/validate", PYTHON_FILTER)
         assert r.status == 400
-        assert call(app, "GET", "/connectors", None).body == []
+        assert call(app, "GET", "/connectors", None).body == ["y"]
         built_in = memory(transforms="u,d", **{
             "transforms.u.type": "io.debezium.transforms.ExtractNewRecordState",
             "transforms.d.type": "org.apache.kafka.connect.transforms.InsertField$Value",
@@ -321,7 +322,6 @@ def test_python_code_in_a_rest_config_is_refused_by_default(tmp_path: Path) -> N
         })  # fmt: skip
         assert call(app, "POST", "/connectors", {"name": "b", "config": built_in}).status == 201
         # a YAML connector's own condition, read back and sent again, is not new
-        herder.create("y", memory(**{**PYTHON_FILTER, "transforms.f.condition": "True"}))
         current = call(app, "GET", "/connectors/y/config", None).body
         r = call(app, "PUT", "/connectors/y/config", {**current, "max.batch.size": "7"})
         assert r.status == 200, r.body
