@@ -6,4 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh dev,spark
 echo "==> running tests"
-exec .venv/bin/python -m pytest "$@"
+# two lanes side by side (tests/conftest.py); TIDEMARK_TEST_WORKERS=0 runs them in one process
+exec .venv/bin/python -m pytest -n "${TIDEMARK_TEST_WORKERS:-2}" --dist loadgroup "$@"

@@ -6,6 +6,7 @@ run started it. A service that cannot start fails the tests that need it: never 
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import STARTED_SERVICES
 from tests.integration import pg_cleanup
 from worker.dev import Stack
 from worker.dev.kafka import KafkaService
@@ -26,10 +28,20 @@ def stack() -> Stack:
 
 
 def _run(stack: Stack, name: str) -> Iterator[None]:
-    started = stack[name].start()
+    shared = os.environ.get(STARTED_SERVICES)
+    if shared is None:
+        started = stack[name].start()
+        yield
+        if started and not os.environ.get("TIDEMARK_KEEP_STACK"):
+            stack[name].stop()
+        return
+    # a parallel run (tests/conftest.py): one worker starts it, the controller stops it
+    with open(shared + ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stack[name].start():
+            with open(shared, "a") as started:
+                started.write(name + "\n")
     yield
-    if started and not os.environ.get("TIDEMARK_KEEP_STACK"):
-        stack[name].stop()
 
 
 @dataclass(frozen=True)
