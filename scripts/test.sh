@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh dev,spark
 echo "==> running tests"
 # two lanes side by side (tests/conftest.py); TIDEMARK_TEST_WORKERS=0 runs them in one process
-exec .venv/bin/python -m pytest -n "${TIDEMARK_TEST_WORKERS:-2}" --dist loadgroup "$@"
+exec .venv/bin/python -m pytest -n "${TIDEMARK_TEST_WORKERS:-2}" "$@"

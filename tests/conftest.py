@@ -1,16 +1,17 @@
 """Run-wide hooks shared by every test directory.
 
-**Two lanes.** ``scripts/test.sh`` runs the suite in two pytest-xdist workers
-(``-n 2 --dist loadgroup``): most integration tests wait on services (a round trip to Kafka,
-a poll interval, a server's restart) while the Spark apply tests keep the CPU busy, so
-running one beside the other takes the wall time of the longer lane, not of both. Each test
-goes to a lane (an ``xdist_group``):
+**Two lanes.** ``scripts/test.sh`` runs the suite in two pytest-xdist workers (``-n 2``):
+most integration tests wait on services (a round trip to Kafka, a poll interval, a server's
+restart) while the Spark apply tests keep the CPU busy, so running one beside the other
+takes the wall time of the longer lane, not of both. Each test module belongs to a lane
+(:func:`lane`), and the scheduler (:func:`pytest_xdist_make_scheduler`) gives each lane to
+one worker, which runs its modules in collection order:
 
-- ``jvm``: every test that uses Spark (one SparkSession per worker, so they share one
-  worker), the Cassandra failure tests (they stop the shared node the Cassandra apply test
-  reads), the fault scenarios (private services, restarts and kills) and the tests that run
-  Debezium Server, to even out the lanes;
-- ``main``: everything else, in collection order.
+- ``jvm``: the Spark apply tests (one SparkSession per worker, so they share one), the
+  Cassandra failure tests (they stop the shared node the Cassandra apply test reads), the
+  fault scenarios (private services, restarts and kills) and the tests that run Debezium
+  Server, to even out the lanes;
+- ``main``: everything else.
 
 Services still start once per run: the first worker that needs one starts it under a lock
 and records it, and the controller stops what the run started once both lanes are done
@@ -23,15 +24,17 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 #: set by the controller of a parallel run: the file listing the services the run started
 STARTED_SERVICES = "TIDEMARK_TEST_STARTED_SERVICES"
 
-#: modules of the ``jvm`` lane besides the Spark tests (see the module docstring)
+#: modules of the ``jvm`` lane besides ``test_apply_*`` and tests/faults
 _JVM_MODULES = frozenset(
     {
+        "test_verify_delta.py",
         "test_cassandra_failures.py",
         "test_bench_compare_smoke.py",
         "test_bench_compare_mariadb_smoke.py",
@@ -40,24 +43,47 @@ _JVM_MODULES = frozenset(
 )
 
 
-def _parallel(config: pytest.Config) -> bool:
-    return str(getattr(config.option, "dist", "no")) != "no"
-
-
-def _lane(item: pytest.Item) -> str:
-    uses_spark = "spark" in item.keywords or "spark" in getattr(item, "fixturenames", ())
-    if uses_spark or item.path.name in _JVM_MODULES or item.path.parent.name == "faults":
+def lane(path: str) -> str:
+    """The lane of a test module, from its path (all the scheduler knows of a test)."""
+    parent, _, name = path.rpartition("/")
+    if name.startswith("test_apply_") or name in _JVM_MODULES or parent.endswith("faults"):
         return "jvm"
     return "main"
 
 
-@pytest.hookimpl(tryfirst=True)
+def _parallel(config: pytest.Config) -> bool:
+    """A run split over xdist workers (a worker's own ``dist`` option reads ``no``)."""
+    return hasattr(config, "workerinput") or str(getattr(config.option, "dist", "no")) != "no"
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Each lane to one worker (see the module docstring)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Lanes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return lane(nodeid.split("::", 1)[0])
+
+    return Lanes(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each test's lane, before xdist reads the groups (its own hook runs after this one)."""
+    """A test that uses Spark outside the ``jvm`` lane would start a second SparkSession
+    beside the first: named here, so the lane rule is kept up to date."""
     if not _parallel(config):
         return
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_lane(item)))
+    strays = sorted(
+        {
+            item.nodeid.split("::", 1)[0]
+            for item in items
+            if "spark" in getattr(item, "fixturenames", ())
+            and lane(item.nodeid.split("::", 1)[0]) != "jvm"
+        }
+    )
+    if strays:
+        raise pytest.UsageError(
+            f"{', '.join(strays)} use Spark: add them to the jvm lane (tests/conftest.py)"
+        )
 
 
 def pytest_configure(config: pytest.Config) -> None:
