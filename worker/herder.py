@@ -43,6 +43,7 @@ from worker.code_policy import python_code_problems
 from worker.config import ConnectorEntry, WorkerSettings
 from worker.config_providers import Origin, Problem
 from worker.path_policy import path_problems
+from worker.regex_policy import regex_problems
 from worker.registry import (
     MASK,
     CheckedConfig,
@@ -327,20 +328,25 @@ class Herder:
     def _check(self, config: Mapping[str, Any]) -> CheckedConfig:
         origin = self.origin(config["name"], config)
         checked = self.registry.check(config, self.env, origin)
-        checked.problems += self._rest_policy_problems(checked.stored, origin)
+        cdef = checked.plugin.config_def if checked.plugin is not None else None
+        checked.problems += self._rest_policy_problems(checked.stored, origin, cdef)
         if checked.plugin is not None:
             self.secrets.add_config(checked.resolved, checked.plugin.config_def)
         return checked
 
-    def _rest_policy_problems(self, stored: Mapping[str, Any], origin: Origin) -> list[Problem]:
-        """The REST layer's rules on paths and code (``worker.path_policy``,
-        ``worker.code_policy``) for the values the YAML file did not write, checked again
-        on the worker that runs the task: in distributed mode the worker that took the request
-        may have another state dir, allowed paths or code switch, and a stored config may have
-        reached the store without the REST check."""
+    def _rest_policy_problems(
+        self, stored: Mapping[str, Any], origin: Origin, cdef: ConfigDef | None
+    ) -> list[Problem]:
+        """The rules for what a REST caller may send, on paths, code and slow patterns
+        (``worker.path_policy``, ``worker.code_policy``, ``worker.regex_policy``), for the
+        values the YAML file did not write; checked before a config is stored, and
+        again here, on the worker that runs the task: in distributed mode the worker that
+        took the request may have another state dir, allowed paths or code switch, and a
+        stored config may have reached the store without the REST check."""
         if origin.rest is None:
             return []
         problems = path_problems(stored, self.settings, origin.rest)
+        problems += regex_problems(stored, cdef)
         if not self.settings.rest_allow_python_transforms:
             problems += python_code_problems(stored)
         return [(k, m) for k, m in problems if not origin.trusted(k, stored)]
