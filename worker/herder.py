@@ -775,11 +775,11 @@ class Herder:
                     f"Included connector type {given} does not match request type {plugin_name}"
                 )
         # only REST validates through the herder: nothing of the config is the YAML file's
+        origin = Origin(self.settings.rest_providers())
         checked = self.registry.check(
-            {"connector.class": plugin.class_name, **config},
-            self.env,
-            Origin(self.settings.rest_providers()),
+            {"connector.class": plugin.class_name, **config}, self.env, origin
         )
+        checked.problems += self._rest_policy_problems(checked.stored, origin, plugin.config_def)
         return config_infos(plugin, checked.stored, checked.problems, checked.warnings)
 
     # -- tidemark extensions ------------------------------------------------------------------

@@ -56,15 +56,19 @@ def test_values_not_from_the_yaml_file_resolve_with_the_rest_providers(
     assert resolve_config(config)[0]["b"] == SECRET + "x"
 
 
+def _stored_rest_connector(tmp_path: Path, **extra: Any) -> None:
+    config = {**memory(**extra), "name": "r"}
+    doc = {"version": 1, "connectors": [{"name": "r", "config": config, "source": "rest"}]}
+    (tmp_path / "connectors.json").write_bytes(orjson.dumps(doc))
+
+
 def test_a_stored_rest_config_with_a_forbidden_placeholder_does_not_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The REST check refuses ``${env:...}`` before storing; a state file that holds one
     anyway (edited by hand, or written by an older version) must not resolve it."""
     monkeypatch.setenv("TMO_SECRET", SECRET)
-    config = {**memory(**{"api.token": "${env:TMO_SECRET}"}), "name": "r"}
-    doc = {"version": 1, "connectors": [{"name": "r", "config": config, "source": "rest"}]}
-    (tmp_path / "connectors.json").write_bytes(orjson.dumps(doc))
+    _stored_rest_connector(tmp_path, **{"api.token": "${env:TMO_SECRET}"})
     engines = Engines()
     h = make(tmp_path, engines, MemoryOffsetStore())
     h.start()
@@ -209,12 +213,6 @@ def test_without_ambient_credentials_sql_server_needs_its_own_driver_and_a_passw
     assert [k for k, _ in info.value.problems] == ["database.odbc.driver", "database.password"]
     given = SqlServerConnector.config_def.parse({**base, "database.password": "pw"})
     check_no_ambient_credentials(given, "FreeTDS")
-
-
-def _stored_rest_connector(tmp_path: Path, **extra: Any) -> None:
-    config = {**memory(**extra), "name": "r"}
-    doc = {"version": 1, "connectors": [{"name": "r", "config": config, "source": "rest"}]}
-    (tmp_path / "connectors.json").write_bytes(orjson.dumps(doc))
 
 
 @pytest.mark.parametrize(

@@ -54,6 +54,11 @@ def test_a_slow_pattern_is_refused_over_rest_and_runs_from_the_yaml_file(
     try:
         with pytest.raises(BadRequest, match=f"{key}: .* nests a quantifier"):
             h.create("r", memory(**extra))
+        # validate (REST's own endpoint) says so before a create is tried
+        infos = h.validate("memory", memory(**extra))
+        assert infos["error_count"] == 1
+        errors = [c["value"]["errors"] for c in infos["configs"] if c["value"]["name"] == key]
+        assert errors and "nests a quantifier" in errors[0][0]
         wait_for(lambda: engines.running("y"), what="the YAML file's connector")
         # the YAML connector edited over REST keeps its own pattern; a new one is checked
         h.patch_config("y", {"max.batch.size": "5"})
