@@ -194,6 +194,15 @@ def add_worker_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.set_defaults(func=_validate)
 
     p = sub.add_parser(
+        "config-key",
+        help="print a new key for worker.config.storage.encryption.key",
+        description="Print a random key (256 bits, URL-safe text) for "
+        "config.storage.encryption.key: every worker of a distributed group needs the same one "
+        "(docs/distributed.md#secrets-in-the-config-topic).",
+    )
+    p.set_defaults(func=_config_key)
+
+    p = sub.add_parser(
         "status",
         help="connectors, tasks, snapshot progress and lag of a running worker",
         description="Show a running worker's connectors and tasks with their state, snapshot "
@@ -232,6 +241,13 @@ def add_worker_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
                 help="stop the connector first (PUT /connectors/{c}/stop)",
             )
         q.set_defaults(func=_offsets)
+
+
+def _config_key(args: argparse.Namespace) -> int:
+    import secrets
+
+    print(secrets.token_urlsafe(32))
+    return 0
 
 
 def _apply(args: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ otherwise be silently ignored. Connector configs are checked by the connector's 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Mapping
@@ -18,7 +19,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from cdc.errors import ConfigError
 from cdc.kafka_security import SECURITY_PREFIXES, librdkafka_config, security_settings
@@ -32,7 +41,8 @@ from worker.config_providers import (
     rest_default,
     scalar_text,
 )
-from worker.registry import Registry
+from worker.distributed.sealing import key_problem
+from worker.registry import PluginError, Registry, is_literal_secret
 
 Problem = tuple[str, str]
 
@@ -130,6 +140,15 @@ class WorkerSettings(BaseModel):
     session_timeout_ms: int = Field(10000, alias="session.timeout.ms", ge=1000)
     heartbeat_interval_ms: int = Field(3000, alias="heartbeat.interval.ms", ge=100)
     rebalance_timeout_ms: int = Field(60000, alias="rebalance.timeout.ms", ge=1000)
+    #: seals connector secrets before they are written to the config topic; every worker of
+    #: the group needs the same key (worker.distributed.sealing, docs/distributed.md)
+    config_storage_encryption_key: SecretStr | None = Field(
+        None, alias="config.storage.encryption.key"
+    )
+    #: earlier keys, to open values sealed before the key changed
+    config_storage_encryption_previous_keys: list[SecretStr] = Field(
+        default_factory=list, alias="config.storage.encryption.previous.keys"
+    )
     # Kafka Connect defaults to 300000; tidemark to 0, so a dead worker's tasks move within
     # session.timeout.ms (docs/distributed.md, "Waiting for a departed worker").
     scheduled_rebalance_max_delay_ms: int = Field(0, alias="scheduled.rebalance.max.delay.ms", ge=0)
@@ -180,6 +199,22 @@ class WorkerSettings(BaseModel):
                 "(the PEM CA that signs client certificates)"
             )
         return self
+
+    @field_validator("config_storage_encryption_previous_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [k.strip() for k in value.split(",") if k.strip()]
+        return value
+
+    @field_validator("config_storage_encryption_key", "config_storage_encryption_previous_keys")
+    @classmethod
+    def _sealing_keys(cls, value: Any) -> Any:
+        for key in value if isinstance(value, list) else [value]:
+            problem = key_problem(key.get_secret_value()) if key is not None else None
+            if problem:
+                raise ValueError(problem)
+        return value
 
     @field_validator("rest_allowed_paths", mode="before")
     @classmethod
@@ -404,9 +439,31 @@ def parse_config(
                     "same Kafka transaction as the records)",
                 )
             )
+        if w.mode == "distributed" and w.config_storage_encryption_key is None:
+            problems += _literal_secrets(cfg.connectors, registry or Registry())
     if problems or cfg is None:
         raise WorkerConfigError(source, _dedupe(problems))
     return cfg
+
+
+def _literal_secrets(entries: list[ConnectorEntry], registry: Registry) -> list[Problem]:
+    """A distributed worker without a sealing key would write these to the config topic in
+    clear (worker.distributed.sealing); said at load time, with their YAML paths."""
+    problems: list[Problem] = []
+    for i, entry in enumerate(entries):
+        cdef = None
+        with contextlib.suppress(PluginError):
+            cdef = registry.resolve(str(entry.config.get("connector.class", ""))).config_def
+        problems += [
+            (
+                f"connectors[{i}].config.{k}",
+                "a literal secret would be stored in the config topic in clear: give it as a "
+                "placeholder (${env:...}, ${file:...}) or set worker.config.storage.encryption.key",
+            )
+            for k, v in entry.config.items()
+            if is_literal_secret(str(k), scalar_text(v), cdef)
+        ]
+    return problems
 
 
 def _check_connectors(

@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from cdc.errors import ConfigError
 from cdc.offsets.file import FileOffsetStore
 from cdc.offsets.memory import MemoryOffsetStore
 from cdc.offsets.store import OffsetStore
@@ -498,6 +499,10 @@ def run(
     holder.append(daemon)
     try:
         daemon.start()
+    except ConfigError as exc:
+        log.error("the worker cannot start: %s", exc)
+        daemon.stop()
+        return 1
     except Exception:
         log.exception("the worker failed to start")
         daemon.stop()

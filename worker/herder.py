@@ -125,6 +125,11 @@ class Secrets:
             with self._lock:
                 self._values |= found
 
+    def add(self, *values: str) -> None:
+        """Secrets of the worker itself (keys from its YAML file)."""
+        with self._lock:
+            self._values |= {v for v in values if len(v) >= self.MIN_LENGTH}
+
     def redact(self, text: str) -> str:
         with self._lock:
             values = sorted(self._values, key=len, reverse=True)
@@ -518,9 +523,15 @@ class Herder:
                 f"URL ({name})"
             )
         checked = self._check({**config, "name": name})
+        checked.problems += self._storage_problems(checked.stored)
         if not checked.ok:
             raise BadRequest(invalid_config_message(name, checked))
         return checked
+
+    def _storage_problems(self, stored: Mapping[str, Any]) -> list[Problem]:
+        """Values the herder's store cannot keep safely (the distributed config topic without
+        a sealing key and a literal secret); checked before a config is written."""
+        return []
 
     def put_config(self, name: str, config: Mapping[str, Any]) -> tuple[bool, dict[str, Any]]:
         """Create or replace; True when created (201 rather than 200)."""
@@ -780,6 +791,7 @@ class Herder:
             {"connector.class": plugin.class_name, **config}, self.env, origin
         )
         checked.problems += self._rest_policy_problems(checked.stored, origin, plugin.config_def)
+        checked.problems += self._storage_problems(checked.stored)
         return config_infos(plugin, checked.stored, checked.problems, checked.warnings)
 
     # -- tidemark extensions ------------------------------------------------------------------

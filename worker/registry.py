@@ -34,6 +34,7 @@ from cdc.config import (
     at_least,
     is_secret_key,
     mask_url_passwords,
+    url_passwords,
 )
 from cdc.spi import Connector
 from cdc.transforms import TransformConfigError, build_chain
@@ -359,6 +360,15 @@ def normalise_config(raw: Mapping[str, Any]) -> tuple[dict[str, str], list[Probl
 def is_reference(value: str) -> bool:
     """The value is nothing but placeholders, so showing it reveals no secret."""
     return has_placeholder(value) and not PLACEHOLDER.sub("", value).strip()
+
+
+def is_literal_secret(key: str, value: str, cdef: ConfigDef | None) -> bool:
+    """A secret written out rather than referenced: a secret key's value, or a URL with a
+    password under any key, that is not only placeholders. What the distributed config topic
+    must not hold in clear (worker.distributed.sealing)."""
+    if key == "name" or is_reference(value):
+        return False
+    return is_secret_key(key, cdef) or bool(url_passwords(value))
 
 
 #: keys that say where a connector connects (or what reads its config): a kept secret or an

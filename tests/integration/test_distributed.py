@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import random
+import secrets
 import signal
 import subprocess
 import sys
@@ -42,6 +43,7 @@ from confluent_kafka.admin import AdminClient
 from bench.distributed_failover import first_event_after
 from tests.integration import pg_cleanup
 from tests.integration.conftest import MySqlInfo, PgInfo
+from tests.integration.test_distributed_stores import raw_records
 from tests.integration.test_worker_rest import free_port, wait_for
 from worker.rest.client import Client
 
@@ -734,4 +736,81 @@ def test_departed_worker_keeps_its_task_for_the_scheduled_delay(cluster: Cluster
     finally:
         for w in workers:
             w.end()
+        c.drop_slots()
+
+
+def test_literal_secrets_are_sealed_in_the_config_topic_and_keys_rotate(cluster: Cluster) -> None:
+    """A password sent in clear over REST: refused by a group without a key (nothing is
+    written), sealed by one with a key (the worker logs in with it; the topic never holds it);
+    a worker with another key fails the connector and names the key, and a key change with the
+    old key among the previous ones seals the value again under the new key."""
+    c = cluster
+    key, new_key = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    name = f"{c.tag}-sealed"
+    config = {**c.pg_connector("sl", c.db1, "s"), "database.password": c.password}
+    c.sql(c.db1, "CREATE TABLE s (id int PRIMARY KEY, v text)")
+    [plain] = start_workers(c, f"{c.tag}-g4", 1)
+    try:
+        code, doc = plain.client.request("POST", "/connectors", {"name": name, "config": config})
+        assert code == 400, doc
+        assert "database.password" in doc["message"]
+        assert "config.storage.encryption.key" in doc["message"]
+        assert plain.client.get("/connectors") == []
+    finally:
+        plain.end()
+
+    group = f"{c.tag}-g5"
+    topic = f"{group}-configs"
+
+    def sealed_with() -> str:
+        """The id of the key the connector's latest record was sealed with."""
+        records = dict(raw_records(c.kafka, topic))
+        token = records[f"connector-{name}"]["tidemark.sealed"]["database.password"]
+        return str(token).split(":")[1]
+
+    def state(w: Worker) -> dict[str, Any]:
+        return dict(w.client.get(f"/connectors/{name}/status")["connector"])
+
+    [w] = start_workers(c, group, 1, config_storage_encryption_key=key)
+    try:
+        code, doc = w.client.request("POST", "/connectors", {"name": name, "config": config})
+        assert code == 201, doc
+        wait_for(lambda: bool(running_on([w], name)()), 60, f"{name} running")
+        c.sql(c.db1, "INSERT INTO s VALUES (1, 'one')")
+        reconcile(c.kafka, c.topic("sl", "s"), table_rows(c, c.db1, "s"), "read_uncommitted")
+        assert c.password.encode() not in b"".join(
+            orjson.dumps(v) for _, v in raw_records(c.kafka, topic)
+        )
+        first_id = sealed_with()
+    finally:
+        w.end()
+
+    [w] = start_workers(c, group, 1, config_storage_encryption_key=new_key)
+    try:
+        wait_for(lambda: state(w)["state"] == "FAILED", 60, f"{name} failed without the key")
+        assert f"sealed with key {first_id}" in state(w)["trace"]
+        shown = w.client.get(f"/connectors/{name}/config")
+        assert shown["database.password"] == "********"
+        code, doc = w.client.request("PUT", f"/connectors/{name}/config", shown)
+        assert code == 400 and "send the secret again" in doc["message"], doc
+    finally:
+        w.end()
+
+    [w] = start_workers(
+        c,
+        group,
+        1,
+        config_storage_encryption_key=new_key,
+        config_storage_encryption_previous_keys=key,
+    )
+    try:
+        wait_for(lambda: bool(running_on([w], name)()), 60, f"{name} running again")
+        wait_for(lambda: sealed_with() != first_id, 30, "the value sealed under the new key")
+        c.sql(c.db1, "INSERT INTO s VALUES (2, 'two')")
+        reconcile(c.kafka, c.topic("sl", "s"), table_rows(c, c.db1, "s"), "read_uncommitted")
+        assert c.password not in w.log()
+        code, _ = w.client.request("DELETE", f"/connectors/{name}")
+        assert code == 204
+    finally:
+        w.end()
         c.drop_slots()

@@ -4,6 +4,7 @@ formats, a second reader rebuilding the same state, deletes, and stale statuses 
 from __future__ import annotations
 
 import re
+import secrets
 import uuid
 from collections.abc import Iterator
 
@@ -12,8 +13,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from worker.distributed.config_store import ConfigStore, Restart
+from worker.distributed.config_store import SEALED, UNREADABLE, ConfigStore, Restart
 from worker.distributed.membership import assignment_topic, subscription
+from worker.distributed.sealing import Sealer
 from worker.distributed.status_store import StatusStore, task_key
 
 pytestmark = [pytest.mark.kafka]
@@ -101,6 +103,43 @@ def test_config_topic_in_kafka_connect_format_and_rebuilt_by_a_second_worker(
     assert b.restart_request("inv") is None
     a.close()
     b.close()
+
+
+def raw_bytes(bootstrap: str, topic: str) -> bytes:
+    """Every key and value of the topic as bytes, for a search for a secret."""
+    return b"".join(
+        k.encode() + (orjson.dumps(v) if v is not None else b"")
+        for k, v in raw_records(bootstrap, topic)
+    )
+
+
+def test_secrets_are_sealed_in_the_config_topic_and_opened_by_a_worker_with_the_key(
+    kafka: str, topics: tuple[str, str]
+) -> None:
+    client = {"bootstrap.servers": kafka}
+    key, other = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    password = f"pw-{uuid.uuid4().hex}"
+
+    def rule(config: object, k: str, v: str) -> bool:
+        return k == "database.password"
+
+    config = {"connector.class": "memory", "name": "inv", "database.password": password}
+    a = ConfigStore(client, topics[0], sealer=Sealer(key), is_secret=rule)
+    a.start()
+    a.put_connector("inv", config, "STARTED")
+    assert password.encode() not in raw_bytes(kafka, topics[0])
+    records = dict(raw_records(kafka, topics[0]))
+    assert set(records["connector-inv"][SEALED]) == {"database.password"}  # type: ignore[index]
+    # a second worker, started later, reads it back opened; one with another key cannot
+    b = ConfigStore(client, topics[0], sealer=Sealer(key), is_secret=rule)
+    c = ConfigStore(client, topics[0], sealer=Sealer(other), is_secret=rule)
+    b.start()
+    c.start()
+    assert b.config("inv") == config and b.unreadable("inv") == {}
+    assert c.config("inv") == {**config, "database.password": UNREADABLE}
+    assert "does not hold" in c.unreadable("inv")["database.password"]
+    for s in (a, b, c):
+        s.close()
 
 
 def test_status_topic_format_and_stale_generation_ignored(

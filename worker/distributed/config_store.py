@@ -13,6 +13,10 @@ key                              value
 ``restart-connector-<name>``     ``{"include-tasks": bool, "only-failed": bool}``
 =============================== ==============================================================
 
+Secret values are not in ``properties``: they are sealed (:mod:`.sealing`) under
+``"tidemark.sealed": {key: token}`` beside it, and opened again when read; a value this worker
+cannot open stands as ``********`` in the config and is reported by :meth:`unreadable`.
+
 The topic has one partition, so every worker sees the writes in the same order and builds the
 same table. A restart request is kept (the latest per connector, numbered in reading order) so
 that whichever worker owns the task, now or after a move, checks it: the owner restarts the
@@ -32,10 +36,17 @@ from typing import Any
 import orjson
 
 from worker.distributed.kafka_log import KafkaLog
+from worker.distributed.sealing import Sealer, SealError
 
 log = logging.getLogger("tidemark.worker.distributed")
 
 STATES = ("STARTED", "PAUSED", "STOPPED")
+SEALED = "tidemark.sealed"
+#: what an unopenable sealed value reads as (the REST layer's mask, so GET shows it as one)
+UNREADABLE = "********"
+
+#: (connector config, key, value) -> the value is a secret to seal
+SecretRule = Callable[[Mapping[str, str], str, str], bool]
 
 
 @dataclass(frozen=True)
@@ -59,8 +70,12 @@ class ConfigStore:
         replication_factor: int = 1,
         on_change: Callable[[str], None] = lambda name: None,
         on_restart: Callable[[Restart], None] = lambda r: None,
+        sealer: Sealer | None = None,
+        is_secret: SecretRule = lambda config, key, value: False,
     ) -> None:
         self.on_change = on_change
+        self.sealer = sealer or Sealer(None)
+        self.is_secret = is_secret
         self.on_restart = on_restart
         self._lock = threading.Lock()
         self._configs: dict[str, dict[str, str]] = {}
@@ -68,6 +83,9 @@ class ConfigStore:
         self._tasks: dict[tuple[str, int], dict[str, str]] = {}
         self._commits: dict[str, int] = {}
         self._restarts: dict[str, tuple[int, Restart]] = {}
+        self._unreadable: dict[str, dict[str, str]] = {}  # connector -> {key: why}
+        self._clear: dict[str, list[str]] = {}  # connector -> secret keys stored in clear
+        self._stale: dict[str, list[str]] = {}  # connector -> keys sealed with a previous key
         self._read = 0  # config records read: numbers restart requests in reading order
         self._live = False
         self.log = KafkaLog(
@@ -106,6 +124,26 @@ class ConfigStore:
         with self._lock:
             return self._read
 
+    def unreadable(self, name: str) -> dict[str, str]:
+        """The connector's sealed values this worker cannot open, each with the reason."""
+        with self._lock:
+            return dict(self._unreadable.get(name, {}))
+
+    def stored_in_clear(self) -> dict[str, list[str]]:
+        """Connectors whose latest record holds secret values in clear (written before
+        sealing, or by a worker without a key), with those keys."""
+        with self._lock:
+            return {n: list(keys) for n, keys in self._clear.items() if keys}
+
+    def sealed_with_previous_key(self) -> dict[str, list[str]]:
+        """Connectors with values sealed with a key other than this worker's current one."""
+        with self._lock:
+            return {n: list(keys) for n, keys in self._stale.items() if keys}
+
+    def to_seal(self, config: Mapping[str, str]) -> list[str]:
+        """The keys of ``config`` whose values would be sealed."""
+        return [k for k, v in config.items() if self.is_secret(config, k, v)]
+
     def task_count(self, name: str) -> int:
         with self._lock:
             return self._commits.get(name, 0)
@@ -113,8 +151,17 @@ class ConfigStore:
     # -- writes -------------------------------------------------------------------------------
     def put_connector(self, name: str, config: Mapping[str, str], target: str | None) -> None:
         """The connector's config, its (single) task config and commit record, and optionally
-        its target state, then wait until this worker's view has them."""
-        props = orjson.dumps({"properties": dict(config)})
+        its target state, then wait until this worker's view has them. Raises
+        :class:`SealError` when a secret value must be sealed and this worker has no key:
+        it is never written in clear."""
+        plain: dict[str, str] = {}
+        sealed: dict[str, str] = {}
+        for k, v in config.items():
+            if self.is_secret(config, k, v):
+                sealed[k] = self.sealer.seal(name, k, v)
+            else:
+                plain[k] = v
+        props = orjson.dumps({"properties": plain, **({SEALED: sealed} if sealed else {})})
         records: list[tuple[str, bytes | None]] = []
         if target is not None:
             records.append((f"target-state-{name}", target_value(target)))
@@ -147,6 +194,20 @@ class ConfigStore:
         self.log.sync()
 
     # -- the reader ---------------------------------------------------------------------------
+    def _open(self, name: str, value: Mapping[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+        """A record's properties with its sealed values opened, and those that would not open
+        (they read as ``********``) with the reason."""
+        config = {str(k): str(v) for k, v in (value.get("properties") or {}).items()}
+        unreadable: dict[str, str] = {}
+        sealed = value.get(SEALED)
+        for k, token in sealed.items() if isinstance(sealed, dict) else ():
+            try:
+                config[str(k)] = self.sealer.unseal(name, str(k), str(token))
+            except SealError as exc:
+                config[str(k)] = UNREADABLE
+                unreadable[str(k)] = str(exc)
+        return config, unreadable
+
     def _apply(self, key: str, raw: bytes | None) -> None:
         value: Any = None
         if raw is not None:
@@ -165,9 +226,22 @@ class ConfigStore:
                     self._configs.pop(changed, None)
                     self._targets.pop(changed, None)
                     self._restarts.pop(changed, None)
+                    self._unreadable.pop(changed, None)
+                    self._clear.pop(changed, None)
+                    self._stale.pop(changed, None)
                 elif isinstance(value.get("properties"), dict):
-                    props = value["properties"].items()
-                    self._configs[changed] = {str(k): str(v) for k, v in props}
+                    config, unreadable = self._open(changed, value)
+                    self._configs[changed] = config
+                    self._unreadable[changed] = unreadable
+                    sealed = value.get(SEALED)
+                    self._clear[changed] = [
+                        k for k in value["properties"] if self.is_secret(config, k, config[k])
+                    ]
+                    self._stale[changed] = [
+                        str(k)
+                        for k, token in (sealed.items() if isinstance(sealed, dict) else ())
+                        if str(k) not in unreadable and not self.sealer.is_current(str(token))
+                    ]
             elif key.startswith("target-state-"):
                 changed = key[len("target-state-") :]
                 state = (value or {}).get("state.v2") or (value or {}).get("state")
@@ -181,7 +255,7 @@ class ConfigStore:
                     if value is None:
                         self._tasks.pop((name, int(n)), None)
                     else:
-                        self._tasks[(name, int(n))] = dict(value.get("properties") or {})
+                        self._tasks[(name, int(n))] = self._open(name, value)[0]
             elif key.startswith("commit-"):
                 name = key[len("commit-") :]
                 if value is None:

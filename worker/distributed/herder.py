@@ -28,10 +28,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from cdc.config import is_secret_key
+from cdc.errors import ConfigError
 from cdc.offsets.store import OffsetStore
 from worker.config import ConnectorEntry, WorkerSettings
+from worker.config_providers import Problem
 from worker.distributed.config_store import ConfigStore, Restart
 from worker.distributed.membership import Membership, Slot
+from worker.distributed.sealing import Sealer
 from worker.distributed.status_store import StatusStore, connector_key, task_key
 from worker.herder import (
     BadRequest,
@@ -43,7 +46,13 @@ from worker.herder import (
     _Connector,
     invalid_config_message,
 )
-from worker.registry import MASK, PluginError, Registry, normalise_config
+from worker.registry import (
+    MASK,
+    PluginError,
+    Registry,
+    is_literal_secret,
+    normalise_config,
+)
 from worker.worker import EngineFactory
 
 log = logging.getLogger("tidemark.worker.distributed")
@@ -75,12 +84,21 @@ class DistributedHerder(Herder):
         self.worker.refresh_offsets = True
         self.worker.transactional_prefix = s.group_id
         client = {"bootstrap.servers": s.bootstrap_servers, **s.internal_client_security()}
+        keys = [s.config_storage_encryption_key] if s.config_storage_encryption_key else []
+        keys += s.config_storage_encryption_previous_keys
+        self.secrets.add(*(k.get_secret_value() for k in keys))
+        self.sealer = Sealer(
+            keys[0].get_secret_value() if s.config_storage_encryption_key else None,
+            [k.get_secret_value() for k in s.config_storage_encryption_previous_keys],
+        )
         self.configs = ConfigStore(
             client,
             s.config_storage_topic,
             replication_factor=s.config_storage_replication_factor,
             on_change=lambda name: self._dirty.set(),
             on_restart=self._restart_requested,
+            sealer=self.sealer,
+            is_secret=self._is_secret,
         )
         self.statuses = StatusStore(
             client,
@@ -116,8 +134,17 @@ class DistributedHerder(Herder):
     ) -> None:
         """Read the cluster's state, add the YAML file's connectors that the config topic
         lacks (or holds with another config), then join the group."""
+        problems = []
+        for entry in yaml_connectors:
+            config, _ = normalise_config({**entry.config, "name": entry.name})
+            problems += [
+                (f"connectors[{entry.name}].{k}", why) for k, why in self._storage_problems(config)
+            ]
+        if problems:
+            raise ConfigError(problems)
         self.configs.start()
         self.statuses.start()
+        self._seal_stored()
         for entry in yaml_connectors:
             config, _ = normalise_config({**entry.config, "name": entry.name})
             self._yaml[entry.name] = config
@@ -142,6 +169,59 @@ class DistributedHerder(Herder):
             len(self.configs.connectors()),
             self.settings.config_storage_topic,
         )
+
+    # -- sealed secrets (worker.distributed.sealing) -------------------------------------------
+    def _is_secret(self, config: Mapping[str, str], key: str, value: str) -> bool:
+        cdef = None
+        with contextlib.suppress(PluginError):
+            cdef = self.registry.resolve(config.get("connector.class", "")).config_def
+        return is_literal_secret(key, value, cdef)
+
+    def _storage_problems(self, stored: Mapping[str, Any]) -> list[Problem]:
+        if self.sealer.enabled:
+            return []
+        why = (
+            "a literal secret would be stored in the config topic in clear: set "
+            "config.storage.encryption.key on every worker of the group, or give the value "
+            "as a placeholder (${file:...}) instead"
+        )
+        return [(k, why) for k in self.configs.to_seal({k: str(v) for k, v in stored.items()})]
+
+    def _seal_stored(self) -> None:
+        """Seal the secrets of connectors stored in clear (written before sealing, or by a
+        worker without a key), and seal again those sealed with a previous key: the topic is
+        compacted, so the old record goes in time, and then the old key can be retired."""
+        stale = self.configs.sealed_with_previous_key() if self.sealer.enabled else {}
+        for name, keys in sorted({**self.configs.stored_in_clear(), **stale}.items()):
+            config = self.configs.config(name)
+            if config is None:
+                continue
+            if not self.sealer.enabled:
+                log.warning(
+                    "connector %s: %s stored in clear in %s; set config.storage.encryption.key "
+                    "to seal them",
+                    name,
+                    ", ".join(keys),
+                    self.settings.config_storage_topic,
+                )
+                continue
+            self.configs.put_connector(name, config, None)
+            log.info(
+                "connector %s: sealed %s in %s with the current key",
+                name,
+                ", ".join(keys),
+                self.settings.config_storage_topic,
+            )
+
+    def _start_tasks(self, c: _Connector) -> None:
+        unreadable = self.configs.unreadable(c.name)
+        if unreadable:
+            c.failure = "cannot open the connector's sealed secrets: " + "; ".join(
+                f"{k}: {why}" for k, why in sorted(unreadable.items())
+            )
+            log.error("connector %s %s", c.name, c.failure)
+            return
+        super()._start_tasks(c)
 
     def shutdown(self, timeout: float) -> bool:
         """Leave the group: the revoke stops this worker's tasks (offsets committed) before
@@ -382,11 +462,19 @@ class DistributedHerder(Herder):
     def _reconfigure(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
         c = self._get(name)
         cdef = c.plugin.config_def if c.plugin else None
+        unreadable = self.configs.unreadable(name)
+        kept = [k for k, v in config.items() if k in unreadable and v == c.config.get(k)]
+        if kept:
+            raise BadRequest(
+                f"Connector configuration is invalid: {', '.join(kept)}: send the secret again; "
+                f"this worker cannot open the stored one ({unreadable[kept[0]]})"
+            )
         restored = {
             k: c.config[k] if v == MASK and is_secret_key(k, cdef) and k in c.config else v
             for k, v in config.items()
         }
         checked = self._check({**restored, "name": name})
+        checked.problems += self._storage_problems(checked.stored)
         if not checked.ok:
             raise BadRequest(invalid_config_message(name, checked))
         if checked.stored != c.config:
