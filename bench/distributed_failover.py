@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import signal
 import statistics
 import subprocess
@@ -37,6 +38,8 @@ from confluent_kafka.admin import AdminClient
 
 from worker.rest.client import Client
 
+#: one per run, shared by its workers (docs/distributed.md#secrets-in-the-config-topic)
+SEALING_KEY = secrets.token_urlsafe(32)
 TIDEMARK = str(Path(sys.executable).parent / "tidemark")
 
 
@@ -78,6 +81,8 @@ class Bench:
             "rest.port": port,
             "state.dir": str(self.tmp / str(port)),
             "exactly.once.source.support": "enabled",
+            # the connector's literal password is sealed in the config topic with it
+            "config.storage.encryption.key": SEALING_KEY,
         }
         path = self.tmp / f"{port}.yaml"
         path.write_text("worker:\n" + "".join(f"  {k}: {v}\n" for k, v in keys.items()))
