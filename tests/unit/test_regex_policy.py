@@ -27,9 +27,38 @@ from worker.regex_policy import slow_pattern
         (r"(?>a+)+", False),  # atomic: no backtracking into it
         (r"a++b", False),
         (r"[(", False),  # not a pattern at all: left to the config's validation
+        (r"(x{1,3})+y", True),  # a bounded count that varies, repeated
+        (r"(a?a)+b", True),
+        (r"(a{2})+", False),  # a fixed count
     ],
 )
 def test_nested_quantifiers_are_slow(pattern: str, slow: bool) -> None:
+    assert slow_pattern(pattern) is slow
+
+
+@pytest.mark.parametrize(
+    ("pattern", "slow"),
+    [
+        (r"(a|a)*$", True),  # parsed as a(?:|): two empty alternatives
+        (r"(ab|ab)*c", True),
+        (r"(a|ab|b)*c", True),
+        (r"(.|a)+", True),
+        (r"([^a]|b)+", True),
+        (r"(?i)(Ab|aC)+", True),  # case folded: A and a begin alike
+        (r"(Ab|aC)+", False),
+        (r"(\w|\d)+x", False),  # one class of single characters, no choice
+        (r"([a-z]|_)+", False),
+        (r"([^a]|a)+", False),
+        (r"(foo|bar)+", False),
+        (r"(ab|ac)*", False),  # parsed as a(?:b|c)
+        (r"((a|)a)+b", True),  # an optional part: "aa" in one pass or two
+        (r"(a|)*b", True),  # refused as well, though Python stops its empty passes
+        (r"(a|ab)*+c", False),  # possessive: no backtracking into it
+        (r"inventory\.(orders|customers)", False),
+        (r".*\.(foo|bar)_\d+", False),  # a choice, but not repeated
+    ],
+)
+def test_repeated_choices_with_alternatives_alike_are_slow(pattern: str, slow: bool) -> None:
     assert slow_pattern(pattern) is slow
 
 
