@@ -17,7 +17,9 @@ once Python's parser factors the common prefix out), or of which one may match n
 another not (an optional part: ``((a|)a)+``). Classes of single characters
 (``(\\w|\\d)+`` is parsed as one) are not choices. The check is conservative: some patterns of
 these shapes are fast, and are refused anyway (``(a|ab|c)*``: once an ``a`` is taken, no
-alternative begins with ``b``); a polynomial pattern (``.*a.*b.*c``) is allowed.
+alternative begins with ``b``). Overlapping quantifiers in a row cost a polynomial of their
+number (``.*\\..*\\..*``: cubic); more than :data:`MAX_VARIABLE` quantifiers of varying count
+are refused, whether they overlap or not.
 """
 
 from __future__ import annotations
@@ -224,7 +226,26 @@ def _ambiguous(parsed: Any, inside: bool, fold: bool) -> bool:
     return False
 
 
+def _variable_count(parsed: Any) -> int:
+    """How many quantifiers may take a varying number of characters (more than two counts),
+    outside possessive repeats and atomic groups: the degree of the polynomial a failing
+    match may cost when they overlap (``.*\\..*\\..*``)."""
+    n = 0
+    for op, av in parsed:
+        if op in _REPEATS:
+            n += av[1] - av[0] > 1
+            n += _variable_count(av[2])
+        elif op is not sre.POSSESSIVE_REPEAT and op is not sre.ATOMIC_GROUP:
+            n += sum(_variable_count(child) for child in _children(op, av))
+    return n
+
+
+#: at most this many varying quantifiers: five overlapping ones (``(.*)\\.`` five times) cost
+#: ~3 s on one 248-character name in CPython, four ~0.1 s
+MAX_VARIABLE = 4
+
 NESTED = "nests a quantifier inside a repeated group"
+MANY = f"has more than {MAX_VARIABLE} quantifiers of varying count"
 AMBIGUOUS = "repeats a choice between alternatives that can match the same text"
 
 
@@ -238,6 +259,8 @@ def slow_reason(pattern: str) -> str | None:
         fold = bool(parsed.state.flags & re.IGNORECASE)
         if _ambiguous(parsed, False, fold):
             return AMBIGUOUS
+        if _variable_count(parsed) > MAX_VARIABLE:
+            return MANY
     except (re.error, RecursionError):
         return None
     return None
@@ -267,7 +290,11 @@ def regex_problems(config: Mapping[str, Any], cdef: ConfigDef | None) -> list[Pr
         for pattern in patterns:
             reason = slow_reason(pattern)
             if reason is not None:
-                fix = "(a+)+ as a+" if reason == NESTED else "(a|ab)* as the possessive (a|ab)*+"
+                fix = {
+                    NESTED: "(a+)+ as a+",
+                    AMBIGUOUS: "(a|ab)* as the possessive (a|ab)*+",
+                    MANY: "several patterns in the list instead of one",
+                }[reason]
                 problems.append(
                     (
                         key,

@@ -56,9 +56,13 @@ def test_nested_quantifiers_are_slow(pattern: str, slow: bool) -> None:
         (r"(a|ab)*+c", False),  # possessive: no backtracking into it
         (r"inventory\.(orders|customers)", False),
         (r".*\.(foo|bar)_\d+", False),  # a choice, but not repeated
+        (r"(.*)\.(.*)\.(.*)\.(.*)", False),  # four: ~0.1 s on the longest name
+        (r"(.*)\.(.*)\.(.*)\.(.*)\.(.*)", True),  # five: seconds
+        (r"a?b?c?d?e?f?", False),  # an optional part has two counts only
+        (r"(?>.*)(?>.*)(?>.*)(?>.*)(?>.*)", False),  # atomic: no backtracking into them
     ],
 )
-def test_repeated_choices_with_alternatives_alike_are_slow(pattern: str, slow: bool) -> None:
+def test_repeated_choices_alike_and_many_quantifiers_are_slow(pattern: str, slow: bool) -> None:
     assert slow_pattern(pattern) is slow
 
 
