@@ -16,17 +16,30 @@ from cdc.transforms.base import PluginConfig, Predicate
 class TopicNameMatches(Predicate):
     """True when the whole topic name matches ``pattern`` (Java ``matches()``)."""
 
+    #: answers kept per topic name: a stream has few, and a match is paid once per name
+    CACHE_SIZE = 4096
+
     def __init__(self) -> None:
         self._pattern: re.Pattern[str] | None = None
+        self._seen: dict[str, bool] = {}
 
     def configure(self, config: Mapping[str, str]) -> None:
         cfg = PluginConfig(config)
         self._pattern = cfg.regex("pattern", required=True)
         cfg.check()
+        self._seen.clear()
 
     def test(self, record: SourceRecord) -> bool:
         assert self._pattern is not None, "configure() first"
-        return record.topic is not None and self._pattern.fullmatch(record.topic) is not None
+        topic = record.topic
+        if topic is None:
+            return False
+        hit = self._seen.get(topic)
+        if hit is None:
+            if len(self._seen) >= self.CACHE_SIZE:
+                self._seen.clear()
+            hit = self._seen[topic] = self._pattern.fullmatch(topic) is not None
+        return hit
 
 
 class HasHeaderKey(Predicate):
