@@ -134,13 +134,51 @@ def open_source(plugin: str, config: Mapping[str, Any]) -> SourceSide:
         raise VerifyError(f"cannot open the {plugin} database: {exc}") from exc
 
 
+def avro_reading(config: Mapping[str, Any]) -> dict[str, Any]:
+    """How to read the connector's topics when it writes Avro: where the writer schemas are
+    and the names its fields are written under (``KafkaTarget``'s ``registry`` and
+    ``field_name``); nothing for JSON."""
+    from cdc.converters.base import AVRO_CONVERTER_CLASS
+    from cdc.converters.factory import converter_from_config
+
+    def avro(side: str) -> bool:
+        name = str(config.get(f"{side}.converter") or "").strip()
+        return name == AVRO_CONVERTER_CLASS or name.lower() == "avro"
+
+    sides = [side for side in ("value", "key") if avro(side)]
+    if not sides:
+        return {}
+    from cdc.apply.avro_input import RegistrySettings
+
+    side = sides[0]
+    from cdc.converters.avro import AvroConverter
+
+    try:
+        converter = converter_from_config(config, is_key=side == "key")
+    except ValueError as exc:
+        raise VerifyError(f"connector's {side}.converter: {exc}") from exc
+    assert isinstance(converter, AvroConverter)
+    converter.close()
+    registry = RegistrySettings(
+        str(config[f"{side}.converter.schema.registry.url"]),
+        config.get(f"{side}.converter.basic.auth.user.info"),
+    )
+    return {"registry": registry, "field_name": converter.field_name}
+
+
 def open_target(
-    spec: str, kafka: Mapping[str, Any], isolation: str, processes: int | None = None
+    spec: str,
+    kafka: Mapping[str, Any],
+    isolation: str,
+    processes: int | None = None,
+    connector: Mapping[str, Any] | None = None,
 ) -> TargetSide:
     if spec == "kafka":
         from cdc.verify.kafka_target import KafkaTarget
 
-        return KafkaTarget(kafka, isolation=isolation, processes=processes)
+        return KafkaTarget(
+            kafka, isolation=isolation, processes=processes, **avro_reading(connector or {})
+        )
     if spec.startswith("delta:") and len(spec) > len("delta:"):
         from cdc.verify.delta_target import DeltaTarget
 
@@ -206,7 +244,7 @@ def run_verify(args: argparse.Namespace) -> int:
         plugin, config, kafka = _connector_config(args.config, args.connector)
         source = open_source(plugin, config)
         try:
-            target = open_target(args.target, kafka, args.isolation, args.processes)
+            target = open_target(args.target, kafka, args.isolation, args.processes, config)
             try:
                 options = Options(args.chunk_rows, args.recheck_rounds, args.recheck_wait)
                 results = verify(source, target, args.table, options, _progress(sys.stderr))

@@ -661,6 +661,11 @@ class AvroConverter:
         self._readers: dict[int, tuple[Schema, Any]] = {}
         self._owns_registry = False
 
+    def field_name(self, name: str) -> str:
+        """The Avro name a column or field ``name`` is written under (``sanitize.field.names``,
+        ``scrub.invalid.names``): what a reader of the topic finds it as."""
+        return self._namer(name)
+
     def close(self) -> None:
         """Close the registry client if this converter created it (``from_config``)."""
         if self._owns_registry:

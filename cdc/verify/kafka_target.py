@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
@@ -30,6 +31,7 @@ from cdc.verify.topic_ranges import (
     POLL_TIMEOUT_S,
     QUIET_POLLS,
     Range,
+    Registry,
     TopicError,
     is_eof,
     read_event,
@@ -59,7 +61,11 @@ class KafkaTarget:
         *,
         isolation: str = "read_committed",
         processes: int | None = None,
+        registry: Registry = None,
+        field_name: Callable[[str], str] | None = None,
     ) -> None:
+        self.registry = registry
+        self.field_name = field_name
         self._config = {
             **FETCH_DEFAULTS,
             **client_config,
@@ -114,13 +120,26 @@ class KafkaTarget:
         self._consumers[topic] = consumer
         return consumer
 
+    def _as_written(self, spec: TableSpec) -> TableSpec:
+        """The spec with its columns named as the events name them (Avro sanitizes names
+        such as ``weird-col`` to ``weird_col``)."""
+        rename = self.field_name
+        if rename is None:
+            return spec
+        return replace(
+            spec,
+            columns=tuple(replace(c, name=rename(c.name)) for c in spec.columns),
+            key=tuple(rename(k) for k in spec.key),
+        )
+
     def _read_parallel(self, spec: TableSpec, ranges: list[Range]) -> dict[int, int]:
         """Read the ranges in processes and merge them; returns the offset per partition
         this process reads on from (where the first range that stopped short stopped)."""
         rows = self._rows.setdefault(spec.topic, {})
         starts: dict[int, int] = {}
         short: set[int] = set()
-        for rng, (alive, gone, events, next_offset) in read_ranges(self._config, spec, ranges):
+        results = read_ranges(self._config, self._as_written(spec), ranges, self.registry)
+        for rng, (alive, gone, events, next_offset) in results:
             if rng.partition in short:
                 continue  # read again from where the earlier range stopped
             # in offset order: a later range overrides an earlier one
@@ -140,7 +159,7 @@ class KafkaTarget:
         rows = self._rows.setdefault(spec.topic, {})
         reader = self._readers.get(spec.topic)
         if reader is None:
-            reader = self._readers[spec.topic] = compile_reader(spec)
+            reader = self._readers[spec.topic] = compile_reader(self._as_written(spec))
         ends = {
             tp.partition: consumer.get_watermark_offsets(tp, timeout=30, cached=False)[1]
             for tp in consumer.assignment()
@@ -154,7 +173,7 @@ class KafkaTarget:
                     ends.pop(int(msg.partition() or 0), None)
                     continue
                 self.events[spec.topic] = self.events.get(spec.topic, 0) + 1
-                key, h = read_event(reader, spec, msg)
+                key, h = read_event(reader, spec, msg, self.registry)
                 if h is None:
                     rows.pop(key, None)
                 else:

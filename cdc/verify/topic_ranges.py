@@ -42,6 +42,11 @@ MIN_RANGE = 50_000
 RangeResult = tuple[dict[KeyTexts, int], list[KeyTexts], int, int]
 
 
+#: where an Avro topic's writer schemas are (``cdc.apply.avro_input.RegistrySettings``, kept
+#: untyped here so that reading JSON topics does not import the Avro extra)
+Registry = Any
+
+
 class TopicError(Exception):
     """A topic that cannot be read, or an event that does not fit the table."""
 
@@ -70,7 +75,9 @@ def split_ranges(topic: str, bounds: Mapping[int, tuple[int, int]], workers: int
     return out
 
 
-def read_range(config: Mapping[str, Any], spec: TableSpec, rng: Range) -> RangeResult:
+def read_range(
+    config: Mapping[str, Any], spec: TableSpec, rng: Range, registry: Registry = None
+) -> RangeResult:
     """One process's share: (keys alive at the range's end -> hash, keys whose last event in
     the range removes them, events read, the offset it stopped before: ``hi``, or less where
     the partition's readable end came first, e.g. an open transaction under
@@ -94,7 +101,7 @@ def read_range(config: Mapping[str, Any], spec: TableSpec, rng: Range) -> RangeR
                     break
                 next_offset = offset + 1
                 events += 1
-                key, h = read_event(reader, spec, msg)
+                key, h = read_event(reader, spec, msg, registry)
                 if h is None:
                     alive.pop(key, None)
                     gone.add(key)
@@ -119,9 +126,14 @@ def is_eof(spec: TableSpec, msg: Message) -> bool:
     raise TopicError(f"topic {spec.topic}: {err}") from KafkaException(err)
 
 
-def read_event(reader: Reader, spec: TableSpec, msg: Message) -> tuple[KeyTexts, int | None]:
+def read_event(
+    reader: Reader, spec: TableSpec, msg: Message, registry: Registry = None
+) -> tuple[KeyTexts, int | None]:
+    key, value = msg.key(), msg.value()
     try:
-        return reader(msg.key(), msg.value())
+        if (key or b"")[:1] == b"\0" or (value or b"")[:1] == b"\0":  # Confluent's framing
+            key, value = _avro_as_json(spec, key, value, registry)
+        return reader(key, value)
     except (CanonicalError, KeyError, ValueError, TypeError, AttributeError) as exc:
         raise TopicError(
             f"topic {spec.topic} partition {msg.partition()} offset {msg.offset()}: cannot "
@@ -129,8 +141,35 @@ def read_event(reader: Reader, spec: TableSpec, msg: Message) -> tuple[KeyTexts,
         ) from exc
 
 
+def _avro_as_json(
+    spec: TableSpec, key: bytes | None, value: bytes | None, registry: Registry
+) -> tuple[bytes | None, bytes | None]:
+    """An Avro record (Confluent's framing) as the JSON converter would have written it, so
+    one reader serves both (the apply job reads Avro the same way, cdc.apply.avro_input)."""
+    from cdc.apply.avro_input import AvroInputError, decoder, is_avro, schema_id
+
+    framed = value if is_avro(value) else key
+    if registry is None:
+        assert framed is not None
+        raise TopicError(
+            f"topic {spec.topic}: the events are Avro (schema id {schema_id(framed)}) but the "
+            "connector's config names no value.converter.schema.registry.url"
+        )
+    dec = decoder(registry)
+    try:
+        if is_avro(key):
+            key = dec.to_json(spec.topic, key, is_key=True)  # type: ignore[arg-type]
+        if is_avro(value):
+            value = dec.to_json(spec.topic, value, is_key=False)  # type: ignore[arg-type]
+    except AvroInputError as exc:
+        raise TopicError(f"topic {spec.topic}: {exc}") from exc
+    except ConnectionError as exc:
+        raise TopicError(f"topic {spec.topic}: the schema registry cannot be read: {exc}") from exc
+    return key, value
+
+
 def read_ranges(
-    config: Mapping[str, Any], spec: TableSpec, ranges: list[Range]
+    config: Mapping[str, Any], spec: TableSpec, ranges: list[Range], registry: Registry = None
 ) -> Iterator[tuple[Range, RangeResult]]:
     """Each range read by a child process, yielded in the order given. A child's error is
     raised here (a :class:`TopicError` as such)."""
@@ -144,7 +183,7 @@ def read_ranges(
             )
             children.append(child)
             assert child.stdin is not None
-            child.stdin.write(pickle.dumps((dict(config), spec, rng)))
+            child.stdin.write(pickle.dumps((dict(config), spec, rng, registry)))
             child.stdin.close()
         for rng, child in zip(ranges, children, strict=True):
             assert child.stdout is not None
@@ -170,9 +209,9 @@ def read_ranges(
 
 
 def _child() -> None:
-    config, spec, rng = pickle.loads(sys.stdin.buffer.read())
+    config, spec, rng, registry = pickle.loads(sys.stdin.buffer.read())
     try:
-        answer: tuple[bool, Any] = (True, read_range(config, spec, rng))
+        answer: tuple[bool, Any] = (True, read_range(config, spec, rng, registry))
     except TopicError as exc:
         answer = (False, str(exc))
     sys.stdout.buffer.write(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))

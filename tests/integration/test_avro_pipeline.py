@@ -36,6 +36,17 @@ def decode(registry: str, raw: bytes) -> tuple[int, dict[str, object]]:
     return schema_id, fastavro.schemaless_reader(io.BytesIO(raw[5:]), schema)  # type: ignore[return-value]
 
 
+def avro_converters(registry_url: str) -> dict[str, str]:
+    """A connector's keys and values through the Avro converter and the registry at the URL."""
+    avro = "io.confluent.connect.avro.AvroConverter"
+    return {
+        "key.converter": avro,
+        "value.converter": avro,
+        "key.converter.schema.registry.url": registry_url,
+        "value.converter.schema.registry.url": registry_url,
+    }
+
+
 def test_avro_events_decode_with_the_registered_schema(h: PgHarness) -> None:
     h.sql(
         "CREATE TABLE av (id int PRIMARY KEY, name text NOT NULL, price numeric(8,2), "
@@ -45,14 +56,7 @@ def test_avro_events_decode_with_the_registered_schema(h: PgHarness) -> None:
     registry = RegistryServer().start()
     try:
         cfg = h.config(table_include_list="public.av", snapshot_mode="initial")
-        cfg.update(
-            {
-                "key.converter": "io.confluent.connect.avro.AvroConverter",
-                "value.converter": "io.confluent.connect.avro.AvroConverter",
-                "key.converter.schema.registry.url": registry.url,
-                "value.converter.schema.registry.url": registry.url,
-            }
-        )
+        cfg.update(avro_converters(registry.url))
         topic = h.topic(cfg, "av")
         with h.running(cfg) as run:
             h.wait_streaming(run)
