@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cdc.common_config import common_def, server_name_field
+from cdc.common_config import common_def, resumable_chunk_field, server_name_field
 from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, one_of
 from cdc.errors import ConfigError
 
@@ -91,6 +91,17 @@ CONFIG_DEF = common_def().extend(
                 doc="Consistency level of the snapshot's SELECTs (ALL: every replica must "
                 "answer; ONE trades consistency for availability).",
             ),
+            ConfigField(
+                "snapshot.resumable",
+                Kind.BOOLEAN,
+                True,
+                group="Snapshot",
+                doc="tidemark: a snapshot killed half-way resumes at the partition of the "
+                "last acknowledged batch (tables read whole are skipped; that partition is "
+                "read again) while cdc_raw still holds its start position. false: an "
+                "interrupted snapshot reads every table again.",
+            ),
+            resumable_chunk_field(),
             ConfigField(
                 "snapshot.fetch.size",
                 Kind.INT,

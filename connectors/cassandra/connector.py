@@ -61,7 +61,13 @@ class CassandraConnector(Connector):
         )
 
     def snapshot_source(self) -> SnapshotSource:
-        return CassandraSnapshot(self.state, self.config["snapshot.mode"])
+        c = self.config
+        return CassandraSnapshot(
+            self.state,
+            c["snapshot.mode"],
+            c["snapshot.resumable"],
+            c["snapshot.resumable.chunk.size"],
+        )
 
     def streaming_source(self) -> StreamingSource:
         return CassandraStreaming(self.state, self.transfer, self.config["snapshot.mode"])

@@ -2,7 +2,7 @@
 
     python -m tests.integration.engine_child SPEC.json
 
-SPEC: {"kind": "memory" | "postgres" | "mysql" | "sqlserver" | "mongodb",
+SPEC: {"kind": "memory" | "postgres" | "mysql" | "sqlserver" | "mongodb" | "cassandra",
        "config": {...}, "bootstrap": "...",
        "offsets": {"file": path} | {"kafka_topic": name}, "exactly_once": bool,
        "memory": {"transactions": N, "rows_per_tx": k}, "hold_after_chunks": N,
@@ -164,6 +164,10 @@ def main(spec_path: str) -> None:
         from connectors.mongodb import MongoDbConnector
 
         connector = MongoDbConnector(cfg)
+    elif spec["kind"] == "cassandra":
+        from connectors.cassandra import CassandraConnector
+
+        connector = CassandraConnector(cfg)
     else:
         from connectors.postgres import PostgresConnector
 
