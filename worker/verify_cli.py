@@ -216,13 +216,23 @@ def verify(
     tables: list[str],
     options: Options,
     progress: Callable[[str, int, int], None] | None = None,
+    route: Callable[[str], str] | None = None,
 ) -> list[TableResult]:
+    """Compare each table; ``route``: the connector's topic routing (``topic_route``)."""
+    from cdc.verify.routing import RoutingError, routed
+
     try:
         specs = source.tables(tables)
     except KeyError as exc:
         raise VerifyError(f"--table {exc.args[0]}: not a table the connector captures") from exc
     if not specs:
         raise VerifyError("the connector captures no table to compare")
+    if route is not None:
+        try:
+            routed(source.tables([]) if tables else specs, route)  # no two tables merged
+            specs = routed(specs, route)
+        except RoutingError as exc:
+            raise VerifyError(str(exc)) from exc
     results = []
     for spec in specs:
         if not spec.key:
@@ -240,14 +250,20 @@ def verify(
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    from cdc.verify.routing import RoutingError, topic_route
+
     try:
         plugin, config, kafka = _connector_config(args.config, args.connector)
+        try:
+            route = topic_route(config)
+        except RoutingError as exc:
+            raise VerifyError(str(exc)) from exc
         source = open_source(plugin, config)
         try:
             target = open_target(args.target, kafka, args.isolation, args.processes, config)
             try:
                 options = Options(args.chunk_rows, args.recheck_rounds, args.recheck_wait)
-                results = verify(source, target, args.table, options, _progress(sys.stderr))
+                results = verify(source, target, args.table, options, _progress(sys.stderr), route)
             finally:
                 target.close()
         finally:

@@ -308,6 +308,10 @@ class TransformChain:
     def aliases(self) -> tuple[str, ...]:
         return tuple(stage.alias for stage in self._stages)
 
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        return self._stages
+
     def __len__(self) -> int:
         return len(self._stages)
 

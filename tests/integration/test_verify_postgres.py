@@ -189,3 +189,36 @@ def test_verify_reads_avro_topics_through_the_schema_registry(
         assert "are Avro (schema id" in doc["tables"][0]["error"]
     finally:
         registry.close()
+
+
+def test_verify_follows_a_regex_router(
+    h: PgHarness, kafka: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The connector routes its topics (Kafka's RegexRouter): verify compares the table with
+    the routed topic, where the events are, not the one the connector names first."""
+    h.sql(
+        "CREATE TABLE vr (id int PRIMARY KEY, name text)",
+        "INSERT INTO vr SELECT g, 'n' || g FROM generate_series(1, 30) g",
+    )
+    cfg = h.config(table_include_list="public.vr", snapshot_mode="initial")
+    routed_topic = f"routed_{cfg['database.server.name']}_vr"
+    cfg.update(
+        {
+            "transforms": "route",
+            "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+            "transforms.route.regex": r"[^.]+\.public\.(.*)",
+            "transforms.route.replacement": f"routed_{cfg['database.server.name']}_$1",
+        }
+    )
+    with h.running(cfg) as run:
+        h.wait_streaming(run)
+        h.sql("UPDATE vr SET name = 'renamed' WHERE id = 3", "DELETE FROM vr WHERE id = 4")
+        assert len(read_topic(kafka, routed_topic, min_count=32)) >= 32
+    path = worker_yaml(tmp_path, kafka, cfg)
+    code, doc = run_cli(capsys, path, "--connector", cfg["name"])
+    assert code == 0, doc
+    (table,) = doc["tables"]
+    assert table["topic"] == routed_topic and table["source_rows"] == 29
+    h.sql("DELETE FROM vr WHERE id = 5")  # capture stopped: alive downstream only
+    code, doc = run_cli(capsys, path, "--connector", cfg["name"])
+    assert code == 1 and doc["tables"][0]["extra"] == [["5"]]
