@@ -63,6 +63,7 @@ IDENTITY_KEYS: dict[str, str] = {
     "database.sslkey": "a private key the worker authenticates with",
     "database.ssl.cert": "a client certificate the worker presents to the database",
     "database.ssl.key": "a private key the worker authenticates with",
+    "cassandra.ssl.config.path": "the Cassandra TLS settings file (key stores and their passwords)",
 }
 #: where a connector config passes settings to a Kafka client (librdkafka)
 KAFKA_CLIENT_PREFIXES = (

@@ -64,6 +64,20 @@ CONFIG_DEF = common_def().extend(
                 "should be overridden.",
             ),
             ConfigField(
+                "cassandra.ssl.enabled",
+                Kind.BOOLEAN,
+                False,
+                group=GROUP,
+                doc="Connect to the cluster over TLS, as cassandra.ssl.config.path describes.",
+            ),
+            ConfigField(
+                "cassandra.ssl.config.path",
+                group=GROUP,
+                doc="The SSL config file (Java properties: keyStore.location/.password/.type, "
+                "trustStore.location/.password/.type; types PKCS12 or PEM, JKS must be "
+                "converted); see docs/cassandra.md.",
+            ),
+            ConfigField(
                 "cassandra.connect.timeout.ms",
                 Kind.INT,
                 10000,
@@ -182,6 +196,19 @@ CONFIG_DEF.unsupported_prefixes["kafka.producer."] = (
 CONFIG_DEF.unsupported_prefixes["offset.flush.interval.ms"] = (
     "offsets are flushed by the worker: set offset.flush.interval.ms in the worker config"
 )
+
+
+@CONFIG_DEF.check
+def _ssl_problems(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:
+    if values.get("cassandra.ssl.enabled") and not values.get("cassandra.ssl.config.path"):
+        return [
+            (
+                "cassandra.ssl.config.path",
+                "is required with cassandra.ssl.enabled=true: the file naming the trust store "
+                "(and key store) to connect with",
+            )
+        ]
+    return []
 
 
 @CONFIG_DEF.check

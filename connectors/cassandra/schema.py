@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cdc.config import Config
-from cdc.errors import RetriableError
+from cdc.errors import ConfigError, RetriableError
 from cdc.spi import Column, Table, TableId
 from connectors.cassandra.tabledef import DROPPED, TableDef, table_from_rows, tables_by_raw_id
 
@@ -44,9 +44,18 @@ def connect(cfg: Config) -> Any:
     auth = None
     if cfg["cassandra.username"]:
         auth = PlainTextAuthProvider(cfg["cassandra.username"], cfg["cassandra.password"] or "")
+    tls = None
+    if cfg["cassandra.ssl.enabled"]:
+        from connectors.cassandra.tls import TlsConfigError, ssl_context
+
+        try:
+            tls = ssl_context(cfg["cassandra.ssl.config.path"])
+        except TlsConfigError as exc:
+            raise ConfigError([("cassandra.ssl.config.path", str(exc))]) from exc
     cluster = Cluster(
         list(cfg["cassandra.hosts"]),
         port=int(cfg["cassandra.port"]),
+        ssl_context=tls,
         auth_provider=auth,
         connect_timeout=cfg["cassandra.connect.timeout.ms"] / 1000,
         control_connection_timeout=cfg["cassandra.connect.timeout.ms"] / 1000,

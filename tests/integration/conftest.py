@@ -133,6 +133,8 @@ class CassandraInfo:
     cdc_raw: str
     commitlog: str
     config: str
+    #: the stack's CA and client certificate (the node takes TLS on the same port)
+    tls_dir: str = ""
 
 
 @pytest.fixture(scope="session")
@@ -149,6 +151,7 @@ def cassandra(stack: Stack) -> Iterator[CassandraInfo]:
             env["TIDEMARK_CASSANDRA_CDC_RAW"],
             env["TIDEMARK_CASSANDRA_COMMITLOG"],
             env["TIDEMARK_CASSANDRA_CONFIG"],
+            env["TIDEMARK_CASSANDRA_TLS_DIR"],
         )
 
 

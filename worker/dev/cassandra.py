@@ -15,6 +15,7 @@ from pathlib import Path
 
 from worker.dev.kafka import java, resolve_jars
 from worker.dev.service import Service, port_open
+from worker.dev.tls import TlsFiles, ensure_tls
 
 CASSANDRA_VERSION = "5.0.9"
 CLUSTER_NAME = "tidemark-dev"
@@ -64,6 +65,8 @@ class CassandraService(Service):
         self.commitlog = self.home / "commitlog"
         self.cdc_raw = self.home / "cdc_raw"
         self.config = self.home / "cassandra.yaml"
+        self.tls = TlsFiles.at(home / "tls")
+        self.keystore = self.home / "tls" / "server.pem"
 
     def _lib(self) -> Path:
         return resolve_jars("cassandra", CASSANDRA_VERSION)
@@ -106,6 +109,16 @@ class CassandraService(Service):
                 # TIDEMARK_CASSANDRA_STORAGE_COMPATIBILITY) writes 4.x's version 7
                 "storage_compatibility_mode: "
                 + os.environ.get("TIDEMARK_CASSANDRA_STORAGE_COMPATIBILITY", "NONE"),
+                # TLS on the CQL port beside plain CQL (optional): clients choose, as with
+                # PostgreSQL's sslmode
+                "client_encryption_options:",
+                "  enabled: true",
+                "  optional: true",
+                "  ssl_context_factory:",
+                "    class_name: org.apache.cassandra.security.PEMBasedSslContextFactory",
+                f"  keystore: {self.keystore}",
+                f"  truststore: {self.tls.ca_cert}",
+                "  require_client_auth: false",
                 "authenticator: AllowAllAuthenticator",
                 "authorizer: AllowAllAuthorizer",
                 "dynamic_snitch: false",
@@ -130,6 +143,13 @@ class CassandraService(Service):
         self._lib()  # resolve before starting so a Maven failure is reported as such
         for d in (self.data, self.commitlog, self.cdc_raw):
             d.mkdir(parents=True, exist_ok=True)
+        ensure_tls(self.tls.dir)
+        # the PEM keystore: the private key, then the certificate chain, in one file
+        self.keystore.parent.mkdir(parents=True, exist_ok=True)
+        self.keystore.touch(mode=0o600, exist_ok=True)
+        self.keystore.write_bytes(
+            self.tls.server_key.read_bytes() + self.tls.server_cert.read_bytes()
+        )
         self.config.write_text(self._yaml())
 
     def command(self) -> Sequence[str]:
@@ -171,4 +191,7 @@ class CassandraService(Service):
             "TIDEMARK_CASSANDRA_CDC_RAW": str(self.cdc_raw),
             "TIDEMARK_CASSANDRA_COMMITLOG": str(self.commitlog),
             "TIDEMARK_CASSANDRA_CONFIG": str(self.config),
+            # TLS on the same port: the CA its certificate is signed by (and the stack's
+            # client certificate beside it)
+            "TIDEMARK_CASSANDRA_TLS_DIR": str(self.tls.dir),
         }
