@@ -542,10 +542,12 @@ class Herder:
                 f"URL ({name})"
             )
         with self._lock:
-            exists = name in self._connectors
-            if not exists:
+            if not self._exists(name):
                 return True, self.create(name, config)
         return False, self._reconfigure(name, dict(config))
+
+    def _exists(self, name: str) -> bool:
+        return name in self._connectors
 
     def patch_config(self, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
         c = self._get(name)
@@ -574,24 +576,44 @@ class Herder:
             )
         return self._reconfigure(name, merged)
 
+    def _restore_masked(self, c: _Connector, config: dict[str, Any]) -> dict[str, Any]:
+        """A config read back from GET has masked secrets (whole values, or URL passwords);
+        writing it back keeps the stored ones, but only while the connector still connects
+        where it did: a kept secret must not follow a new hostname to another server."""
+        cdef = c.plugin.config_def if c.plugin else None
+        kept = {
+            key: stored
+            for key, value in config.items()
+            if (stored := c.config.get(key)) is not None
+            and value != stored
+            and (
+                (value == MASK and is_secret_key(key, cdef)) or value == mask_url_passwords(stored)
+            )
+        }
+        restored = {**config, **kept}
+        # a URL written back with its password masked is the same endpoint, not a move; one
+        # that differs otherwise (another host) must bring its password
+        masked = [
+            k
+            for k, v in restored.items()
+            if isinstance(v, str) and f":{MASK}@" in v and v != c.config.get(k)
+        ]
+        if masked:
+            raise BadRequest(
+                f"Connector configuration is invalid: {', '.join(masked)}: send the secret "
+                "again; a masked password is kept only in the URL it was read from"
+            )
+        moved = endpoint_changes(c.config, restored)
+        if kept and moved:
+            raise BadRequest(
+                f"Connector configuration is invalid: {', '.join(kept)}: send the secret again; "
+                f"a kept secret is not reused when {', '.join(moved)} change(s)"
+            )
+        return restored
+
     def _reconfigure(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
         c = self._get(name)
-        cdef = c.plugin.config_def if c.plugin else None
-        # A config read back from GET has masked secrets (whole values, or URL passwords);
-        # writing it back keeps the stored ones, but only while the connector still connects
-        # where it did: a kept secret must not follow a new hostname to another server.
-        moved = endpoint_changes(c.config, config)
-        for key, value in list(config.items()):
-            stored = c.config.get(key)
-            if stored is None or value == stored:
-                continue
-            if (value == MASK and is_secret_key(key, cdef)) or value == mask_url_passwords(stored):
-                if moved:
-                    raise BadRequest(
-                        f"Connector configuration is invalid: {key}: send the secret again; "
-                        f"a kept secret is not reused when {', '.join(moved)} change(s)"
-                    )
-                config[key] = stored
+        config = self._restore_masked(c, config)
         checked = self._check({**config, "name": name})
         if not checked.ok:
             raise BadRequest(invalid_config_message(name, checked))

@@ -27,7 +27,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from cdc.config import is_secret_key
 from cdc.errors import ConfigError
 from cdc.offsets.store import OffsetStore
 from worker.config import ConnectorEntry, WorkerSettings
@@ -47,7 +46,6 @@ from worker.herder import (
     invalid_config_message,
 )
 from worker.registry import (
-    MASK,
     PluginError,
     Registry,
     is_literal_secret,
@@ -459,9 +457,11 @@ class DistributedHerder(Herder):
         log.info("connector %s created (%s)", name, initial_state)
         return self.connector_info(name)
 
+    def _exists(self, name: str) -> bool:
+        return self.configs.config(name) is not None
+
     def _reconfigure(self, name: str, config: dict[str, Any]) -> dict[str, Any]:
         c = self._get(name)
-        cdef = c.plugin.config_def if c.plugin else None
         unreadable = self.configs.unreadable(name)
         kept = [k for k, v in config.items() if k in unreadable and v == c.config.get(k)]
         if kept:
@@ -469,11 +469,7 @@ class DistributedHerder(Herder):
                 f"Connector configuration is invalid: {', '.join(kept)}: send the secret again; "
                 f"this worker cannot open the stored one ({unreadable[kept[0]]})"
             )
-        restored = {
-            k: c.config[k] if v == MASK and is_secret_key(k, cdef) and k in c.config else v
-            for k, v in config.items()
-        }
-        checked = self._check({**restored, "name": name})
+        checked = self._check({**self._restore_masked(c, config), "name": name})
         checked.problems += self._storage_problems(checked.stored)
         if not checked.ok:
             raise BadRequest(invalid_config_message(name, checked))
