@@ -15,6 +15,9 @@ PASSWORD = "tidemark"
 SERVER_ID = 1
 
 GRANTS = [
+    # kept out of the binlog: a replica of this server (tests/integration/
+    # test_mysql_gtid_failover.py) creates its own, and its GTIDs stay the data's
+    "SET SESSION sql_log_bin=0",
     f"CREATE USER IF NOT EXISTS '{USER}'@'%' IDENTIFIED BY '{PASSWORD}'",
     f"CREATE USER IF NOT EXISTS '{USER}'@'localhost' IDENTIFIED BY '{PASSWORD}'",
     f"GRANT ALL PRIVILEGES ON *.* TO '{USER}'@'%' WITH GRANT OPTION",
@@ -36,8 +39,9 @@ class MariaDBService(Service):
     name = "mariadb"
     start_timeout = 60.0
 
-    def __init__(self, home: Path, port: int) -> None:
+    def __init__(self, home: Path, port: int, server_id: int = SERVER_ID) -> None:
         super().__init__(home, port)
+        self.server_id = server_id
         self.data = self.home / "data"
         self.socket = self.home / "run" / "mariadb.sock"
         self.cnf = self.home / "my.cnf"
@@ -58,7 +62,7 @@ class MariaDBService(Service):
                     f"bind-address={self.host}",
                     f"pid-file={self.home / 'run' / 'mariadbd.pid'}",
                     "skip-name-resolve",
-                    f"server_id={SERVER_ID}",
+                    f"server_id={self.server_id}",
                     f"log_bin={self.data / 'mariadb-bin'}",
                     "binlog_format=ROW",
                     "binlog_row_image=FULL",
@@ -133,6 +137,6 @@ class MariaDBService(Service):
             "TIDEMARK_MYSQL_PORT": str(self.port),
             "TIDEMARK_MYSQL_USER": USER,
             "TIDEMARK_MYSQL_PASSWORD": PASSWORD,
-            "TIDEMARK_MYSQL_SERVER_ID": str(SERVER_ID),
+            "TIDEMARK_MYSQL_SERVER_ID": str(self.server_id),
             "TIDEMARK_MYSQL_SSL_CA": str(self.tls.ca_cert),
         }
