@@ -32,6 +32,7 @@ def last_per_key(events: list[Any]) -> dict[str, Any]:
 
 
 def test_parallel_snapshot_under_writes_loses_nothing(mongodb: str, kafka: str) -> None:
+    """AC-36 (snapshot.max.threads)."""
     client: pymongo.MongoClient[dict[str, Any]] = pymongo.MongoClient(mongodb)
     db = client[f"msnap_{uuid.uuid4().hex[:8]}"]
     names = ["a", "b", "c"]

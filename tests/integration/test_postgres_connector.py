@@ -289,7 +289,7 @@ def test_snapshot_select_override(h: PgHarness) -> None:
 
 
 def test_graceful_restart_has_no_loss_and_no_duplicates(h: PgHarness) -> None:
-    """AC-38."""
+    """AC-38; AC-49: after a clean stop streaming starts just after the stored LSN."""
     customers(h, "c38", rows=3)
     cfg = h.config(table_include_list="public.c38")
     store = MemoryOffsetStore()

@@ -155,6 +155,7 @@ def test_update_in_the_current_shape_carries_the_update_description_and_images()
 
 
 def test_update_in_the_seed_shape_is_patch_and_filter() -> None:
+    """AC-12."""
     records, _ = replay("update_description.json", **{"field.renames": "*.*.address.city:town"})
     u, rep, d, _ = rows(records)
     assert set(u["value"]) == {"after", "patch", "filter", "source", "op", "ts_ms"}
@@ -257,6 +258,7 @@ class SteppedDown(Recorded):
 
 
 def test_primary_step_down_reconnects_at_the_same_position() -> None:
+    """AC-54 (recorded change documents; no real replica set here)."""
     records, cursor = replay(
         "transaction.json", cursor_type=SteppedDown, **{"connect.backoff.initial.delay.ms": "1"}
     )

@@ -42,6 +42,7 @@ BASE = {"name": "m", "mongodb.name": "fulfillment", "mongodb.hosts": "rs0/localh
     ],
 )
 def test_key_per_seed_table_4_3(value: object, key: str) -> None:
+    """AC-11."""
     assert key_id(value) == key
 
 
@@ -55,6 +56,7 @@ def test_extended_json_of_other_bson_types() -> None:
 
 
 def test_field_exclusion_and_renames_reach_nested_documents_and_patches() -> None:
+    """AC-68."""
     rules = FieldSelector(["db.c.a.secret", "*.*.pw"], ["db.c.a.old:new", "db.c.top:renamed"])
     coll = rules.for_collection("db", "c")
     assert coll is not None
@@ -101,6 +103,7 @@ def test_bad_configuration_names_the_key() -> None:
 
 
 def test_system_databases_are_never_captured() -> None:
+    """AC-66."""
     conn = MongoDbConnector({**BASE, "database.include.list": "admin,local,config,shop"})
     flt = TableFilter(
         database_include=["admin", "local", "config", "shop"], system=conn.system_schemas
@@ -154,7 +157,7 @@ def test_driver_errors_are_classified_and_name_the_user() -> None:
 
 def test_default_reconnect_schedule_is_the_seeds() -> None:
     """1, 2, 4, ... 64 s, then 120 s for attempts 8-16; after the 16th failed reconnection
-    attempt the task fails, 20:07 after the loss (seed §4.6.2)."""
+    attempt the task fails, 20:07 after the loss (seed §4.6.2; AC-55)."""
     conn = MongoDbConnector(BASE)
     backoff = conn.backoff()
     delays = [backoff.delay(n) for n in range(1, 17)]
