@@ -148,7 +148,7 @@ def avro_reading(config: Mapping[str, Any]) -> dict[str, Any]:
     sides = [side for side in ("value", "key") if avro(side)]
     if not sides:
         return {}
-    from cdc.apply.avro_input import RegistrySettings
+    from cdc.converters.avro_json import RegistrySettings
 
     side = sides[0]
     from cdc.converters.avro import AvroConverter

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from cdc.apply import avro_input, cells, documents
+from cdc.apply import cells, documents
 from cdc.apply import sparktypes as st
 from cdc.apply.ordering import (
     OrderingError,
@@ -36,6 +36,7 @@ from cdc.apply.ordering import (
     native_position_text,
     position_key,
 )
+from cdc.converters import avro_json
 
 OPS = frozenset({"c", "u", "d", "r", "t", "m"})
 META_PREFIX = "__"
@@ -63,7 +64,7 @@ class ParseSettings:
     ordering: OrderingRules = field(default_factory=OrderingRules)
     schemas: str = "auto"  # auto | true | false
     input_format: str = "auto"  # auto | json | avro
-    registry: avro_input.RegistrySettings = field(default_factory=avro_input.RegistrySettings)
+    registry: avro_json.RegistrySettings = field(default_factory=avro_json.RegistrySettings)
     table_name: str = "{topic}"
     tables: tuple[tuple[str, str], ...] = ()
 
@@ -243,9 +244,9 @@ class Parser:
             return Skipped("tombstone")
         fmt = self.settings.input_format
         if fmt != "json":
-            if avro_input.is_avro(value):
+            if avro_json.is_avro(value):
                 value = self._from_avro(topic, value, is_key=False)
-                if key is not None and avro_input.is_avro(key):
+                if key is not None and avro_json.is_avro(key):
                     key = self._from_avro(topic, key, is_key=True)
             elif fmt == "avro":
                 raise BadInput(
@@ -381,10 +382,10 @@ class Parser:
 
     def _from_avro(self, topic: str, raw: bytes, *, is_key: bool) -> bytes:
         if not self.settings.registry.url:
-            raise BadInput(avro_input.describe_missing_registry(raw, is_key=is_key))
+            raise BadInput(avro_json.describe_missing_registry(raw, is_key=is_key))
         try:
-            return avro_input.decoder(self.settings.registry).to_json(topic, raw, is_key=is_key)
-        except avro_input.AvroInputError as exc:
+            return avro_json.decoder(self.settings.registry).to_json(topic, raw, is_key=is_key)
+        except avro_json.AvroInputError as exc:
             raise BadInput(str(exc)) from None
 
     def _value(self, raw: bytes) -> tuple[Any, tuple[RowShape | None, RowShape | None] | None]:

@@ -34,7 +34,6 @@ import orjson
 from cdc.apply import cells, changelog, document_patches, documents
 from cdc.apply import keychanges as kc
 from cdc.apply import policy as pol
-from cdc.apply.avro_input import RegistrySettings
 from cdc.apply.config import ApplyConfig
 from cdc.apply.direct_reader import RANGE_DDL, DirectSettings, read_ranges
 from cdc.apply.events import ParseSettings
@@ -50,6 +49,7 @@ from cdc.apply.merge import (
 from cdc.apply.offset_log import batch_ranges
 from cdc.apply.tables import TableCatalog
 from cdc.apply.worker import INPUT_COLUMNS, OUTPUT_DDL, WorkerSettings, process
+from cdc.converters.avro_json import RegistrySettings
 
 log = logging.getLogger("tidemark.apply")
 #: the app id of on-demand compactions' idempotent deleted-keys appends (see compact_all)

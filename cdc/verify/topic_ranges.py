@@ -42,7 +42,7 @@ MIN_RANGE = 50_000
 RangeResult = tuple[dict[KeyTexts, int], list[KeyTexts], int, int]
 
 
-#: where an Avro topic's writer schemas are (``cdc.apply.avro_input.RegistrySettings``, kept
+#: where an Avro topic's writer schemas are (``cdc.converters.avro_json.RegistrySettings``, kept
 #: untyped here so that reading JSON topics does not import the Avro extra)
 Registry = Any
 
@@ -145,8 +145,8 @@ def _avro_as_json(
     spec: TableSpec, key: bytes | None, value: bytes | None, registry: Registry
 ) -> tuple[bytes | None, bytes | None]:
     """An Avro record (Confluent's framing) as the JSON converter would have written it, so
-    one reader serves both (the apply job reads Avro the same way, cdc.apply.avro_input)."""
-    from cdc.apply.avro_input import AvroInputError, decoder, is_avro, schema_id
+    one reader serves both (the apply job reads Avro the same way, cdc.converters.avro_json)."""
+    from cdc.converters.avro_json import AvroInputError, decoder, is_avro, schema_id
 
     framed = value if is_avro(value) else key
     if registry is None:

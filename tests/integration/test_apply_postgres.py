@@ -20,8 +20,8 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from cdc.apply.avro_input import RegistrySettings, decoder
 from cdc.apply.job import ApplyJob
+from cdc.converters.avro_json import RegistrySettings, decoder
 from cdc.converters.registry_server import RegistryServer
 from tests.integration.conftest import PgInfo
 from tests.integration.pg_harness import PgHarness

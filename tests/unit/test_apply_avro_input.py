@@ -16,11 +16,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from cdc.apply.avro_input import RegistrySettings, close_decoders, decoder
 from cdc.apply.config import ConfigError, from_mapping
 from cdc.apply.events import BadEvent, Change, Parser, ParseSettings, Skipped
 from cdc.apply.synthetic import SyntheticTable, col, decimal_col, pg
 from cdc.converters.avro import AvroConverter
+from cdc.converters.avro_json import RegistrySettings, close_decoders, decoder
 from cdc.converters.json import JsonConverter
 from cdc.converters.registry_server import RegistryServer
 from cdc.converters.schema_registry import SchemaRegistryClient
@@ -171,7 +171,7 @@ def test_config_keys_for_avro_are_validated() -> None:
 # A process that decoded Avro and exits: the process-wide decoder's registry connection must be
 # closed at exit, not reported unclosed (it was, at the end of every full test run).
 EXITING_CHILD = """
-from cdc.apply.avro_input import RegistrySettings, close_decoders, decoder
+from cdc.converters.avro_json import RegistrySettings, close_decoders, decoder
 from cdc.converters.registry_server import RegistryServer
 from tests.unit.test_apply_avro_input import ROW, TABLE, pg, to_avro
 

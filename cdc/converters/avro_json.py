@@ -1,4 +1,6 @@
-"""Avro change events (Confluent wire format) turned into the JSON form the parser reads.
+"""Avro change events (Confluent wire format) turned into the JSON the JSON converter writes,
+for the readers of topics: the apply job's parser (``cdc.apply.events``) and ``tidemark
+verify`` (``cdc.verify.topic_ranges``).
 
 Debezium and tidemark write Avro through a schema registry: each record is a magic byte 0, the
 4-byte id of the writer schema, then the Avro binary body. The Avro schemas they register carry
@@ -13,8 +15,9 @@ placeholders, ordering, schema policy) applies unchanged and there is only one p
 them right. The schema half of that JSON is identical for every record of a writer schema, so
 the parser's schema cache still parses it once.
 
-The registry client lives in the Spark Python worker process (created on first use from the
-picklable URL settings), with the converter's caches: a schema id is fetched once per process.
+The registry client lives in the reading process (for the apply job: the Spark Python worker,
+created on first use from the picklable URL settings), with the converter's caches: a schema
+id is fetched once per process.
 Its HTTP client keeps a connection to the registry open between batches; :func:`close_decoders`
 closes them, and runs at interpreter exit, so a process that decoded Avro (a Python worker, the
 driver, a test run) does not end with unclosed sockets (``ResourceWarning``).
