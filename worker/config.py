@@ -41,8 +41,8 @@ from worker.config_providers import (
     rest_default,
     scalar_text,
 )
-from worker.distributed.sealing import key_problem
 from worker.registry import PluginError, Registry, is_literal_secret
+from worker.sealing import key_problem
 
 Problem = tuple[str, str]
 
@@ -141,7 +141,7 @@ class WorkerSettings(BaseModel):
     heartbeat_interval_ms: int = Field(3000, alias="heartbeat.interval.ms", ge=100)
     rebalance_timeout_ms: int = Field(60000, alias="rebalance.timeout.ms", ge=1000)
     #: seals connector secrets before they are written to the config topic; every worker of
-    #: the group needs the same key (worker.distributed.sealing, docs/distributed.md)
+    #: the group needs the same key (worker.sealing, docs/distributed.md)
     config_storage_encryption_key: SecretStr | None = Field(
         None, alias="config.storage.encryption.key"
     )
@@ -448,7 +448,7 @@ def parse_config(
 
 def _literal_secrets(entries: list[ConnectorEntry], registry: Registry) -> list[Problem]:
     """A distributed worker without a sealing key would write these to the config topic in
-    clear (worker.distributed.sealing); said at load time, with their YAML paths."""
+    clear (worker.sealing); said at load time, with their YAML paths."""
     problems: list[Problem] = []
     for i, entry in enumerate(entries):
         cdef = None

@@ -365,7 +365,7 @@ def is_reference(value: str) -> bool:
 def is_literal_secret(key: str, value: str, cdef: ConfigDef | None) -> bool:
     """A secret written out rather than referenced: a secret key's value, or a URL with a
     password under any key, that is not only placeholders. What the distributed config topic
-    must not hold in clear (worker.distributed.sealing)."""
+    must not hold in clear (worker.sealing)."""
     if key == "name" or is_reference(value):
         return False
     return is_secret_key(key, cdef) or bool(url_passwords(value))

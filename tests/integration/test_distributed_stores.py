@@ -15,8 +15,8 @@ from confluent_kafka.admin import AdminClient
 
 from worker.distributed.config_store import SEALED, UNREADABLE, ConfigStore, Restart
 from worker.distributed.membership import assignment_topic, subscription
-from worker.distributed.sealing import Sealer
 from worker.distributed.status_store import StatusStore, task_key
+from worker.sealing import Sealer
 
 pytestmark = [pytest.mark.kafka]
 

@@ -1,4 +1,4 @@
-"""Connector secrets sealed for the distributed config topic (worker.distributed.sealing): what
+"""Connector secrets sealed for the distributed config topic (worker.sealing): what
 opens, what does not and why, the worker keys' validation, and the records the config store
 writes and reads (its Kafka log replaced by a list: the same records on the real Kafka are in
 tests/integration/test_distributed_stores.py)."""
@@ -17,7 +17,7 @@ from cdc.offsets.memory import MemoryOffsetStore
 from worker.config import ConnectorEntry, WorkerConfigError, WorkerSettings, load_config
 from worker.distributed.config_store import SEALED, UNREADABLE, ConfigStore
 from worker.distributed.herder import DistributedHerder
-from worker.distributed.sealing import Sealer, SealError
+from worker.sealing import Sealer, SealError
 
 KEY = secrets.token_urlsafe(32)
 OTHER = secrets.token_urlsafe(32)

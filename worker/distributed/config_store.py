@@ -36,7 +36,7 @@ from typing import Any
 import orjson
 
 from worker.distributed.kafka_log import KafkaLog
-from worker.distributed.sealing import Sealer, SealError
+from worker.sealing import Sealer, SealError
 
 log = logging.getLogger("tidemark.worker.distributed")
 

@@ -33,7 +33,6 @@ from worker.config import ConnectorEntry, WorkerSettings
 from worker.config_providers import Problem
 from worker.distributed.config_store import ConfigStore, Restart
 from worker.distributed.membership import Membership, Slot
-from worker.distributed.sealing import Sealer
 from worker.distributed.status_store import StatusStore, connector_key, task_key
 from worker.herder import (
     BadRequest,
@@ -51,6 +50,7 @@ from worker.registry import (
     is_literal_secret,
     normalise_config,
 )
+from worker.sealing import Sealer
 from worker.worker import EngineFactory
 
 log = logging.getLogger("tidemark.worker.distributed")
@@ -168,7 +168,7 @@ class DistributedHerder(Herder):
             self.settings.config_storage_topic,
         )
 
-    # -- sealed secrets (worker.distributed.sealing) -------------------------------------------
+    # -- sealed secrets (worker.sealing) -------------------------------------------
     def _is_secret(self, config: Mapping[str, str], key: str, value: str) -> bool:
         cdef = None
         with contextlib.suppress(PluginError):
