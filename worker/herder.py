@@ -17,6 +17,7 @@ stop of one connector never blocks status requests or other connectors.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -24,7 +25,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -53,11 +54,13 @@ from worker.registry import (
     config_definitions,
     config_infos,
     endpoint_changes,
+    is_literal_secret,
     is_reference,
     mask_config,
     normalise_config,
     tidemark_version,
 )
+from worker.sealing import Sealer, SealError
 from worker.task import TaskRunner
 from worker.worker import EngineFactory, Worker
 
@@ -153,12 +156,27 @@ class _Connector:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+#: (connector config, key, value) -> the value is a secret to seal
+SecretRule = Callable[[Mapping[str, str], str, str], bool]
+
+
 class StateFile:
     """``connectors.json``: configs and target states, replaced atomically on each change and
-    readable only by the owner (REST-created configs may hold literal passwords)."""
+    readable only by the owner (REST-created configs may hold literal passwords). With
+    ``config.storage.encryption.key`` the secret values are sealed (:mod:`worker.sealing`)
+    under ``"sealed"`` beside each ``"config"``, as in the distributed config topic, so no
+    literal password reaches the disk either; a file written without the key is read as it
+    is and sealed on its next write."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        sealer: Sealer | None = None,
+        is_secret: SecretRule = lambda config, key, value: False,
+    ) -> None:
         self.path = path
+        self.sealer = sealer or Sealer(None)
+        self.is_secret = is_secret
 
     def load(self) -> dict[str, dict[str, Any]]:
         if self.path is None or not self.path.exists():
@@ -166,11 +184,24 @@ class StateFile:
         try:
             doc = orjson.loads(self.path.read_bytes())
             entries = doc["connectors"]
-            return {e["name"]: e for e in entries}
+            out = {e["name"]: e for e in entries}
         except (OSError, orjson.JSONDecodeError, KeyError, TypeError) as exc:
             raise HerderError(
                 f"cannot read the connector state file {self.path}: {exc}. Fix or remove it."
             ) from exc
+        for name, entry in out.items():
+            sealed = entry.pop("sealed", None) or {}
+            config = entry.setdefault("config", {})
+            for key, token in sealed.items():
+                try:
+                    config[key] = self.sealer.unseal(name, key, str(token))
+                except SealError as exc:
+                    raise HerderError(
+                        f"connector {name} in {self.path}: {key}: {exc}. Set "
+                        "config.storage.encryption.key (or .previous.keys) to the key it was "
+                        "sealed with, or remove the connector from the file."
+                    ) from exc
+        return out
 
     def save(self, connectors: list[_Connector]) -> None:
         if self.path is None:
@@ -180,7 +211,7 @@ class StateFile:
             "connectors": [
                 {
                     "name": c.name,
-                    "config": c.config,
+                    **self._sealed(c.name, c.config),
                     "target_state": str(c.target),
                     "source": "yaml" if c.from_yaml else "rest",
                 }
@@ -199,6 +230,12 @@ class StateFile:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+    def _sealed(self, name: str, config: Mapping[str, str]) -> dict[str, Any]:
+        if not self.sealer.enabled:
+            return {"config": config}
+        plain, sealed = self.sealer.split(name, config, self.is_secret)
+        return {"config": plain, **({"sealed": sealed} if sealed else {})}
 
 
 def _trace(exc: BaseException) -> str:
@@ -242,12 +279,27 @@ class Herder:
             engine_factory=engine_factory,
             redact=self.secrets.redact,
         )
-        self.state_file = StateFile(state_file)
+        s = settings
+        keys = [s.config_storage_encryption_key] if s.config_storage_encryption_key else []
+        keys += s.config_storage_encryption_previous_keys
+        self.secrets.add(*(k.get_secret_value() for k in keys))
+        self.sealer = Sealer(
+            keys[0].get_secret_value() if s.config_storage_encryption_key else None,
+            [k.get_secret_value() for k in s.config_storage_encryption_previous_keys],
+        )
+        self.state_file = StateFile(state_file, self.sealer, self._is_secret)
         self._lock = threading.RLock()
         self._connectors: dict[str, _Connector] = {}
         self._yaml: dict[str, dict[str, str]] = {}  # the YAML file's connector configs
         self.state = "starting"  # starting | running | stopping | stopped
         self.started_at = time.time()
+
+    def _is_secret(self, config: Mapping[str, str], key: str, value: str) -> bool:
+        """A value not to store in clear: see ``is_literal_secret``."""
+        cdef = None
+        with contextlib.suppress(PluginError):
+            cdef = self.registry.resolve(config.get("connector.class", "")).config_def
+        return is_literal_secret(key, value, cdef)
 
     # -- startup and shutdown -----------------------------------------------------------------
     def start(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from cryptography.exceptions import InvalidTag
@@ -90,6 +90,22 @@ class Sealer:
         box = self._current.aead.encrypt(nonce, value.encode(), _aad(connector, key))
         body = base64.urlsafe_b64encode(nonce + box).decode().rstrip("=")
         return f"{_VERSION}:{self._current.id}:{body}"
+
+    def split(
+        self,
+        connector: str,
+        config: Mapping[str, str],
+        is_secret: Callable[[Mapping[str, str], str, str], bool],
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """``config`` as (the values kept as they are, the secret ones sealed)."""
+        plain: dict[str, str] = {}
+        sealed: dict[str, str] = {}
+        for k, v in config.items():
+            if is_secret(config, k, v):
+                sealed[k] = self.seal(connector, k, v)
+            else:
+                plain[k] = v
+        return plain, sealed
 
     def unseal(self, connector: str, key: str, token: str) -> str:
         version, _, rest = token.partition(":")

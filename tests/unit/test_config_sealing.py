@@ -244,3 +244,49 @@ def test_validate_names_literal_secrets_of_a_distributed_worker_without_a_key(
     assert load_config(path).connectors[0].name == "inv"
     path.write_text("worker:\n" + body.replace("pw-6", "${env:TMD_PW}"))
     assert load_config(path, env={"TMD_PW": "x"}).connectors[0].name == "inv"
+
+
+def test_standalone_state_file_seals_with_the_key_and_opens_again(tmp_path: Path) -> None:
+    """The same key seals ``connectors.json`` in standalone mode: no literal password on
+    disk; a file written before the key is read and sealed on its next write; another key
+    stops the worker naming the connector and key."""
+    from tests.unit.test_worker_herder import Engines
+    from worker.herder import Herder
+
+    def herder(**keys: str) -> Any:
+        settings = WorkerSettings.model_validate(
+            {"state.dir": str(tmp_path), "task.shutdown.graceful.timeout.ms": 5000, **keys}
+        )
+        return Herder(
+            settings,
+            MemoryOffsetStore(),
+            worker_id="w",
+            engine_factory=Engines(),
+            state_file=tmp_path / "connectors.json",
+        )
+
+    state = tmp_path / "connectors.json"
+    plain = herder()
+    plain.start()
+    plain.create("inv", pg_config("pw-7"))
+    assert plain.shutdown(5)
+    assert b"pw-7" in state.read_bytes()  # without a key, as before (mode 0600)
+
+    sealed = herder(**{"config.storage.encryption.key": KEY})
+    sealed.start()  # reads the file written in clear, seals it on the next write
+    sealed.patch_config("inv", {"snapshot.mode": "never"})
+    assert sealed.shutdown(5)
+    assert b"pw-7" not in state.read_bytes()
+    entry = orjson.loads(state.read_bytes())["connectors"][0]
+    assert set(entry["sealed"]) == {"database.password"}
+
+    again = herder(**{"config.storage.encryption.key": KEY})
+    again.start()
+    assert again._get("inv").config["database.password"] == "pw-7"
+    assert again.shutdown(5)
+
+    other = herder(**{"config.storage.encryption.key": OTHER})
+    with pytest.raises(
+        Exception, match=r"connector inv in .*: database\.password: sealed with key"
+    ):
+        other.start()

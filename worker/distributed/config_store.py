@@ -154,13 +154,7 @@ class ConfigStore:
         its target state, then wait until this worker's view has them. Raises
         :class:`SealError` when a secret value must be sealed and this worker has no key:
         it is never written in clear."""
-        plain: dict[str, str] = {}
-        sealed: dict[str, str] = {}
-        for k, v in config.items():
-            if self.is_secret(config, k, v):
-                sealed[k] = self.sealer.seal(name, k, v)
-            else:
-                plain[k] = v
+        plain, sealed = self.sealer.split(name, config, self.is_secret)
         props = orjson.dumps({"properties": plain, **({SEALED: sealed} if sealed else {})})
         records: list[tuple[str, bytes | None]] = []
         if target is not None:

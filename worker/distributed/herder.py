@@ -47,10 +47,8 @@ from worker.herder import (
 from worker.registry import (
     PluginError,
     Registry,
-    is_literal_secret,
     normalise_config,
 )
-from worker.sealing import Sealer
 from worker.worker import EngineFactory
 
 log = logging.getLogger("tidemark.worker.distributed")
@@ -82,13 +80,6 @@ class DistributedHerder(Herder):
         self.worker.refresh_offsets = True
         self.worker.transactional_prefix = s.group_id
         client = {"bootstrap.servers": s.bootstrap_servers, **s.internal_client_security()}
-        keys = [s.config_storage_encryption_key] if s.config_storage_encryption_key else []
-        keys += s.config_storage_encryption_previous_keys
-        self.secrets.add(*(k.get_secret_value() for k in keys))
-        self.sealer = Sealer(
-            keys[0].get_secret_value() if s.config_storage_encryption_key else None,
-            [k.get_secret_value() for k in s.config_storage_encryption_previous_keys],
-        )
         self.configs = ConfigStore(
             client,
             s.config_storage_topic,
@@ -169,12 +160,6 @@ class DistributedHerder(Herder):
         )
 
     # -- sealed secrets (worker.sealing) -------------------------------------------
-    def _is_secret(self, config: Mapping[str, str], key: str, value: str) -> bool:
-        cdef = None
-        with contextlib.suppress(PluginError):
-            cdef = self.registry.resolve(config.get("connector.class", "")).config_def
-        return is_literal_secret(key, value, cdef)
-
     def _storage_problems(self, stored: Mapping[str, Any]) -> list[Problem]:
         if self.sealer.enabled:
             return []
