@@ -290,3 +290,16 @@ def test_standalone_state_file_seals_with_the_key_and_opens_again(tmp_path: Path
         Exception, match=r"connector inv in .*: database\.password: sealed with key"
     ):
         other.start()
+
+
+def test_config_key_prints_a_usable_key(capsys: pytest.CaptureFixture[str]) -> None:
+    from worker.cli import main
+    from worker.sealing import key_problem
+
+    assert main(["config-key"]) == 0
+    first = capsys.readouterr().out.strip()
+    assert main(["config-key"]) == 0
+    second = capsys.readouterr().out.strip()
+    assert key_problem(first) is None and first != second
+    token = Sealer(first).seal("c", "k", "v")
+    assert Sealer(first).unseal("c", "k", token) == "v"
