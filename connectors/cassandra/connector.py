@@ -38,7 +38,13 @@ SOURCE_SCHEMA_V3 = source_block_schema(
 
 class CassandraConnector(Connector):
     type_name = "cassandra"
-    class_names = ("io.debezium.connector.cassandra.CassandraConnector",)
+    # 1.x's one class, and 2.x/3.x's per Cassandra major version (the 4.x and 5.0 commit
+    # logs are both read here; 3.x's is not, see docs/cassandra.md)
+    class_names = (
+        "io.debezium.connector.cassandra.CassandraConnector",
+        "io.debezium.connector.cassandra.Cassandra4Connector",
+        "io.debezium.connector.cassandra.Cassandra5Connector",
+    )
     config_def = CONFIG_DEF
     system_schemas = SYSTEM_KEYSPACES
     config: Config

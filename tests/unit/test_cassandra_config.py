@@ -115,3 +115,15 @@ def test_offsets_round_trip_and_validation() -> None:
     assert validate_offset({"server": "c1"}, {"file": "CommitLog-8-17.log", "pos": 1})[1] == []
     problems = validate_offset({"server": "c1"}, {"file": "x.log", "pos": -1, "lsn": 3})[1]
     assert len(problems) == 3 and "offset.file" in problems[0]
+
+
+def test_debezium_2_and_3_class_names_resolve_to_the_connector() -> None:
+    """Configs written for Debezium 2.x/3.x name the connector per Cassandra major version."""
+    from worker.registry import PluginError, Registry
+
+    registry = Registry()
+    ours = registry.resolve("cassandra")
+    for name in ("CassandraConnector", "Cassandra4Connector", "Cassandra5Connector"):
+        assert registry.resolve(f"io.debezium.connector.cassandra.{name}") is ours
+    with pytest.raises(PluginError):  # 3.x's commit log is not read here
+        registry.resolve("io.debezium.connector.cassandra.Cassandra3Connector")
