@@ -13,7 +13,7 @@ key                              value
 ``restart-connector-<name>``     ``{"include-tasks": bool, "only-failed": bool}``
 =============================== ==============================================================
 
-Secret values are not in ``properties``: they are sealed (:mod:`.sealing`) under
+Secret values are not in ``properties``: they are sealed (:mod:`worker.sealing`) under
 ``"tidemark.sealed": {key: token}`` beside it, and opened again when read; a value this worker
 cannot open stands as ``********`` in the config and is reported by :meth:`unreadable`.
 
