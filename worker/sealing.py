@@ -1,12 +1,13 @@
-"""Secret values of connector configs sealed before they go into the config topic.
+"""Secret values of connector configs sealed before they are stored: in the distributed config
+topic, and in standalone mode's ``connectors.json`` when a key is set.
 
 Every worker of a group reads the config topic, and so does anything else with read access to
 it: a mirror, a backup, a consumer someone starts to debug. Kafka Connect writes the values as
 sent, so a literal password sent over REST lands there in clear. Here a secret value (a
 password-type key, or a value holding ``scheme://user:password@``) that is not only
 placeholders is sealed with ``config.storage.encryption.key``, a key every worker of the group
-shares and Kafka never sees. A worker without a key refuses such values instead of storing them
-in clear.
+shares and Kafka never sees. A distributed worker without a key refuses such values instead of
+storing them in clear (a standalone one keeps them in its 0600 file, as before).
 
 The seal is AES-256-GCM, its key derived from the configured text with HKDF-SHA256. The
 connector's name and the config key are the associated data, so a sealed value copied into
