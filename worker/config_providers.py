@@ -40,6 +40,8 @@ from typing import Any, Literal
 
 import yaml
 
+from cdc.java_properties import parse_properties
+
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z][A-Za-z0-9_.-]*):([^}]*)\}")
 
 Problem = tuple[str, str]
@@ -402,29 +404,6 @@ def scalar_text(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ",".join(scalar_text(v) for v in value)
     return str(value)
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java properties: ``key=value`` or ``key: value``, ``#``/``!`` comments, ``\\`` line
-    continuations. Enough for the secrets files people point FileConfigProvider at."""
-    out: dict[str, str] = {}
-    logical: list[str] = []
-    for line in text.splitlines():
-        stripped = line.strip() if not logical else line.lstrip()
-        if not logical and (not stripped or stripped[0] in "#!"):
-            continue
-        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
-            logical.append(stripped[:-1])
-            continue
-        logical.append(stripped)
-        entry = "".join(logical)
-        logical = []
-        match = re.match(r"((?:\\.|[^=:\s])+)\s*[=:\s]\s*(.*)$", entry)
-        if match:
-            out[match.group(1).replace("\\", "")] = match.group(2)
-        else:
-            out[entry.replace("\\", "")] = ""
-    return out
 
 
 @dataclass(frozen=True)

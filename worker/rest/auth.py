@@ -15,7 +15,7 @@ import hmac
 from collections.abc import Iterable
 from pathlib import Path
 
-from worker.config_providers import parse_properties
+from cdc.java_properties import parse_properties
 
 READ_METHODS = frozenset({"GET", "HEAD"})
 
