@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cdc.java_properties import parse_properties
+
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.types import (
         PrivateKeyTypes as PKCS12PrivateKeyTypes,
@@ -58,30 +60,21 @@ class TlsConfigError(ValueError):
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    """Java properties, as far as a TLS settings file uses them: ``key=value`` or
-    ``key: value`` lines, ``#``/``!`` comments, a trailing ``\\`` continuing a line."""
+    """The file's keys and values; an unknown key is named unless it begins with a known one
+    (a line that lost its ``=``, whose value would be in the name)."""
     try:
         text = path.read_text()
     except OSError as exc:
         raise TlsConfigError(f"cannot read the SSL config file {path}: {exc.strerror}") from exc
-    out: dict[str, str] = {}
-    pending = ""
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = pending + raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if cut < 0:
-            raise TlsConfigError(f"{path}: line {number} is not key=value")
-        out[line[:cut].strip()] = line[cut + 1 :].strip()
+    out = parse_properties(text)
     unknown = sorted(set(out) - KNOWN)
     if unknown:
+        shown = [
+            next((f"a line starting with {k} and no '='" for k in KNOWN if u.startswith(k)), u)
+            for u in unknown
+        ]
         raise TlsConfigError(
-            f"{path}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(KNOWN))})"
+            f"{path}: unknown key(s) {', '.join(shown)} (known: {', '.join(sorted(KNOWN))})"
         )
     return out
 

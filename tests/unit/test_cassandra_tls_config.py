@@ -40,7 +40,9 @@ def test_refusals_name_the_key_and_never_quote_a_value(tmp_path: Path) -> None:
     assert "hunter22" not in str(info.value)
     with pytest.raises(TlsConfigError, match=r"unknown key\(s\) keystore\.location"):
         read_properties(props(tmp_path, "keystore.location=/x\n"))
-    with pytest.raises(TlsConfigError, match="line 2 is not key=value") as info:
+    with pytest.raises(
+        TlsConfigError, match=r"a line starting with keyStore\.password and no"
+    ) as info:
         read_properties(props(tmp_path, "keyStore.type=PEM\nkeyStore.passwordhunter22\n"))
     assert "hunter22" not in str(info.value)
     with pytest.raises(TlsConfigError, match="cannot read the SSL config file"):
