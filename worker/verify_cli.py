@@ -137,33 +137,25 @@ def open_source(plugin: str, config: Mapping[str, Any]) -> SourceSide:
 def avro_reading(config: Mapping[str, Any]) -> dict[str, Any]:
     """How to read the connector's topics when it writes Avro: where the writer schemas are
     and the names its fields are written under (``KafkaTarget``'s ``registry`` and
-    ``field_name``); nothing for JSON."""
-    from cdc.converters.base import AVRO_CONVERTER_CLASS
+    ``field_name``); nothing for JSON. The converters are built as the connector builds
+    them (``converter_from_config``), so the two cannot disagree on which is Avro."""
+    from cdc.converters.avro import AvroConverter
+    from cdc.converters.avro_json import RegistrySettings
     from cdc.converters.factory import converter_from_config
 
-    def avro(side: str) -> bool:
-        name = str(config.get(f"{side}.converter") or "").strip()
-        return name == AVRO_CONVERTER_CLASS or name.lower() == "avro"
-
-    sides = [side for side in ("value", "key") if avro(side)]
-    if not sides:
-        return {}
-    from cdc.converters.avro_json import RegistrySettings
-
-    side = sides[0]
-    from cdc.converters.avro import AvroConverter
-
-    try:
-        converter = converter_from_config(config, is_key=side == "key")
-    except ValueError as exc:
-        raise VerifyError(f"connector's {side}.converter: {exc}") from exc
-    assert isinstance(converter, AvroConverter)
-    converter.close()
-    registry = RegistrySettings(
-        str(config[f"{side}.converter.schema.registry.url"]),
-        config.get(f"{side}.converter.basic.auth.user.info"),
-    )
-    return {"registry": registry, "field_name": converter.field_name}
+    for side in ("value", "key"):
+        try:
+            converter = converter_from_config(config, is_key=side == "key")
+        except ValueError as exc:
+            raise VerifyError(f"connector's {side}.converter: {exc}") from exc
+        if isinstance(converter, AvroConverter):
+            converter.close()
+            registry = RegistrySettings(
+                str(config[f"{side}.converter.schema.registry.url"]),
+                config.get(f"{side}.converter.basic.auth.user.info"),
+            )
+            return {"registry": registry, "field_name": converter.field_name}
+    return {}
 
 
 def open_target(

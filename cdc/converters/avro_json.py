@@ -28,6 +28,7 @@ from __future__ import annotations
 import atexit
 import threading
 from dataclasses import dataclass
+from typing import TypeGuard
 
 import httpx
 
@@ -43,7 +44,7 @@ class AvroInputError(ValueError):
     """The record claims to be Avro but cannot be read as such (bad input, quarantinable)."""
 
 
-def is_avro(raw: bytes | None) -> bool:
+def is_avro(raw: bytes | None) -> TypeGuard[bytes]:
     """Confluent's framing: JSON never starts with a NUL byte, so the first byte decides."""
     return raw is not None and len(raw) >= 5 and raw[0] == MAGIC
 

@@ -158,9 +158,9 @@ def _avro_as_json(
     dec = decoder(registry)
     try:
         if is_avro(key):
-            key = dec.to_json(spec.topic, key, is_key=True)  # type: ignore[arg-type]
+            key = dec.to_json(spec.topic, key, is_key=True)
         if is_avro(value):
-            value = dec.to_json(spec.topic, value, is_key=False)  # type: ignore[arg-type]
+            value = dec.to_json(spec.topic, value, is_key=False)
     except AvroInputError as exc:
         raise TopicError(f"topic {spec.topic}: {exc}") from exc
     except ConnectionError as exc:

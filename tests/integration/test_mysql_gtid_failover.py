@@ -14,6 +14,7 @@ position would go wrong without an error: only the GTIDs locate the position.
 
 from __future__ import annotations
 
+import copy
 import shutil
 import tempfile
 import time
@@ -113,8 +114,8 @@ def test_switch_to_a_replica_continues_by_gtid_without_loss(
     caught_up(primary, replica)
     primary.stop()
     # the replica takes over: writes of its own (its server id in the GTIDs)
-    on_replica = MySqlHarness.__new__(MySqlHarness)
-    on_replica.__dict__.update(h.__dict__, db=info(replica))
+    on_replica = copy.copy(h)  # the same database and topics, on the replica
+    on_replica.db = info(replica)
     query(replica, "STOP SLAVE")
     on_replica.sql(
         "INSERT INTO t VALUES " + ",".join(f"({i}, 'v{i}')" for i in range(41, 46)),
