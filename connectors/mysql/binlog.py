@@ -151,6 +151,7 @@ class BinlogProcessor:
             "row": row,
             "ts_sec": self.ts_sec,
             "server_id": self.server_id,
+            "row_events": event,
         }
         if self.gtids_text:
             out["gtids"] = self.gtids_text

@@ -9,6 +9,15 @@ of rows of the next row event already emitted. A restart re-reads the transactio
 exactly those, so a crash in the middle of a large multi-row event neither loses nor repeats a
 row. After a commit the offset moves to the next transaction: ``pos`` = end of the commit
 event, ``gtids`` includes the committed transaction, ``event = row = 0``.
+
+The same count is also written as ``row_events``, which only tidemark writes. Debezium's
+``event`` counts *every* binlog event of the transaction (its BEGIN, table maps, row events,
+and ANNOTATE_ROWS/ROWS_QUERY events when its session receives them), so the two numbers
+differ for one position. An offset without ``row_events`` (written by Debezium into a shared
+offsets topic, imported from Debezium Server, or by an earlier tidemark version) is
+therefore resumed from the start of its transaction: what was delivered of that transaction
+is delivered again, nothing is skipped on a count that may mean more than ours. The other way
+round is safe as it is: Debezium reading our ``event`` skips fewer events than we emitted.
 """
 
 from __future__ import annotations
@@ -42,6 +51,9 @@ class BinlogPosition:
     ts_sec: int = 0
     server_id: int = 0
     snapshot: bool = False
+    #: tidemark's own count of row events (``event`` as tidemark wrote it); None for an offset
+    #: Debezium (or an older release) wrote, whose ``event`` counts something else
+    row_events: int | None = None
 
     def to_offset(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -52,6 +64,8 @@ class BinlogPosition:
             "ts_sec": self.ts_sec,
             "server_id": self.server_id,
         }
+        if self.row_events is not None:
+            out["row_events"] = self.row_events
         if self.gtids:
             out["gtids"] = self.gtids
         if self.snapshot:
@@ -70,12 +84,25 @@ class BinlogPosition:
                 ts_sec=int(offset.get("ts_sec") or 0),
                 server_id=int(offset.get("server_id") or 0),
                 snapshot=bool(offset.get("snapshot")),
+                row_events=None if offset.get("row_events") is None else int(offset["row_events"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"not a MySQL connector offset: {dict(offset)!r} ({exc})") from exc
 
     def with_(self, **changes: Any) -> BinlogPosition:
         return replace(self, **changes)
+
+    def already_emitted(self) -> tuple[int, int]:
+        """(row events, rows of the next one) of the offset's transaction to skip on resume:
+        the stored counts when tidemark wrote them, else none (see the module docstring)."""
+        if self.row_events is not None:
+            return self.row_events, self.row
+        return 0, 0
+
+    def foreign_count(self) -> bool:
+        """Whether ``event``/``row`` name a point inside a transaction in a count tidemark
+        does not resume by (Debezium's)."""
+        return self.row_events is None and bool(self.event or self.row)
 
 
 def is_at_or_before(recorded: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
@@ -110,7 +137,7 @@ def _event_row(position: Mapping[str, Any]) -> tuple[int, int]:
     return int(position.get("event") or 0), int(position.get("row") or 0)
 
 
-_INT_KEYS = ("pos", "event", "row", "ts_sec", "server_id")
+_INT_KEYS = ("pos", "event", "row", "ts_sec", "server_id", "row_events")
 
 
 def validate_offset(
@@ -149,3 +176,4 @@ def validate_offset(
         return offset, problems
     full = {"event": 0, "row": 0, "ts_sec": 0, "server_id": 0, **offset}
     return full, []
+

@@ -306,9 +306,16 @@ class MySqlStreaming(StreamingSource):
             gtids = parse_gtid_set(position.gtids, mariadb=info.is_mariadb)
         elif info.gtid_mode:
             gtids = parse_gtid_set("", mariadb=info.is_mariadb)
-        return Resume(
-            position.file, position.pos, position.gtids, position.event, position.row
-        ), gtids
+        if position.foreign_count():
+            log.warning(
+                "the stored offset %s names a point inside a transaction without tidemark's "
+                "row_events count (Debezium wrote it, or an earlier tidemark version): that "
+                "transaction is delivered again from its start, so consumers see its "
+                "already-delivered changes twice and lose none",
+                describe_position(offset),
+            )
+        events, rows = position.already_emitted()
+        return Resume(position.file, position.pos, position.gtids, events, rows), gtids
 
     def _new_tables(
         self, ctx: SourceContext, offset: Mapping[str, Any] | None, info: myconn.ServerInfo

@@ -71,16 +71,17 @@ def test_graceful_restart_has_no_loss_and_no_duplicates(h: MySqlHarness) -> None
     ]
 
 
-def test_resume_inside_a_multi_row_transaction(h: MySqlHarness) -> None:
-    """Offsets name the transaction start plus the row events and rows already emitted: a
-    restart from an offset in the middle of a 3000-row statement emits exactly the rest."""
-    table(h, "mt")
-    cfg = h.config(table_include_list=rf"{h.dbname}\.mt", snapshot_mode="schema_only")
+def _mid_statement_offset(
+    h: MySqlHarness, name: str
+) -> tuple[Any, MemoryOffsetStore, dict[str, Any], int]:
+    """A 3000-row statement streamed once, and tidemark's offset of its 1500th row."""
+    table(h, name)
+    cfg = h.config(table_include_list=rf"{h.dbname}\.{name}", snapshot_mode="schema_only")
     store = MemoryOffsetStore()
     with h.running(cfg, store) as run:
         h.wait_streaming(run)
-        h.sql("INSERT INTO mt SELECT seq, CONCAT('v', seq) FROM seq_1_to_3000")
-        events = h.read(cfg, "mt", min_count=3000, settle=0.5)
+        h.sql(f"INSERT INTO {name} SELECT seq, CONCAT('v', seq) FROM seq_1_to_3000")
+        events = h.read(cfg, name, min_count=3000, settle=0.5)
     sources = [e.value["source"] for e in events]
     assert len({s["gtid"] for s in sources}) == 1
     positions = list(dict.fromkeys(s["pos"] for s in sources))  # one per row event
@@ -96,13 +97,39 @@ def test_resume_inside_a_multi_row_transaction(h: MySqlHarness) -> None:
         "row": src["row"] + 1,
         "ts_sec": 0,
         "server_id": server,
+        "row_events": positions.index(src["pos"]),
     }
     assert offset["row"] > 1 and offset["event"] > 0  # really in the middle of an event
+    return cfg, store, offset, cut
+
+
+def test_resume_inside_a_multi_row_transaction(h: MySqlHarness) -> None:
+    """Offsets name the transaction start plus the row events and rows already emitted: a
+    restart from an offset in the middle of a 3000-row statement emits exactly the rest."""
+    cfg, store, offset, cut = _mid_statement_offset(h, "mt")
     store.put(cfg["name"], {"server": cfg["database.server.name"]}, offset)
     with h.running(cfg, store) as run:
         h.wait_streaming(run)
         again = h.read(cfg, "mt", min_count=3000 + 1500, settle=0.5)
     assert ids(again[3000:]) == list(range(cut + 1, 3001))
+
+
+def test_debezium_offset_inside_a_transaction_loses_nothing(h: MySqlHarness) -> None:
+    """Debezium's ``event`` counts every binlog event since the transaction's start (GTID,
+    table maps, row events), not row events: read as tidemark's count, the same point would
+    skip rows never delivered. An offset without tidemark's ``row_events`` restarts its
+    transaction from the start: the delivered part again, nothing lost."""
+    cfg, store, offset, _cut = _mid_statement_offset(h, "dz")
+    row_events = offset.pop("row_events")
+    # Debezium's count for the same row: the GTID event, then a table map and a row event
+    # per row event before it, and the table map of the current one
+    offset["event"] = 1 + 2 * row_events + 1
+    store.put(cfg["name"], {"server": cfg["database.server.name"]}, offset)
+    with h.running(cfg, store) as run:
+        h.wait_streaming(run)
+        h.sql("INSERT INTO dz VALUES (5000, 'after')")
+        again = h.read(cfg, "dz", min_count=3000 + 3001, settle=0.5)
+    assert ids(again[3000:]) == [*range(1, 3001), 5000]
 
 
 def test_lost_connection_is_re_established(h: MySqlHarness) -> None:

@@ -33,7 +33,12 @@ from connectors.mysql.connection import (
 )
 from connectors.mysql.errors import UnparseableDdl
 from connectors.mysql.gtid import MariaDbGtidSet
-from connectors.mysql.offsets import BinlogPosition, binlog_index, is_at_or_before
+from connectors.mysql.offsets import (
+    BinlogPosition,
+    binlog_index,
+    is_at_or_before,
+    validate_offset,
+)
 from connectors.mysql.state import MySqlMetrics, TaskState
 
 
@@ -325,3 +330,20 @@ def test_validate_offset_for_patch_offsets() -> None:
         {"db": "x"}, {"pos": -1, "gtids": "nope", "lsn": 5}
     )
     assert len(problems) == 5
+
+
+def test_only_tidemark_counts_are_resumed_inside_a_transaction() -> None:
+    """``event`` means row events to tidemark and every binlog event to Debezium: only an
+    offset carrying tidemark's ``row_events`` is resumed mid-transaction."""
+    ours = BinlogPosition.from_offset(
+        {"file": "b.000001", "pos": 4, "event": 2, "row": 3, "row_events": 2}
+    )
+    assert ours.already_emitted() == (2, 3) and not ours.foreign_count()
+    assert ours.to_offset()["row_events"] == 2
+    debezium = BinlogPosition.from_offset({"file": "b.000001", "pos": 4, "event": 5, "row": 1})
+    assert debezium.already_emitted() == (0, 0) and debezium.foreign_count()
+    boundary = BinlogPosition.from_offset({"file": "b.000001", "pos": 4})
+    assert boundary.already_emitted() == (0, 0) and not boundary.foreign_count()
+    assert validate_offset({"server": "s"}, {"file": "b.000001", "pos": 4, "row_events": -1})[
+        1
+    ] == ["offset.row_events must be a non-negative integer, got -1"]
