@@ -121,6 +121,10 @@ def _offsets(args: argparse.Namespace) -> int:
     import orjson
 
     client = _client(args)
+    if args.offsets_command in ("import", "export"):
+        from worker import offsets_cli
+
+        return offsets_cli.run(args, client)
     path = Client.connector_path(args.connector, "/offsets")
     if args.offsets_command == "show":
         doc = client.get(path)
@@ -222,9 +226,10 @@ def add_worker_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.set_defaults(func=_apply)
     p = sub.add_parser(
         "offsets",
-        help="show or reset a connector's stored offsets",
+        help="show, reset, import or export a connector's stored offsets",
         description="Show or reset a connector's source offsets through the REST API "
-        "(GET / DELETE /connectors/{c}/offsets). Reset needs the connector STOPPED.",
+        "(GET / DELETE /connectors/{c}/offsets), or move them from or to Debezium Server's "
+        "offset file. Reset and import need the connector STOPPED.",
     )
     osub = p.add_subparsers(dest="offsets_command", required=True)
     for name, helptext in (
@@ -241,6 +246,9 @@ def add_worker_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
                 help="stop the connector first (PUT /connectors/{c}/stop)",
             )
         q.set_defaults(func=_offsets)
+    from worker.offsets_cli import add_commands
+
+    add_commands(osub, add_rest_options, _offsets)
 
 
 def _config_key(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Protocol
 
 from cdc.spi.chunks import ChunkReader
 from cdc.spi.contract import ConfigDefinition, ConnectorConfig, SourceMetrics
+from cdc.spi.debezium_offsets import Translated, from_debezium
 from cdc.spi.events import Operation, SourceEvent, TableId
 from cdc.spi.relational import Table, ValueConverterProvider
 from cdc.spi.reselect import Reselector
@@ -199,6 +200,23 @@ class Connector(ABC):
         offset to store (possibly completed) and the problems found. The default accepts any
         JSON object; connectors override it with their own format's rules."""
         return offset, []
+
+    @classmethod
+    def from_debezium_offset(cls, offset: dict[str, Any] | None) -> Translated:
+        """An offset Debezium's connector for the same database wrote (a shared offsets topic,
+        Debezium Server's offset file), as this connector resumes from it; ``validate_offset``
+        then checks the result. The default drops the keys only Debezium uses; connectors
+        whose position means something else to Debezium override it."""
+        return from_debezium(offset)
+
+    @classmethod
+    def to_debezium_offset(cls, offset: dict[str, Any] | None) -> Translated:
+        """This connector's offset as Debezium's connector resumes from it (to hand a
+        connector back to Debezium). The default refuses: only connectors that were run
+        against Debezium's own say how."""
+        return Translated(
+            None, refused=f"no Debezium form of {cls.type_name} offsets is known to tidemark"
+        )
 
     def heartbeat_action(self) -> Callable[[], None] | None:
         """Run by the core with each heartbeat (``heartbeat.interval.ms``), e.g. a write that

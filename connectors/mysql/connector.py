@@ -15,6 +15,8 @@ from cdc.envelope import V3, source_block_schema
 from cdc.schema.model import INT32, INT64, OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
 from cdc.snapshot_modes import MODES, WhenNeeded
 from cdc.spi import Connector, SnapshotSource, Snapshotter, SourceContext, StreamingSource
+from cdc.spi.debezium_offsets import Translated
+from connectors.mysql import offsets as mysql_offsets
 from connectors.mysql.chunks import MySqlChunkReader
 from connectors.mysql.config import CONFIG_DEF, parse_config, tinyint_boolean_selectors
 from connectors.mysql.offsets import validate_offset
@@ -136,6 +138,14 @@ class MySqlConnector(Connector):
         cls, partition: dict[str, Any], offset: dict[str, Any] | None
     ) -> tuple[dict[str, Any] | None, list[str]]:
         return validate_offset(partition, offset)
+
+    @classmethod
+    def from_debezium_offset(cls, offset: dict[str, Any] | None) -> Translated:
+        return mysql_offsets.from_debezium(offset)
+
+    @classmethod
+    def to_debezium_offset(cls, offset: dict[str, Any] | None) -> Translated:
+        return mysql_offsets.to_debezium(offset)
 
     def close(self) -> None:
         self.state.close()

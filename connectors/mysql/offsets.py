@@ -28,6 +28,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cdc.offsets.core_keys import CORE_KEYS, core_key_problems
+from cdc.spi.debezium_offsets import Translated
+from cdc.spi.debezium_offsets import from_debezium as generic_from_debezium
 from connectors.mysql.gtid import GtidError, parse_gtid_set
 
 _FILE_INDEX = re.compile(r"\.(\d+)$")
@@ -177,3 +179,52 @@ def validate_offset(
     full = {"event": 0, "row": 0, "ts_sec": 0, "server_id": 0, **offset}
     return full, []
 
+
+def from_debezium(offset: dict[str, Any] | None) -> Translated:
+    """Debezium's MySQL/MariaDB offset as streaming resumes from it: the same keys, but its
+    ``event`` counts every binlog event of the transaction, so a point inside a transaction
+    is resumed from the transaction's start (see the module docstring)."""
+    translated = generic_from_debezium(offset)
+    kept = translated.offset
+    if kept is None:
+        return translated
+    if translated.after_snapshot:
+        kept.pop("event", None)
+        kept.pop("row", None)
+        translated.notes.append(
+            f"Debezium's snapshot had finished: streaming starts at {describe(kept)}"
+        )
+    elif kept.get("event") or kept.get("row"):
+        translated.notes.append(
+            f"Debezium's last offset is inside the transaction at {describe(kept)}: that "
+            "transaction is delivered again from its start"
+        )
+    return translated
+
+
+def to_debezium(offset: dict[str, Any] | None) -> Translated:
+    """tidemark's offset as Debezium resumes from it: the start of the transaction it names,
+    without tidemark's counts (Debezium's count of events differs), so Debezium delivers that
+    transaction again from its start."""
+    if offset is None:
+        return Translated(None)
+    if offset.get("snapshot"):
+        return Translated(
+            None,
+            refused="tidemark's snapshot has not finished (the offset has snapshot: true): "
+            "let it finish first",
+        )
+    keys = ("file", "pos", "gtids", "ts_sec", "server_id")
+    out: dict[str, Any] = {k: offset[k] for k in keys if k in offset}
+    notes = []
+    if offset.get("event") or offset.get("row"):
+        notes.append(
+            f"tidemark's last offset is inside the transaction at {describe(out)}: Debezium "
+            "delivers it again from its start"
+        )
+    return Translated(out, notes)
+
+
+def describe(position: Mapping[str, Any]) -> str:
+    text = f"{position.get('file')}:{position.get('pos')}"
+    return f"{text} (gtids {position['gtids']})" if position.get("gtids") else text

@@ -11,6 +11,7 @@ from cdc.envelope import V3, source_block_schema
 from cdc.schema.model import INT64, OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
 from cdc.snapshot_modes import MODES, WhenNeeded
 from cdc.spi import Connector, SnapshotSource, Snapshotter, StreamingSource, TableId
+from cdc.spi.debezium_offsets import Translated
 from connectors.postgres import connection as pgconn
 from connectors.postgres import offsets as pg_offsets
 from connectors.postgres.chunks import PostgresChunkReader
@@ -111,6 +112,14 @@ class PostgresConnector(Connector):
         cls, partition: dict[str, Any], offset: dict[str, Any] | None
     ) -> tuple[dict[str, Any] | None, list[str]]:
         return pg_offsets.validate_offset(partition, offset)
+
+    @classmethod
+    def from_debezium_offset(cls, offset: dict[str, Any] | None) -> Translated:
+        return pg_offsets.from_debezium(offset)
+
+    @classmethod
+    def to_debezium_offset(cls, offset: dict[str, Any] | None) -> Translated:
+        return pg_offsets.to_debezium(offset)
 
     def source_partition(self) -> dict[str, Any]:
         return {"server": self.config["database.server.name"]}

@@ -14,6 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cdc.offsets.core_keys import CORE_KEYS, core_key_problems
+from cdc.spi.debezium_offsets import Translated
+from cdc.spi.debezium_offsets import from_debezium as generic_from_debezium
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,3 +167,59 @@ def handover_offset(offset: dict[str, Any]) -> dict[str, Any]:
     for key in _HANDOVER_COMPLETION:
         full.setdefault(key, typed[key])
     return full
+
+
+def from_debezium(offset: dict[str, Any] | None) -> Translated:
+    """Debezium's PostgreSQL offset as streaming resumes from it.
+
+    Debezium stores ``lsn`` (the last event's LSN), ``lsn_commit`` (the end of the last
+    transaction it *finished*: it updates that key at each COMMIT) and ``lsn_proc``, and
+    stores no offset at a commit itself, so its last offset usually lies inside its last
+    transaction. Taken as it is (``validate_offset`` completes it), every transaction ending
+    at or before ``lsn_commit`` is skipped and the next one, the one Debezium was in, is
+    delivered whole again: duplicates of its delivered part, never a loss. After a finished
+    snapshot streaming starts at the snapshot's LSN, as after tidemark's own."""
+    translated = generic_from_debezium(offset)
+    kept = translated.offset
+    if kept is None:
+        return translated
+    kept.pop("lsn_events_processed", None)
+    if translated.after_snapshot:
+        lsn = kept.get("lsn")
+        base: dict[str, Any] = {k: kept[k] for k in ("txId", "ts_usec") if k in kept}
+        translated.offset = handover_offset({**base, "lsn": lsn})
+        translated.notes.append(f"Debezium's snapshot had finished: streaming starts at LSN {lsn}")
+    elif kept.get("messageType") not in (None, "COMMIT"):
+        translated.notes.append(
+            "Debezium's last offset is inside a transaction: that transaction is delivered "
+            "again from its start"
+        )
+    return translated
+
+
+def to_debezium(offset: dict[str, Any] | None) -> Translated:
+    """tidemark's PostgreSQL offset as Debezium resumes from it: the end of the last
+    transaction tidemark completed (``flush_lsn``), written as a Debezium offset stored at
+    that commit. Debezium then delivers the transaction tidemark was in again from its start."""
+    if offset is None:
+        return Translated(None)
+    if offset.get("snapshot") or not offset.get("flush_lsn"):
+        return Translated(
+            None,
+            refused="the offset is not a streaming position past a completed transaction "
+            "(tidemark's snapshot has not handed over yet): let the connector stream a "
+            "transaction, or a heartbeat, first",
+        )
+    end = int(offset["flush_lsn"])
+    out: dict[str, Any] = {
+        "lsn_proc": end,
+        "messageType": "COMMIT",
+        "lsn_commit": end,
+        "lsn": end,
+        "txId": offset.get("txId"),
+        "ts_usec": int(offset.get("ts_usec") or 0),
+    }
+    notes = []
+    if not offset.get("complete", True):
+        notes.append("tidemark's last offset is inside a transaction: Debezium delivers it again")
+    return Translated(out, notes)
