@@ -170,7 +170,7 @@ def column_to_dict(column: Column) -> dict[str, Any]:
         doc["length"] = column.length
     if column.scale is not None:
         doc["scale"] = column.scale
-    doc["position"] = column.position
+    doc["position"] = column.position + 1  # Debezium's positions start at 1, ours at 0
     doc["optional"] = column.optional
     doc["autoIncremented"] = column.auto_increment
     doc["generated"] = False
@@ -188,12 +188,14 @@ def column_to_dict(column: Column) -> dict[str, Any]:
     return doc
 
 
-def column_from_dict(doc: Mapping[str, Any]) -> Column:
+def column_from_dict(doc: Mapping[str, Any], base: int = 1) -> Column:
+    """A column of a ``tableChanges`` entry; ``base`` is the first position of its table
+    (Debezium's 1; 0 in the records earlier tidemark versions wrote)."""
     enum_values = doc.get("enumValues")
     default = doc.get("defaultValueExpression")
     return Column(
         name=doc["name"],
-        position=int(doc["position"]),
+        position=int(doc["position"]) - base,
         type_name=doc["typeName"],
         native_type=doc.get("nativeType"),
         length=doc.get("length"),
@@ -233,7 +235,11 @@ def table_from_dict(
         entry_comment = doc.get("comment")  # where Debezium writes it
         doc = doc["table"] or {}
     try:
-        columns = tuple(column_from_dict(c) for c in doc.get("columns") or ())
+        docs = doc.get("columns") or ()
+        # Debezium numbers columns from 1; tidemark versions before 2026-11-28 wrote 0-based
+        # positions, which a table's first column at 0 gives away
+        base = 0 if any(int(c["position"]) == 0 for c in docs) else 1
+        columns = tuple(column_from_dict(c, base) for c in docs)
     except (KeyError, TypeError, ValueError) as exc:
         raise SchemaError(f"bad column in the history's table {table_id}: {exc!r}") from exc
     extra: dict[str, Any] = {}

@@ -19,6 +19,7 @@ class Column:
     ``native_type`` a connector-specific code (PostgreSQL type OID, MySQL column type)."""
 
     name: str
+    #: 0-based index in the table's row (Debezium's ``tableChanges`` show it plus one)
     position: int
     type_name: str
     native_type: int | None = None

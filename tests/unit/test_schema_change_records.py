@@ -25,9 +25,9 @@ from cdc.topics import TopicNamer
 CUSTOMERS = Table(
     TableId("testDB", "dbo", "customers"),
     (
-        Column("id", 1, "int", length=10, scale=0, optional=False),
-        Column("email", 2, "varchar", length=255, optional=False),
-        Column("notes", 3, "LONGTEXT", length=4294967295, charset="utf8mb4"),
+        Column("id", 0, "int", length=10, scale=0, optional=False),
+        Column("email", 1, "varchar", length=255, optional=False),
+        Column("notes", 2, "LONGTEXT", length=4294967295, charset="utf8mb4"),
     ),
     primary_key=("id",),
 )

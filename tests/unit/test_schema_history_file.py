@@ -30,13 +30,13 @@ SOURCE = {"server": "dbserver1"}
 CUSTOMERS = Table(
     id=TableId("inventory", None, "customers"),
     columns=(
-        Column("id", 1, "INT", length=11, optional=False, auto_increment=True),
+        Column("id", 0, "INT", length=11, optional=False, auto_increment=True),
         Column(
-            "name", 2, "VARCHAR", length=255, charset="utf8mb4", default="anon", has_default=True
+            "name", 1, "VARCHAR", length=255, charset="utf8mb4", default="anon", has_default=True
         ),
-        Column("balance", 3, "DECIMAL", length=10, scale=2),
-        Column("kind", 4, "ENUM", enum_values=("a", "b'c")),
-        Column("tags", 5, "_text", native_type=1009, dimensions=1),
+        Column("balance", 2, "DECIMAL", length=10, scale=2),
+        Column("kind", 3, "ENUM", enum_values=("a", "b'c")),
+        Column("tags", 4, "_text", native_type=1009, dimensions=1),
     ),
     primary_key=("id",),
     comment="people",
@@ -173,6 +173,22 @@ def test_reads_a_debezium_written_history(tmp_path: Path) -> None:
     assert [c.name for c in change.table.columns] == ["id", "first_name"]
     assert change.table.columns[0].auto_increment and not change.table.columns[0].optional
     assert change.table.columns[1].charset == "latin1"
+    # Debezium numbers columns from 1, the connectors index rows from 0
+    assert [c.position for c in change.table.columns] == [0, 1]
+
+
+def test_positions_written_by_earlier_tidemark_versions_read_as_they_were(tmp_path: Path) -> None:
+    """Earlier versions wrote 0-based positions: a table whose first column is at 0 is read
+    as is, so a history they wrote still decodes rows into the right columns."""
+    path = tmp_path / "h.jsonl"
+    legacy = DEBEZIUM_LINE.replace(b'"position":1,', b'"position":0,').replace(
+        b'"position":2,', b'"position":1,'
+    )
+    path.write_bytes(legacy)
+    (record,) = list(_history(path).recover(SOURCE, lambda p: False))
+    (change,) = record.changes()
+    assert [c.position for c in change.table.columns] == [0, 1]
+    assert change.to_dict()["table"]["columns"][0]["position"] == 1
 
 
 def test_recover_ignores_other_sources_and_skips_later_positions(tmp_path: Path) -> None:
