@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cdc.errors import OffsetError
 from cdc.offsets.debezium_server_file import StoredOffset, parse_offsets, render_offsets
 from worker.rest.client import Client
 
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace, client: Client) -> int:
             )
         else:
             lines = export_offsets(client, args.connector, path, args.name or DEFAULT_NAME)
-    except (OffsetsCliError, OSError) as exc:
+    except (OffsetsCliError, OffsetError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     for line in lines:
