@@ -97,7 +97,16 @@ def server_partition(partition: dict[str, Any]) -> list[str]:
     return []
 
 
-PG_INT_KEYS = ("lsn", "lsn_commit", "flush_lsn", "seq", "ts_usec", "lsn_proc", "xmin")
+PG_INT_KEYS = (
+    "lsn",
+    "lsn_commit",
+    "flush_lsn",
+    "seq",
+    "ts_usec",
+    "lsn_proc",
+    "xmin",
+    "lsn_events_processed",
+)
 PG_BOOL_KEYS = ("complete",)
 PG_OTHER_KEYS = ("txId", "transaction_id", "messageType")
 
@@ -169,6 +178,29 @@ def handover_offset(offset: dict[str, Any]) -> dict[str, Any]:
     return full
 
 
+_DEBEZIUM_CHANGES = ("INSERT", "UPDATE", "DELETE", "TRUNCATE")
+
+
+def debezium_through(offset: Mapping[str, Any]) -> tuple[int, int] | None:
+    """For an offset Debezium wrote at a change inside a transaction: (the change's LSN, how
+    many changes at that LSN it delivered). Its ``lsn_commit`` is the end of the transaction
+    before, so the first transaction streamed after it is the one Debezium was in, and its
+    changes up to there were delivered. None for tidemark's own offsets (they have ``seq``)
+    and for Debezium offsets at a commit, a BEGIN or a message."""
+    if "seq" in offset and "messageType" not in offset:
+        return None
+    if offset.get("messageType") not in _DEBEZIUM_CHANGES or "lsn_commit" not in offset:
+        return None
+    try:
+        lsn = int(offset["lsn"])
+        count = int(offset.get("lsn_events_processed") or 0)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if int(offset["lsn_commit"] or 0) >= lsn:
+        return None  # not Debezium's layout after all: never skip on a guess
+    return lsn, max(1, count)
+
+
 def from_debezium(offset: dict[str, Any] | None) -> Translated:
     """Debezium's PostgreSQL offset as streaming resumes from it.
 
@@ -183,16 +215,15 @@ def from_debezium(offset: dict[str, Any] | None) -> Translated:
     kept = translated.offset
     if kept is None:
         return translated
-    kept.pop("lsn_events_processed", None)
     if translated.after_snapshot:
         lsn = kept.get("lsn")
         base: dict[str, Any] = {k: kept[k] for k in ("txId", "ts_usec") if k in kept}
         translated.offset = handover_offset({**base, "lsn": lsn})
         translated.notes.append(f"Debezium's snapshot had finished: streaming starts at LSN {lsn}")
-    elif kept.get("messageType") not in (None, "COMMIT"):
+    elif debezium_through(kept) is not None:
         translated.notes.append(
-            "Debezium's last offset is inside a transaction: that transaction is delivered "
-            "again from its start"
+            "Debezium's last offset is inside a transaction: streaming skips the changes of "
+            "that transaction Debezium delivered and continues after them"
         )
     return translated
 

@@ -43,7 +43,7 @@ from connectors.postgres import connection as pgconn
 from connectors.postgres import pgoutput as po
 from connectors.postgres.errors import ERRORS, SlotInUse
 from connectors.postgres.identity import check_identities
-from connectors.postgres.offsets import WalPosition
+from connectors.postgres.offsets import WalPosition, debezium_through
 from connectors.postgres.publication import (
     as_partition_root,
     check_included,
@@ -77,14 +77,20 @@ class PublicationLacksTables(RetriableError):
 
 
 class _Resume:
-    """The last position already emitted: events at or before it are skipped."""
+    """The last position already emitted: events at or before it are skipped.
 
-    __slots__ = ("complete", "lsn_commit", "seq")
+    ``through_lsn``/``through_count``: for an offset Debezium wrote inside a transaction
+    (``offsets.debezium_through``), the first transaction streamed skips its changes before
+    that LSN and the first ``through_count`` at it, which Debezium had delivered."""
+
+    __slots__ = ("complete", "lsn_commit", "seq", "through_count", "through_lsn")
 
     def __init__(self, lsn_commit: int, seq: int, complete: bool) -> None:
         self.lsn_commit = lsn_commit
         self.seq = seq
         self.complete = complete
+        self.through_lsn = 0
+        self.through_count = 0
 
 
 class PostgresStreaming(StreamingSource):
@@ -131,6 +137,15 @@ class PostgresStreaming(StreamingSource):
             resume = _Resume(stored.lsn_commit, stored.seq, stored.complete)
             start_lsn = stored.flush_lsn
             self._flush_lsn = start_lsn
+            through = debezium_through(offset)
+            if through is not None:
+                resume.through_lsn, resume.through_count = through
+                log.info(
+                    "resuming from Debezium's offset: the transaction after LSN %s skips its "
+                    "changes up to LSN %s, which Debezium delivered",
+                    stored.lsn_commit,
+                    through[0],
+                )
         retries = int(self.cfg["slot.max.retries"])
         delay = int(self.cfg["slot.retry.delay.ms"]) / 1000
         # A lost connection backs off from ~1 s up to slot.retry.delay.ms; a slot held by
@@ -391,6 +406,9 @@ class _StreamState:
         self.reply_requested = False
         self.in_tx = False
         self.skip_tx = False
+        #: Debezium's last delivered change in this transaction (see ``_Resume``); 0: none
+        self.skip_through = 0
+        self.skip_at_through = 0
         self.xid = 0
         self.xid_text = "0"  # str(xid), once per transaction rather than per event
         self.commit_lsn = 0
@@ -574,6 +592,7 @@ class _StreamState:
         self.skip_tx = final_lsn < r.lsn_commit or (final_lsn == r.lsn_commit and r.complete)
         if self.skip_tx:
             return
+        self.skip_through, self.skip_at_through = r.through_lsn, r.through_count
         metrics = self.src.metrics
         if metrics is not None:
             now_ms = time.time_ns() // 1_000_000
@@ -613,6 +632,7 @@ class _StreamState:
             return
         resume = self.resume
         resume.lsn_commit, resume.seq, resume.complete = commit_lsn, self.seq, True
+        resume.through_lsn = self.skip_through = 0
         if not self.tx_events:
             # Without transaction metadata an END only moves the position: send one at most
             # every 100 ms (the next event's offset carries the position anyway).
@@ -683,6 +703,8 @@ class _StreamState:
         seq = self.seq = self.seq + 1
         if self.skip_tx or (self.commit_lsn == self.resume.lsn_commit and seq <= self.resume.seq):
             return None
+        if self.skip_through and self._debezium_sent(lsn):
+            return None
         entry = self.row_sources.get(relation_oid)
         if entry is None:
             entry = self._row_source(relation_oid, lsn)
@@ -713,6 +735,17 @@ class _StreamState:
                 "flush_lsn": self.flush_lsn,
             },
         )
+
+    def _debezium_sent(self, lsn: int) -> bool:
+        """Whether Debezium delivered the change at ``lsn`` of the transaction it stopped in:
+        changes of one transaction come in LSN order, and several may share an LSN (a
+        multi-row insert), of which Debezium counted those it delivered."""
+        if lsn < self.skip_through:
+            return True
+        if lsn == self.skip_through and self.skip_at_through > 0:
+            self.skip_at_through -= 1
+            return True
+        return False
 
     def _row_source(self, relation_oid: int, lsn: int) -> tuple[Any, dict[str, Any] | None]:
         """The table of a relation's rows and the ``source`` they share but for ``ts_ms``,
@@ -807,6 +840,8 @@ class _StreamState:
             self.commit_lsn == self.resume.lsn_commit and self.seq <= self.resume.seq
         ):
             return
+        if self.skip_through and self._debezium_sent(lsn):
+            return
         ids = [self.relations[o][0].id for o in msg.relation_oids if o in self.relations]
         self.emit(
             TableTruncated(
@@ -823,6 +858,8 @@ class _StreamState:
             if self.skip_tx or (
                 self.commit_lsn == self.resume.lsn_commit and self.seq <= self.resume.seq
             ):
+                return
+            if self.skip_through and self._debezium_sent(lsn):
                 return
             offset = self._offset(lsn, self.commit_lsn, self.seq, False, self.flush_lsn)
         else:

@@ -65,6 +65,9 @@ class Database:
     #: Debezium Server's properties for (offset file, HTTP port)
     debezium_props: Callable[[Path, int], dict[str, str]]
     tidemark_config: dict[str, str]
+    #: tidemark skips exactly what Debezium delivered of the transaction it stopped in
+    #: (PostgreSQL); else that transaction comes again from its start (MySQL's event counts)
+    exact_takeover: bool = False
 
 
 @contextmanager
@@ -193,13 +196,18 @@ def move_and_back(d: Database, kafka: str, tmp: Path, *, via_topic: bool = False
         if not via_topic:
             done = cli("import", name, str(dbz_offsets))
             assert done.returncode == 0, done.stderr
-            assert "delivered again from its start" in done.stdout
+            expected = "continues after them" if d.exact_takeover else "again from its start"
+            assert expected in done.stdout, done.stdout
             assert client.request("PUT", f"/connectors/{name}/resume")[0] == 202
         wanted = [("c", 8), ("u", 1), ("d", 5), ("c", 9), ("u", 6), ("d", 7)]
         after = read_topic(kafka, d.topic, min_count=len(before) + 6, timeout=90, settle=2.0)
         taken = changes(after[len(before) :])
-        # no snapshot; Debezium's last transaction again (it was inside it), then the rest
-        assert taken in (wanted, [("d", 3), ("c", 7), ("u", 4), *wanted]), taken
+        # no snapshot; Debezium's last transaction again (it was inside it) unless the rest
+        # of it can be told apart, then everything after it
+        if d.exact_takeover:
+            assert taken == wanted
+        else:
+            assert taken in (wanted, [("d", 3), ("c", 7), ("u", 4), *wanted]), taken
         assert last_per_key(after) == d.table()
         # a column added while tidemark captures: the schema history (MariaDB) gets tidemark's
         # record, which Debezium must read back after the next move
@@ -283,7 +291,9 @@ def test_postgres_connector_moves_from_debezium_server_and_back(
     try:
         sql("CREATE TABLE t (id int PRIMARY KEY, v text)")
         sql(f"CREATE PUBLICATION {publication} FOR TABLE t")
-        database = Database(f"{prefix}.public.t", prefix, sql, table, debezium_props, config)
+        database = Database(
+            f"{prefix}.public.t", prefix, sql, table, debezium_props, config, exact_takeover=True
+        )
         move_and_back(database, kafka, tmp_path, via_topic=via_topic)
     finally:
         with psycopg.connect(postgres.dsn(), autocommit=True) as c:

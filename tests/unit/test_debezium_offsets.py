@@ -71,15 +71,14 @@ def test_entries_that_are_not_connect_json_are_refused() -> None:
 def test_postgres_offsets_both_ways() -> None:
     (entry,) = parse_offsets(FIXTURE.read_bytes())
     taken = pg_offsets.from_debezium(entry.offset)
-    assert taken.refused is None and any("again from its start" in n for n in taken.notes)
+    assert taken.refused is None and any("continues after them" in n for n in taken.notes)
     stored, problems = pg_offsets.validate_offset(entry.partition, taken.offset)
     assert problems == []
     assert stored is not None
-    # the transactions Debezium finished are skipped; the one it was in is sent again
+    # the transactions Debezium finished are skipped; the one it was in continues after its
+    # last delivered change (debezium_through)
     assert stored["lsn_commit"] == 749741816 and stored["flush_lsn"] <= 749741880
-    with_tx = pg_offsets.from_debezium(
-        {**entry.offset, "transaction_id": "7", "lsn_events_processed": 1}
-    )
+    with_tx = pg_offsets.from_debezium({**entry.offset, "transaction_id": "7"})
     assert with_tx.offset == taken.offset
     running = pg_offsets.from_debezium(
         {"lsn": 5, "snapshot": "INITIAL", "last_snapshot_record": False}
@@ -141,3 +140,30 @@ def test_mysql_offsets_both_ways() -> None:
     back = mysql_offsets.to_debezium(ours)
     assert back.offset == {"file": "b.000003", "pos": 154, "ts_sec": 9, "server_id": 1}
     assert mysql_offsets.from_debezium({"file": "b.000003", "pos": 4, "snapshot": True}).refused
+
+
+def test_debeziums_change_inside_a_transaction_is_where_streaming_continues() -> None:
+    (entry,) = parse_offsets(FIXTURE.read_bytes())
+    assert entry.offset is not None
+    assert pg_offsets.debezium_through(entry.offset) == (749741880, 1)
+    assert pg_offsets.debezium_through({**entry.offset, "lsn_events_processed": 3}) == (
+        749741880,
+        3,
+    )
+    # what PATCH /offsets stores of it still says so; tidemark's own offsets never do
+    stored, _ = pg_offsets.validate_offset({"server": "mig"}, dict(entry.offset))
+    assert stored is not None and pg_offsets.debezium_through(stored) == (749741880, 1)
+    ours = {
+        "lsn": 90,
+        "txId": 4,
+        "ts_usec": 1,
+        "lsn_commit": 80,
+        "seq": 2,
+        "complete": False,
+        "flush_lsn": 70,
+    }
+    assert pg_offsets.debezium_through(ours) is None
+    for message_type in ("COMMIT", "BEGIN", "MESSAGE"):
+        assert pg_offsets.debezium_through({**entry.offset, "messageType": message_type}) is None
+    without_commit = {k: v for k, v in entry.offset.items() if k != "lsn_commit"}
+    assert pg_offsets.debezium_through(without_commit) is None

@@ -114,6 +114,7 @@ def test_the_streaming_loops_inline_offsets_are_walposition_offsets() -> None:
     row_state = SimpleNamespace(
         seq=2,
         skip_tx=False,
+        skip_through=0,
         commit_lsn=24023200,
         resume=SimpleNamespace(lsn_commit=0, seq=0),
         relations={16384: (table, True, ())},
@@ -164,7 +165,8 @@ def test_a_source_shaped_once_per_table_is_what_the_3x_shaper_gives_per_row(
 
     def state(shape: Any) -> Any:
         st = SimpleNamespace(
-            seq=0, skip_tx=False, commit_lsn=24023200, resume=SimpleNamespace(lsn_commit=0, seq=0),
+            seq=0, skip_tx=False, skip_through=0, commit_lsn=24023200,
+            resume=SimpleNamespace(lsn_commit=0, seq=0),
             relations={16384: (table, True, ())}, commit_ts_ms=1732540000123,
             commit_ts_us=1732540000123456, dbname="db", xid=771, flush_lsn=flush_lsn,
             row_sources={}, source_prefix={}, shape=shape,
