@@ -20,6 +20,16 @@ from connectors.mysql import offsets as mysql_offsets
 from connectors.postgres import offsets as pg_offsets
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "debezium" / "postgres-offsets.dat"
+#: a tidemark PostgreSQL streaming offset after a completed transaction (its end: LSN 96)
+TIDEMARK_PG = {
+    "lsn": 90,
+    "txId": 4,
+    "ts_usec": 1,
+    "lsn_commit": 80,
+    "seq": 2,
+    "complete": True,
+    "flush_lsn": 96,
+}
 
 
 def test_debezium_servers_file_is_read_and_written_back_byte_for_byte() -> None:
@@ -89,15 +99,7 @@ def test_postgres_offsets_both_ways() -> None:
     )
     assert finished.offset is not None
     assert finished.offset["lsn_commit"] == 5 and finished.offset["complete"] is False
-    ours = {
-        "lsn": 90,
-        "txId": 4,
-        "ts_usec": 1,
-        "lsn_commit": 80,
-        "seq": 2,
-        "complete": True,
-        "flush_lsn": 96,
-    }
+    ours = TIDEMARK_PG
     back = pg_offsets.to_debezium(ours)
     assert back.offset == {
         "lsn_proc": 96,
@@ -153,15 +155,7 @@ def test_debeziums_change_inside_a_transaction_is_where_streaming_continues() ->
     # what PATCH /offsets stores of it still says so; tidemark's own offsets never do
     stored, _ = pg_offsets.validate_offset({"server": "mig"}, dict(entry.offset))
     assert stored is not None and pg_offsets.debezium_through(stored) == (749741880, 1)
-    ours = {
-        "lsn": 90,
-        "txId": 4,
-        "ts_usec": 1,
-        "lsn_commit": 80,
-        "seq": 2,
-        "complete": False,
-        "flush_lsn": 70,
-    }
+    ours = {**TIDEMARK_PG, "complete": False, "flush_lsn": 70}
     assert pg_offsets.debezium_through(ours) is None
     for message_type in ("COMMIT", "BEGIN", "MESSAGE"):
         assert pg_offsets.debezium_through({**entry.offset, "messageType": message_type}) is None

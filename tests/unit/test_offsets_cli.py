@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from cdc.offsets.debezium_server_file import StoredOffset, parse_offsets, render_offsets
+from tests.unit.test_debezium_offsets import TIDEMARK_PG
 from worker import offsets_cli
 from worker.offsets_cli import OffsetsCliError, export_offsets, import_offsets
 
@@ -85,15 +86,7 @@ def test_import_refuses_and_changes_nothing(
 
 
 def test_export_writes_debeziums_form_and_refuses_what_it_cannot(tmp_path: Path) -> None:
-    ours = {
-        "lsn": 90,
-        "txId": 4,
-        "ts_usec": 1,
-        "lsn_commit": 80,
-        "seq": 2,
-        "complete": True,
-        "flush_lsn": 96,
-    }
+    ours = TIDEMARK_PG
     client = StubClient({"connector.class": PG}, [{"partition": {"server": "inv"}, "offset": ours}])
     path = tmp_path / "back.dat"
     export_offsets(client, "c", path, "kafka")  # type: ignore[arg-type]
