@@ -30,6 +30,7 @@ from typing import Any
 from cdc.offsets.core_keys import CORE_KEYS, core_key_problems
 from cdc.spi.debezium_offsets import Translated
 from cdc.spi.debezium_offsets import from_debezium as generic_from_debezium
+from connectors.mysql.errors import describe_position
 from connectors.mysql.gtid import GtidError, parse_gtid_set
 
 _FILE_INDEX = re.compile(r"\.(\d+)$")
@@ -192,11 +193,11 @@ def from_debezium(offset: dict[str, Any] | None) -> Translated:
         kept.pop("event", None)
         kept.pop("row", None)
         translated.notes.append(
-            f"Debezium's snapshot had finished: streaming starts at {describe(kept)}"
+            f"Debezium's snapshot had finished: streaming starts at {describe_position(kept)}"
         )
     elif kept.get("event") or kept.get("row"):
         translated.notes.append(
-            f"Debezium's last offset is inside the transaction at {describe(kept)}: that "
+            f"Debezium's last offset is inside the transaction at {describe_position(kept)}: that "
             "transaction is delivered again from its start"
         )
     return translated
@@ -219,12 +220,7 @@ def to_debezium(offset: dict[str, Any] | None) -> Translated:
     notes = []
     if offset.get("event") or offset.get("row"):
         notes.append(
-            f"tidemark's last offset is inside the transaction at {describe(out)}: Debezium "
-            "delivers it again from its start"
+            "tidemark's last offset is inside the transaction at "
+            f"{describe_position(out)}: Debezium delivers it again from its start"
         )
     return Translated(out, notes)
-
-
-def describe(position: Mapping[str, Any]) -> str:
-    text = f"{position.get('file')}:{position.get('pos')}"
-    return f"{text} (gtids {position['gtids']})" if position.get("gtids") else text
