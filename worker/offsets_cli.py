@@ -88,6 +88,15 @@ def import_offsets(client: Client, connector: str, path: Path, name: str | None)
 def export_offsets(client: Client, connector: str, path: Path, name: str) -> list[str]:
     """Write ``connector``'s offsets as Debezium Server's offset file; returns the notes."""
     _config, cls = _connector(client, connector)
+    status = client.get(Client.connector_path(connector, "/status"))
+    state = status.get("connector", {}).get("state") if isinstance(status, dict) else None
+    if state != "STOPPED":
+        # a running task keeps moving its offsets: Debezium would start from an old one and
+        # both would capture at once
+        raise OffsetsCliError(
+            f"connector {connector} is {state}: stop it first "
+            f"(PUT {Client.connector_path(connector, '/stop')})"
+        )
     doc = client.get(Client.connector_path(connector, "/offsets"))
     stored = doc.get("offsets", []) if isinstance(doc, dict) else []
     if not stored:
@@ -151,7 +160,7 @@ def add_commands(osub: Any, add_rest_options: Any, func: Any) -> None:
         help="write the connector's offsets as a Debezium Server offset file",
         description="Write the connector's stored offsets (GET /offsets) as Debezium Server's "
         "offset file, translated for Debezium's connector, to hand the connector back to "
-        "Debezium Server. Stop the tidemark connector first.",
+        "Debezium Server. The connector must be STOPPED.",
     )
     q.add_argument("connector", help="connector name")
     q.add_argument("file", help="the offset file to write (replaced if it exists)")

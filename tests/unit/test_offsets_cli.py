@@ -28,7 +28,11 @@ class StubClient:
         self.offsets = offsets or []
         self.calls: list[tuple[str, str, Any]] = []
 
+    state = "STOPPED"
+
     def get(self, path: str) -> Any:
+        if path.endswith("/status"):
+            return {"connector": {"state": self.state}}
         return self.config if path.endswith("/config") else {"offsets": self.offsets}
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
@@ -92,6 +96,9 @@ def test_export_writes_debeziums_form_and_refuses_what_it_cannot(tmp_path: Path)
     export_offsets(client, "c", path, "kafka")  # type: ignore[arg-type]
     (entry,) = parse_offsets(path.read_bytes())
     assert entry.name == "kafka" and entry.offset is not None and entry.offset["lsn_commit"] == 96
+    client.state = "RUNNING"
+    with pytest.raises(OffsetsCliError, match="is RUNNING: stop it first"):
+        export_offsets(client, "c", path, "kafka")  # type: ignore[arg-type]
     mongo = StubClient(
         {"connector.class": "io.debezium.connector.mongodb.MongoDbConnector"},
         [{"partition": {}, "offset": {"sec": 1}}],
