@@ -52,6 +52,18 @@ def last_per_key(events: list[Event]) -> dict[int, str | None]:
     return out
 
 
+def debezium_common(offsets: Path, http_port: int) -> dict[str, Any]:
+    """Debezium Server's settings that are the same for both databases."""
+    return {
+        "snapshot_mode": "initial",
+        "queue": {},
+        "producer": {},
+        "offsets_file": offsets,
+        "offset_flush_ms": 500,
+        "http_port": http_port,
+    }
+
+
 @dataclass
 class Database:
     """What differs between the databases: how to write and read the table, and the two
@@ -267,12 +279,7 @@ def test_postgres_connector_moves_from_debezium_server_and_back(
             slot=slot,
             publication=publication,
             topic_prefix=prefix,
-            snapshot_mode="initial",
-            queue={},
-            producer={},
-            offsets_file=offsets,
-            offset_flush_ms=500,
-            http_port=http_port,
+            **debezium_common(offsets, http_port),
         )
 
     config = {
@@ -355,12 +362,7 @@ def test_mariadb_connector_moves_from_debezium_server_and_back(
             server_id=random.randint(100_000, 900_000),
             history_file=history,
             topic_prefix=prefix,
-            snapshot_mode="initial",
-            queue={},
-            producer={},
-            offsets_file=offsets,
-            offset_flush_ms=500,
-            http_port=http_port,
+            **debezium_common(offsets, http_port),
         )
 
     config = {
