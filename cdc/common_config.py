@@ -128,7 +128,6 @@ UNSUPPORTED = frozenset(
         "retriable.restart.connector.wait.ms",
         "include.schema.comments",
         "database.query.timeout.ms",
-        "connection.validation.timeout.ms",
         "executor.shutdown.timeout.ms",
         "streaming.delay.ms",
         "schema.history.internal.store.only.captured.databases.ddl",
@@ -318,6 +317,17 @@ def common_def(**defaults: Any) -> ConfigDef:
                 doc="Value emitted for a column whose value the log does not carry (an "
                 "unchanged TOASTed PostgreSQL column) in text, binary and array columns. "
                 "toasted.value.placeholder is the older name.",
+            ),
+            ConfigField(
+                "connection.validation.timeout.ms",
+                Kind.INT,
+                60000,
+                validator=at_least(1),
+                group=GROUP_ADVANCED,
+                doc="How long a create or update over REST (and PUT .../config/validate) may "
+                "spend connecting to the database to check the config, as Debezium's "
+                "connectors do; past it the request fails with a timeout error. See the "
+                "worker's rest.validate.connections.",
             ),
             ConfigField(
                 "heartbeat.interval.ms",

@@ -118,6 +118,10 @@ class WorkerSettings(BaseModel):
     #: REST may name (schema history and signal files, Cassandra directories, client keys;
     #: worker.path_policy, docs/security.md)
     rest_allowed_paths: list[Path] = Field(default_factory=list, alias="rest.allowed.paths")
+    #: whether a create or update over REST (and ``.../config/validate``) first connects to
+    #: the database with the config, as Kafka Connect does with Debezium's connectors
+    #: (worker.connection_check); false stores configs the database would refuse
+    rest_validate_connections: bool = Field(True, alias="rest.validate.connections")
     metrics_listener: str | None = Field(
         None, alias="metrics.listener", pattern=r"^http://[^/]+:\d+/?$"
     )

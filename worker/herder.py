@@ -43,6 +43,7 @@ from worker import redaction
 from worker.code_policy import python_code_problems
 from worker.config import ConnectorEntry, WorkerSettings
 from worker.config_providers import Origin, Problem
+from worker.connection_check import check_connection
 from worker.path_policy import path_problems
 from worker.regex_policy import regex_problems
 from worker.registry import (
@@ -62,7 +63,7 @@ from worker.registry import (
 )
 from worker.sealing import Sealer, SealError
 from worker.task import TaskRunner
-from worker.worker import EngineFactory, Worker
+from worker.worker import EngineFactory, Worker, task_credentials
 
 log = logging.getLogger("tidemark.worker.herder")
 
@@ -576,9 +577,28 @@ class Herder:
             )
         checked = self._check({**config, "name": name})
         checked.problems += self._storage_problems(checked.stored)
+        self._check_connection(name, checked)
         if not checked.ok:
             raise BadRequest(invalid_config_message(name, checked))
         return checked
+
+    def _check_connection(
+        self, name: str, checked: CheckedConfig, origin: Origin | None = None
+    ) -> None:
+        """Connect with a config a REST caller sent before it is stored (Kafka Connect's
+        validate step, ``worker.connection_check``); only once everything else in it is
+        valid, so a bad value is reported without a connection attempt."""
+        if not checked.ok or not self.settings.rest_validate_connections:
+            return
+        assert checked.plugin is not None
+        if origin is None:
+            origin = self.origin(name, checked.stored)
+        config = task_credentials(checked.plugin, checked.stored, checked.resolved, origin)
+        report = check_connection(checked.plugin, config)
+        checked.problems += report.errors
+        checked.notices += report.warnings
+        for key, message in report.warnings:
+            log.warning("connector %s: %s: %s", name, key, self.secrets.redact(message))
 
     def _storage_problems(self, stored: Mapping[str, Any]) -> list[Problem]:
         """Values the herder's store cannot keep safely (the distributed config topic without
@@ -593,9 +613,12 @@ class Herder:
                 f"Connector name configuration ({given}) doesn't match connector name in the "
                 f"URL ({name})"
             )
-        with self._lock:
-            if not self._exists(name):
+        if not self._exists(name):
+            # not under the herder's lock: a create connects to the database first
+            try:
                 return True, self.create(name, config)
+            except Conflict:
+                pass  # created meanwhile by another request: this one replaces it
         return False, self._reconfigure(name, dict(config))
 
     def _exists(self, name: str) -> bool:
@@ -667,6 +690,7 @@ class Herder:
         c = self._get(name)
         config = self._restore_masked(c, config)
         checked = self._check({**config, "name": name})
+        self._check_connection(name, checked)
         if not checked.ok:
             raise BadRequest(invalid_config_message(name, checked))
         with c.lock:
@@ -866,7 +890,10 @@ class Herder:
         )
         checked.problems += self._rest_policy_problems(checked.stored, origin, plugin.config_def)
         checked.problems += self._storage_problems(checked.stored)
-        return config_infos(plugin, checked.stored, checked.problems, checked.warnings)
+        self._check_connection(str(config.get("name") or plugin_name), checked, origin)
+        return config_infos(
+            plugin, checked.stored, checked.problems, checked.warnings, checked.notices
+        )
 
     # -- tidemark extensions ------------------------------------------------------------------
     def progress(self) -> dict[str, Any]:

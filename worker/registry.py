@@ -23,7 +23,7 @@ import importlib.metadata
 import logging
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -294,6 +294,9 @@ class CheckedConfig:
     problems: list[Problem] = field(default_factory=list)
     #: likely typos among the keys the plugin does not define: shown, never fatal
     warnings: list[Problem] = field(default_factory=list)
+    #: what the connection check found that will matter later (a server not set up for
+    #: change data capture): shown, never fatal
+    notices: list[Problem] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -405,6 +408,7 @@ def config_infos(
     given: Mapping[str, str],
     problems: list[Problem],
     warnings: list[Problem],
+    notices: Sequence[Problem] = (),
 ) -> dict[str, Any]:
     """The body of ``PUT /connector-plugins/{p}/config/validate``.
 
@@ -412,7 +416,8 @@ def config_infos(
     tooling that checks keys against the list accepts them. Errors of an alias are reported on
     its canonical key. Likely typos (``warnings``) never count as errors: each gets an entry of
     its own in the group "Unknown keys", with the suggestion as its documentation and no
-    errors, and the top-level ``warnings`` list (a tidemark addition) repeats them as text.
+    errors, and the top-level ``warnings`` list (a tidemark addition) repeats them as text,
+    followed by the connection check's ``notices`` on keys the plugin defines.
     """
     cdef = plugin.config_def
     errors: dict[str, list[str]] = {}
@@ -429,7 +434,8 @@ def config_infos(
         "error_count": sum(len(e["value"]["errors"]) for e in entries),
         "groups": groups,
         "configs": entries,
-        "warnings": [f"{key} {msg}" for key, msg in warnings],
+        "warnings": [f"{key} {msg}" for key, msg in warnings]
+        + [f"{key}: {msg}" for key, msg in notices],
     }
 
 

@@ -56,6 +56,24 @@ def retry_policy(config: Mapping[str, str]) -> RetryPolicy:
     )
 
 
+def task_credentials(
+    plugin: ConnectorPlugin,
+    stored: Mapping[str, str],
+    resolved: dict[str, str],
+    origin: Origin | None,
+) -> dict[str, str]:
+    """``resolved`` as a task may connect with it: a config a REST caller wrote may not use
+    the worker's ambient credentials (``.pgpass``, service files, Kerberos), whatever it says;
+    the task and the connection check before a config is stored both apply this."""
+    if (
+        origin is not None
+        and not origin.trusted(AMBIENT_CREDENTIALS, stored)
+        and plugin.config_def.lookup(AMBIENT_CREDENTIALS) is not None
+    ):
+        return {**resolved, AMBIENT_CREDENTIALS: "false"}
+    return resolved
+
+
 class Worker:
     def __init__(
         self,
@@ -180,12 +198,7 @@ class Worker:
             resolved, problems = resolve_config(stored, env, origin=origin)
             if problems:
                 raise ConfigError(problems)
-            if (
-                origin is not None
-                and not origin.trusted(AMBIENT_CREDENTIALS, stored)
-                and plugin.config_def.lookup(AMBIENT_CREDENTIALS) is not None
-            ):
-                resolved[AMBIENT_CREDENTIALS] = "false"  # whatever the config says
+            resolved = task_credentials(plugin, stored, resolved, origin)
             refresh = getattr(self.store, "refresh", None)
             if (settings.exactly_once or self.refresh_offsets) and callable(refresh):
                 refresh()  # offsets the transactional producer wrote since the last start

@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager
 from typing import Any, ClassVar, Protocol
 
 from cdc.spi.chunks import ChunkReader
+from cdc.spi.connection_check import ConnectionReport
 from cdc.spi.contract import ConfigDefinition, ConnectorConfig, SourceMetrics
 from cdc.spi.debezium_offsets import Translated, from_debezium
 from cdc.spi.events import Operation, SourceEvent, TableId
@@ -200,6 +201,15 @@ class Connector(ABC):
         offset to store (possibly completed) and the problems found. The default accepts any
         JSON object; connectors override it with their own format's rules."""
         return offset, []
+
+    @classmethod
+    def check_connection(cls, config: Mapping[str, Any]) -> ConnectionReport | None:
+        """Connect with ``config`` (resolved, as the task would get it) and report what would
+        stop the task: the worker calls it before a config sent over REST is stored, as Kafka
+        Connect does through Debezium's ``validateConnection``. Runs on a thread the worker
+        abandons after ``connection.validation.timeout.ms``, so it must only read. None: this
+        connector has nothing to connect to before it runs."""
+        return None
 
     @classmethod
     def from_debezium_offset(cls, offset: dict[str, Any] | None) -> Translated:

@@ -19,6 +19,8 @@ from cdc.retry import Backoff
 from cdc.schema.model import INT32, OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
 from cdc.snapshot_modes import snapshot_incomplete
 from cdc.spi import Connector, SnapshotSource, Snapshotter, SourceContext, StreamingSource
+from cdc.spi.connection_check import ConnectionReport
+from connectors.mongodb import connection_check
 from connectors.mongodb.config import CONFIG_DEF, snapshot_filters
 from connectors.mongodb.connection import (
     Client,
@@ -335,6 +337,10 @@ class MongoDbConnector(Connector):
             ("wallTime", OPTIONAL_INT64),
         ]
         return source_block_schema("io.debezium.connector.mongo.Source", own, version=version)
+
+    @classmethod
+    def check_connection(cls, config: Mapping[str, Any]) -> ConnectionReport:
+        return connection_check.check(config)
 
     @classmethod
     def validate_offset(

@@ -15,7 +15,9 @@ from cdc.envelope import V3, source_block_schema
 from cdc.schema.model import INT32, INT64, OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
 from cdc.snapshot_modes import MODES, WhenNeeded
 from cdc.spi import Connector, SnapshotSource, Snapshotter, SourceContext, StreamingSource
+from cdc.spi.connection_check import ConnectionReport
 from cdc.spi.debezium_offsets import Translated
+from connectors.mysql import connection_check
 from connectors.mysql import offsets as mysql_offsets
 from connectors.mysql.chunks import MySqlChunkReader
 from connectors.mysql.config import CONFIG_DEF, parse_config, tinyint_boolean_selectors
@@ -132,6 +134,10 @@ class MySqlConnector(Connector):
 
     def source_connector_name(self) -> str:
         return "mariadb" if self._mariadb_v3() else self.type_name
+
+    @classmethod
+    def check_connection(cls, config: Mapping[str, Any]) -> ConnectionReport:
+        return connection_check.check(config)
 
     @classmethod
     def validate_offset(

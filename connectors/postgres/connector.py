@@ -11,8 +11,10 @@ from cdc.envelope import V3, source_block_schema
 from cdc.schema.model import INT64, OPTIONAL_INT64, OPTIONAL_STRING, STRING, Schema
 from cdc.snapshot_modes import MODES, WhenNeeded
 from cdc.spi import Connector, SnapshotSource, Snapshotter, StreamingSource, TableId
+from cdc.spi.connection_check import ConnectionReport
 from cdc.spi.debezium_offsets import Translated
 from connectors.postgres import connection as pgconn
+from connectors.postgres import connection_check
 from connectors.postgres import offsets as pg_offsets
 from connectors.postgres.chunks import PostgresChunkReader
 from connectors.postgres.config import CONFIG_DEF
@@ -106,6 +108,10 @@ class PostgresConnector(Connector):
         self.registry = TypeRegistry(self.modes)
         self._streaming: PostgresStreaming | None = None
         self._new_tables_snapshotter: NewTables | None = None
+
+    @classmethod
+    def check_connection(cls, config: Mapping[str, Any]) -> ConnectionReport:
+        return connection_check.check(config)
 
     @classmethod
     def validate_offset(

@@ -18,6 +18,8 @@ from cdc.spi import (
     Table,
     TableId,
 )
+from cdc.spi.connection_check import ConnectionReport
+from connectors.sqlserver import connection_check
 from connectors.sqlserver.config import CONFIG_DEF, database_names, parse_config
 from connectors.sqlserver.databases import split_offset
 from connectors.sqlserver.offsets import validate_offset
@@ -122,6 +124,10 @@ class SqlServerConnector(Connector):
 
     def source_schema(self) -> Schema:
         return SOURCE_SCHEMA_V3 if self.config.get("envelope.version") == V3 else SOURCE_SCHEMA
+
+    @classmethod
+    def check_connection(cls, config: Mapping[str, Any]) -> ConnectionReport:
+        return connection_check.check(config)
 
     @classmethod
     def validate_offset(

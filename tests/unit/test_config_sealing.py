@@ -255,7 +255,12 @@ def test_standalone_state_file_seals_with_the_key_and_opens_again(tmp_path: Path
 
     def herder(**keys: str) -> Any:
         settings = WorkerSettings.model_validate(
-            {"state.dir": str(tmp_path), "task.shutdown.graceful.timeout.ms": 5000, **keys}
+            {
+                "state.dir": str(tmp_path),
+                "task.shutdown.graceful.timeout.ms": 5000,
+                "rest.validate.connections": False,
+                **keys,
+            }
         )
         return Herder(
             settings,

@@ -20,7 +20,12 @@ MONGO = "mongodb://cdc:pw-mongo-1@127.0.0.1:27017/?replicaSet=rs0"
 
 def herder(tmp_path: Path) -> DistributedHerder:
     settings = WorkerSettings.model_validate(
-        {"mode": "distributed", "state.dir": str(tmp_path), "config.storage.encryption.key": KEY}
+        {
+            "mode": "distributed",
+            "state.dir": str(tmp_path),
+            "config.storage.encryption.key": KEY,
+            "rest.validate.connections": False,
+        }
     )
     h = DistributedHerder(settings, MemoryOffsetStore(), worker_id="w1")
     log = ListLog(h.configs)

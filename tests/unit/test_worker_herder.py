@@ -61,8 +61,14 @@ def memory(**extra: Any) -> dict[str, Any]:
 
 
 def settings(tmp_path: Path) -> WorkerSettings:
+    # the fake engines connect nowhere, and neither does a create: the connection check is
+    # tested in test_connection_check.py and against the real servers
     return WorkerSettings.model_validate(
-        {"state.dir": str(tmp_path), "task.shutdown.graceful.timeout.ms": 5000}
+        {
+            "state.dir": str(tmp_path),
+            "task.shutdown.graceful.timeout.ms": 5000,
+            "rest.validate.connections": False,
+        }
     )
 
 

@@ -456,6 +456,7 @@ class DistributedHerder(Herder):
             )
         checked = self._check({**self._restore_masked(c, config), "name": name})
         checked.problems += self._storage_problems(checked.stored)
+        self._check_connection(name, checked)
         if not checked.ok:
             raise BadRequest(invalid_config_message(name, checked))
         if checked.stored != c.config:
