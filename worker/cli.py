@@ -101,6 +101,19 @@ def _validate(args: argparse.Namespace) -> int:
     names = ", ".join(c.name for c in config.connectors) or "none"
     extra = f", {len(warnings)} warning(s)" if warnings else ""
     print(f"{args.config}: valid ({len(config.connectors)} connector(s): {names}{extra})")
+    if not args.connect:
+        return 0
+    from worker.connection_check import check_file
+
+    errors, notices = check_file(config, os.environ)
+    for line in notices:
+        print(f"warning: {line}", file=sys.stderr)
+    for line in errors:
+        print(line, file=sys.stderr)
+    if errors:
+        print(f"{args.config}: {len(errors)} connection problem(s)", file=sys.stderr)
+        return 1
+    print(f"{args.config}: every connector connects")
     return 0
 
 
@@ -191,10 +204,16 @@ def add_worker_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
             "Check CONFIG without starting anything: YAML syntax, worker keys and types, "
             "connector classes, every connector property, duplicate names and ${env:...} / "
             "${file:...} placeholders. Prints every problem with its YAML path; exit code 1 "
-            "if there is any."
+            "if there is any. With --connect, also connect to each connector's database as "
+            "a create over REST does (login, and warnings for what would fail once streaming)."
         ),
     )
     p.add_argument("config", help="worker YAML file")
+    p.add_argument(
+        "--connect",
+        action="store_true",
+        help="also connect to every connector's database with its config",
+    )
     p.set_defaults(func=_validate)
 
     p = sub.add_parser(

@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from cdc.spi.connection_check import ConnectionReport
-from worker.registry import ConnectorPlugin
+from worker.config import WorkerConfig
+from worker.config_providers import resolve_config
+from worker.registry import ConnectorPlugin, Registry
 
 log = logging.getLogger("tidemark.worker.validate")
 
@@ -59,3 +61,20 @@ def check_connection(plugin: ConnectorPlugin, config: Mapping[str, Any]) -> Conn
         log.warning("connection check of %s failed", plugin.class_name, exc_info=result)
         return ConnectionReport(errors=[(where, f"Error during connection validation: {result}")])
     return result or ConnectionReport()
+
+
+def check_file(config: WorkerConfig, env: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """``tidemark validate --connect``: every connector of a valid YAML file checked as a REST
+    config would be (the file's own credentials rules apply: it is the operator's). Returns
+    errors and warnings as ``connectors[i].config.<key>: message`` lines."""
+    registry = Registry()
+    errors: list[str] = []
+    warnings: list[str] = []
+    for i, entry in enumerate(config.connectors):
+        plugin = registry.resolve(str(entry.config["connector.class"]))
+        stored = {k: str(v) for k, v in entry.config.items()}
+        resolved, _ = resolve_config({**stored, "name": entry.name}, env)
+        report = check_connection(plugin, resolved)
+        errors += [f"connectors[{i}].config.{k}: {m}" for k, m in report.errors]
+        warnings += [f"connectors[{i}].config.{k}: {m}" for k, m in report.warnings]
+    return errors, warnings

@@ -151,6 +151,12 @@ class ConnectorPlugin:
         return names[0] if names else f"{self.cls.__module__}.{self.cls.__qualname__}"
 
     @property
+    def task_class_name(self) -> str:
+        """The ``task.class`` Kafka Connect shows in task configs: Debezium's tasks are the
+        connector's class name plus ``Task``."""
+        return self.class_name + "Task"
+
+    @property
     def type_name(self) -> str:
         return str(self.cls.type_name or self.spec.name)
 

@@ -10,7 +10,9 @@ through pyodbc) and the MongoDB stand-in (mongo-java-server)."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ import pytest
 from cdc.offsets.memory import MemoryOffsetStore
 from connectors.sqlserver import SqlServerConnector
 from tests.integration.conftest import MySqlInfo, PgInfo, SqlServerInfo
+from tests.integration.test_worker_rest import TIDEMARK
 from tests.unit.test_worker_herder import WORKER, Engines
 from worker.config import WorkerSettings
 from worker.herder import Herder
@@ -249,3 +252,33 @@ def test_mongodb_standin_answers_and_a_closed_port_does_not(app: App, mongodb: s
         closed = s.getsockname()[1]
     r = post(app, {**config, "mongodb.hosts": f"rs0/127.0.0.1:{closed}"})
     refused(r, "mongodb.hosts", "Unable to connect:")
+
+
+@pytest.mark.postgres
+def test_validate_connect_checks_the_yaml_file_s_connectors(
+    postgres: PgInfo, tmp_path: Path
+) -> None:
+    """``tidemark validate --connect``: the file's connectors, with its placeholders resolved
+    from the environment, as the worker would start them."""
+    good = pg_config(postgres, **{"database.password": "${env:TMC_PASSWORD}"})
+    bad = pg_config(postgres, **{"database.password": "not-the-password"})
+    lines = ["worker:", f"  state.dir: {tmp_path}", "connectors:"]
+    for name, cfg in (("good", good), ("bad", bad)):
+        lines += [f"  - name: {name}", "    config:"]
+        lines += [f'      {k}: "{v}"' for k, v in cfg.items()]
+    path = tmp_path / "worker.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "TMC_PASSWORD": postgres.password}
+    out = subprocess.run(
+        [TIDEMARK, "validate", str(path), "--connect"], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 1, out
+    assert out.stderr.splitlines()[0].startswith(
+        "connectors[1].config.database.hostname: Error while validating connector config:"
+    ), out.stderr
+    assert "password authentication failed" in out.stderr
+    assert "connectors[0]" not in out.stderr
+    without = subprocess.run(
+        [TIDEMARK, "validate", str(path)], capture_output=True, text=True, env=env
+    )
+    assert without.returncode == 0, without

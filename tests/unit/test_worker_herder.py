@@ -133,7 +133,7 @@ def test_create_returns_connector_info_and_runs_a_task(herder: Herder, engines: 
     assert herder.task_status("c1", 0)["state"] == "RUNNING"
     tasks = herder.task_configs("c1")
     assert tasks[0]["id"] == {"connector": "c1", "task": 0}
-    assert tasks[0]["config"]["task.class"] == "io.tidemark.connector.memory.MemoryConnector"
+    assert tasks[0]["config"]["task.class"] == "io.tidemark.connector.memory.MemoryConnectorTask"
     assert herder.connector_names() == ["c1"]
 
 

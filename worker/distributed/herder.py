@@ -414,7 +414,7 @@ class DistributedHerder(Herder):
             return []
         config = self._masked(c)
         if c.plugin is not None:
-            config["task.class"] = c.plugin.class_name
+            config["task.class"] = c.plugin.task_class_name
         return [{"id": {"connector": name, "task": 0}, "config": config}]
 
     def task_status(self, name: str, task: int) -> dict[str, Any]:
