@@ -583,11 +583,17 @@ class Herder:
         return checked
 
     def _check_connection(
-        self, name: str, checked: CheckedConfig, origin: Origin | None = None
+        self,
+        name: str,
+        checked: CheckedConfig,
+        origin: Origin | None = None,
+        *,
+        log_warnings: bool = True,
     ) -> None:
         """Connect with a config a REST caller sent before it is stored (Kafka Connect's
         validate step, ``worker.connection_check``); only once everything else in it is
-        valid, so a bad value is reported without a connection attempt."""
+        valid, so a bad value is reported without a connection attempt. Warnings are logged
+        for a config that is stored (not for ``/validate``'s dry run)."""
         if not checked.ok or not self.settings.rest_validate_connections:
             return
         assert checked.plugin is not None
@@ -597,7 +603,7 @@ class Herder:
         report = check_connection(checked.plugin, config)
         checked.problems += report.errors
         checked.notices += report.warnings
-        for key, message in report.warnings:
+        for key, message in report.warnings if log_warnings else ():
             log.warning("connector %s: %s: %s", name, key, self.secrets.redact(message))
 
     def _storage_problems(self, stored: Mapping[str, Any]) -> list[Problem]:
@@ -890,7 +896,7 @@ class Herder:
         )
         checked.problems += self._rest_policy_problems(checked.stored, origin, plugin.config_def)
         checked.problems += self._storage_problems(checked.stored)
-        self._check_connection(str(config.get("name") or plugin_name), checked, origin)
+        self._check_connection(plugin_name, checked, origin, log_warnings=False)
         return config_infos(
             plugin, checked.stored, checked.problems, checked.warnings, checked.notices
         )

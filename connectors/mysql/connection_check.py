@@ -25,7 +25,8 @@ def check(raw: Mapping[str, Any]) -> ConnectionReport:
     report = ConnectionReport()
     cfg = parse_config(dict(raw))
     try:
-        conn = myconn.connect(cfg)
+        # without database.initial.statements, as Debezium: they may write
+        conn = pymysql.connect(**myconn.connection_settings(cfg), charset="utf8mb4")
     except ConfigError as exc:
         report.errors += exc.problems
         return report

@@ -38,7 +38,8 @@ def check(raw: Mapping[str, Any]) -> ConnectionReport:
     report = ConnectionReport()
     cfg = CONFIG_DEF.parse(dict(raw))
     try:
-        conn = pgconn.connect(cfg)
+        # without database.initial.statements, as Debezium: they may write
+        conn = psycopg.connect(**pgconn.conninfo(cfg), autocommit=True)
     except ConfigError as exc:
         report.errors += exc.problems
         return report
