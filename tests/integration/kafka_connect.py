@@ -8,9 +8,14 @@ that cannot be resolved or started fails the test with the reason."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
@@ -35,7 +40,7 @@ appender.f.layout.pattern=%d %p %c{{1}} %m%n
 class KafkaConnectWorker:
     """``ConnectDistributed`` on a free loopback port, with internal topics of its own."""
 
-    def __init__(self, bootstrap: str, workdir: Path) -> None:
+    def __init__(self, bootstrap: str, workdir: Path, plugin_path: Path | None = None) -> None:
         try:
             self.lib = resolve_jars("kafka-connect", KAFKA_VERSION)
             self.java = debezium.resolve_java()
@@ -61,6 +66,8 @@ class KafkaConnectWorker:
             "plugin.discovery": "only_scan",
             "offset.flush.interval.ms": "500",
         }
+        if plugin_path is not None:
+            props["plugin.path"] = str(plugin_path)
         (workdir / "connect.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         (workdir / "log4j2.properties").write_text(_LOG4J.format(log=self.log_path))
         self.proc: subprocess.Popen[bytes] | None = None
@@ -120,3 +127,64 @@ class KafkaConnectWorker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+JDBC_SINK_VERSION = "3.6.0.Final"
+#: not served by the Maven Central mirror here; taken from Debezium Server's distribution
+_FROM_DEBEZIUM_SERVER = ("agroal-api-", "agroal-pool-", "hibernate-agroal-")
+
+
+def jdbc_sink_plugin_path() -> Path:
+    """A ``plugin.path`` holding Debezium's JDBC sink connector
+    (``worker/dev/maven/debezium-jdbc-sink.xml`` plus Agroal from Debezium Server)."""
+    try:
+        lib = resolve_jars("debezium-jdbc-sink", JDBC_SINK_VERSION)
+        server_lib = debezium.resolve_distribution() / "lib"
+    except (BenchError, Exception) as exc:
+        pytest.fail(f"Debezium's JDBC sink {JDBC_SINK_VERSION} is not usable here: {exc}")
+    for jar in sorted(server_lib.glob("*.jar")):
+        if jar.name.startswith(_FROM_DEBEZIUM_SERVER) and not (lib / jar.name).exists():
+            shutil.copy2(jar, lib / jar.name)
+    missing = [p for p in _FROM_DEBEZIUM_SERVER if not any(lib.glob(f"{p}*.jar"))]
+    if missing:
+        pytest.fail(f"Debezium Server's distribution has no {missing} jars for the JDBC sink")
+    return lib.parent
+
+
+@contextmanager
+def tidemark_worker(bootstrap: str, workdir: Path) -> Iterator[str]:
+    """``tidemark run`` with no connectors of its own, on a free port: its REST URL."""
+    port = free_port()
+    (workdir / "worker.yaml").write_text(
+        f"worker:\n  bootstrap.servers: {bootstrap}\n  rest.port: {port}\n"
+        f"  state.dir: {workdir / 'state'}\n  offset.flush.interval.ms: 500\nconnectors: []\n"
+    )
+    tidemark = str(Path(sys.executable).parent / "tidemark")
+    with open(workdir / "worker.log", "wb") as log:
+        proc = subprocess.Popen(
+            [tidemark, "run", str(workdir / "worker.yaml")],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=os.environ.copy(),
+        )
+    try:
+        client = Client(f"http://127.0.0.1:{port}", timeout=5)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if client.request("GET", "/health")[0] == 200:
+                    break
+            except ApiError:  # not listening yet
+                pass
+            log_text = (workdir / "worker.log").read_text(errors="replace")
+            assert proc.poll() is None, f"tidemark exited:\n{log_text[-3000:]}"
+            assert time.monotonic() < deadline, f"tidemark not healthy:\n{log_text[-3000:]}"
+            time.sleep(0.3)
+        yield client.url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

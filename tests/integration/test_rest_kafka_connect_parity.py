@@ -11,8 +11,6 @@ as ``Location``, and the offsets' own keys (each connector's format)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 import urllib.error
@@ -25,9 +23,8 @@ from typing import Any
 
 import pytest
 
-from bench.compare.common import free_port
 from tests.integration.conftest import PgInfo
-from tests.integration.kafka_connect import KafkaConnectWorker
+from tests.integration.kafka_connect import KafkaConnectWorker, tidemark_worker
 from tests.integration.pg_harness import PgHarness
 
 pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
@@ -128,42 +125,11 @@ def db(postgres: PgInfo, kafka: str) -> Iterator[PgHarness]:
 def sides(
     db: PgHarness, kafka: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Side, Side]]:
-    kc_dir = tmp_path_factory.mktemp("kafka-connect")
-    tm_dir = tmp_path_factory.mktemp("tidemark")
-    port = free_port()
-    (tm_dir / "worker.yaml").write_text(
-        f"worker:\n  bootstrap.servers: {kafka}\n  rest.port: {port}\n"
-        f"  state.dir: {tm_dir / 'state'}\n  offset.flush.interval.ms: 500\nconnectors: []\n"
-    )
     with (
-        KafkaConnectWorker(kafka, kc_dir) as kc,
-        open(tm_dir / "worker.log", "wb") as log,
+        KafkaConnectWorker(kafka, tmp_path_factory.mktemp("kafka-connect")) as kc,
+        tidemark_worker(kafka, tmp_path_factory.mktemp("tidemark")) as tm_url,
     ):
-        proc = subprocess.Popen(
-            [TIDEMARK, "run", str(tm_dir / "worker.yaml")],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=os.environ.copy(),
-        )
-        try:
-            tm = Side("tm", f"http://127.0.0.1:{port}", db)
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if tm.call("GET", "/health").status == 200:
-                        break
-                except OSError:
-                    pass
-                assert proc.poll() is None and time.monotonic() < deadline, "tidemark died"
-                time.sleep(0.3)
-            yield Side("kc", kc.url, db), tm
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        yield Side("kc", kc.url, db), Side("tm", tm_url, db)
 
 
 def both(
