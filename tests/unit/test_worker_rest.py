@@ -7,6 +7,7 @@ plumbing (headers, bodies, keep-alive, error statuses) is covered too.
 from __future__ import annotations
 
 import logging
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from worker.herder import Herder
 from worker.rest import App, Request, Response, RestServer
 from worker.rest import metrics as worker_metrics
 from worker.rest.client import Client
+from worker.rest.server import base_url
 from worker.rest.status_view import bar, render_status
 
 
@@ -257,6 +259,16 @@ def test_over_a_real_socket(app: App, engines: Engines) -> None:
         assert status == 201 and body["name"] == "s1"
         status, body = client.request("PUT", "/connectors/s1/pause")
         assert status == 202 and body is None
+        # Location is absolute on the host the client addressed, as Kafka Connect's
+        req = urllib.request.Request(
+            f"{server.url}/connectors/s2/config",
+            data=orjson.dumps(memory()),
+            method="PUT",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 201
+            assert resp.headers["Location"] == f"{server.url}/connectors/s2"
         status, body = client.request("GET", "/connectors/none")
         assert status == 404 and body == {"error_code": 404, "message": "Connector none not found"}
         assert client.get(Client.connector_path("s1", "/status"))["name"] == "s1"
@@ -265,6 +277,15 @@ def test_over_a_real_socket(app: App, engines: Engines) -> None:
         assert "s1  memory  PAUSED" in text and "task 0  PAUSED" in text
     finally:
         server.close()
+
+
+def test_base_url_takes_only_a_plain_host_header() -> None:
+    scope: dict[str, Any] = {"scheme": "https"}
+    assert base_url(scope, {"host": "connect.example:8083"}) == "https://connect.example:8083"
+    assert base_url({"scheme": "http"}, {"host": "[::1]:8083"}) == "http://[::1]:8083"
+    for bad in ("", "evil.example/path", "a b", "user@host", "host:port"):
+        assert base_url(scope, {"host": bad}) == "", bad
+    assert base_url(scope, {}) == ""
 
 
 def test_progress_bar() -> None:

@@ -46,6 +46,9 @@ class Request:
     query: dict[str, list[str]] = field(default_factory=dict)
     body: bytes = b""
     headers: Mapping[str, str] = field(default_factory=dict)
+    #: ``scheme://host[:port]`` the client addressed (its Host header), for absolute
+    #: ``Location`` headers as Kafka Connect sends them; empty: paths only
+    base_url: str = ""
 
     def json(self) -> Any:
         if not self.body.strip():
@@ -69,6 +72,12 @@ class Request:
         if text in ("true", "false"):
             return text == "true"
         raise BadRequest(f"Query parameter {name} must be true or false, not {values[-1]!r}")
+
+
+def location(req: Request, name: str) -> str:
+    """The new connector's URL: absolute, on the host the client addressed, as Kafka Connect
+    answers (JAX-RS resolves its path against the request's base URI)."""
+    return f"{req.base_url}/connectors/{quote(name, safe='')}"
 
 
 @dataclass
@@ -475,7 +484,7 @@ class App:
             raise BadRequest("Connector config must be given as a JSON object in 'config'")
         self.check_providers(config)
         info = self.herder.create(name, config, str(body.get("initial_state") or "RUNNING"))
-        return Response(201, info, {"Location": f"/connectors/{quote(name, safe='')}"})
+        return Response(201, info, {"Location": location(req, name)})
 
     def info(self, req: Request, p: dict[str, str]) -> Response:
         return Response(200, self.herder.connector_info(p["connector"]))
@@ -494,7 +503,7 @@ class App:
         self.check_providers(config, name)
         created, info = self.herder.put_config(name, config)
         if created:
-            return Response(201, info, {"Location": f"/connectors/{quote(name, safe='')}"})
+            return Response(201, info, {"Location": location(req, name)})
         return Response(200, info)
 
     def patch_config(self, req: Request, p: dict[str, str]) -> Response:

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 import ssl
 import threading
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -124,7 +126,7 @@ class _Endpoint:
             )
             return
         query = parse_qs(scope["query_string"].decode("latin-1"), keep_blank_values=True)
-        req = Request(method, path, query, b"".join(chunks), headers)
+        req = Request(method, path, query, b"".join(chunks), headers, base_url(scope, headers))
         resp = await loop.run_in_executor(self.pool, self._respond, req)
         await self._send(send, method, resp)
 
@@ -159,6 +161,18 @@ class _Endpoint:
         headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in resp.headers.items()]
         await send({"type": "http.response.start", "status": resp.status, "headers": headers})
         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else data})
+
+
+_HOST = re.compile(r"^[A-Za-z0-9.\-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$")
+
+
+def base_url(scope: Scope, headers: Mapping[str, str]) -> str:
+    """``scheme://host`` from the request's Host header when it is a plain host[:port] (an
+    IPv6 literal in brackets included); otherwise "" and the app answers with paths."""
+    host = headers.get("host", "")
+    if not _HOST.match(host):
+        return ""
+    return f"{'https' if scope.get('scheme') == 'https' else 'http'}://{host}"
 
 
 class RestServer:
