@@ -408,6 +408,11 @@ register_transformation(
     "event_router",
     "outbox_event_router",
 )
+register_transformation(
+    "cdc.transforms.partition_routing:PartitionRouting",
+    "io.debezium.transforms.partitions.PartitionRouting",
+    "partition_routing",
+)
 _KAFKA_TRANSFORMS = "org.apache.kafka.connect.transforms."
 register_transformation("cdc.transforms.filter:DropRecord", _KAFKA_TRANSFORMS + "Filter")
 # Kafka's key/value pairs: Java's nested class names, and snake_case aliases (``insert_field``
