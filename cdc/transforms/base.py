@@ -413,6 +413,11 @@ register_transformation(
     "io.debezium.transforms.partitions.PartitionRouting",
     "partition_routing",
 )
+register_transformation(
+    "cdc.transforms.schema_change_filter:SchemaChangeEventFilter",
+    "io.debezium.transforms.SchemaChangeEventFilter",
+    "schema_change_event_filter",
+)
 _KAFKA_TRANSFORMS = "org.apache.kafka.connect.transforms."
 register_transformation("cdc.transforms.filter:DropRecord", _KAFKA_TRANSFORMS + "Filter")
 # Kafka's key/value pairs: Java's nested class names, and snake_case aliases (``insert_field``

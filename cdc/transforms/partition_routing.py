@@ -43,8 +43,8 @@ _SKIPPED_OPS = ("t", "m")  # truncate, logical message: no row to route by
 
 _Path = tuple[str, ...]
 #: a field's location in one envelope schema: the path (``change`` resolved per record) and
-#: the schema of the value at its end
-_Resolved = tuple[_Path, Schema]
+#: the schema of the value at its end (None: the last field is not in the schema)
+_Resolved = tuple[_Path, Schema | None]
 
 
 class PartitionRouting(Transformation):
@@ -94,6 +94,8 @@ class PartitionRouting(Transformation):
             if spec is None:
                 continue
             field_value = self._read(value, spec[0], path)
+            if spec[1] is None:
+                continue
             if field_value is None:
                 field_value = spec[1].default  # Connect's Struct.get reads null as the default
                 if field_value is None:
@@ -114,20 +116,26 @@ class PartitionRouting(Transformation):
 
     def _resolve(self, schema: Schema, change_side: str) -> tuple[_Resolved | None, ...]:
         """Each configured field's path and value schema in ``schema``, with ``change`` read
-        as ``change_side``; None where the schema has no such field (Debezium skips it)."""
+        as ``change_side``. None where a struct on the way is missing (Debezium skips the
+        field); a missing last field keeps the path with no schema, since Debezium walks the
+        structs first and fails on a null one before it finds the field missing."""
         out: list[_Resolved | None] = []
         for path in self._fields:
             current: Schema | None = schema
             names: list[str] = []
             for i, part in enumerate(path):
-                name = change_side if part == "change" and i < len(path) - 1 else part
-                if current is None or current.type is not Type.STRUCT:
+                last = i == len(path) - 1
+                name = change_side if part == "change" and not last else part
+                field = current.field(name) if current is not None else None
+                names.append(name)
+                if field is None or (not last and field.schema.type is not Type.STRUCT):
                     current = None
                     break
-                field = current.field(name)
-                current = field.schema if field is not None else None
-                names.append(name)
-            out.append((tuple(names), current) if current is not None else None)
+                current = field.schema
+            if current is None and len(names) < len(path):
+                out.append(None)
+            else:
+                out.append((tuple(names), current))
         return tuple(out)
 
     @staticmethod

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import psycopg
@@ -40,7 +40,9 @@ from bench.compare.common import stop_process
 from cdc.transforms import TransformConfigError
 from tests.integration.conftest import PgInfo
 from tests.integration.debezium_server import debezium_server
+from tests.integration.kafka_connect import KafkaConnectWorker
 from tests.integration.pg_harness import PgHarness, RunningConnector
+from worker.rest.client import Client
 
 #: the text that marks a scenario's last rows, which each side's reader waits for
 SENTINEL = b'"sentinel"'
@@ -63,6 +65,8 @@ class Scenario:
     sentinels: int
     #: partitions of a table's topic, where not 1
     partitions: Mapping[str, int] = field(default_factory=dict)
+    #: tidemark's connector config beyond the harness's own (e.g. ``envelope.version``)
+    tidemark_config: Mapping[str, str] = field(default_factory=dict)
 
 
 #: top-level value fields whose content is the tool's own (see the module docstring)
@@ -332,6 +336,76 @@ def _wait(
         time.sleep(0.5)
 
 
+class _JvmSide(Protocol):
+    """Where Debezium's connector and the chain run: started, watched, stopped."""
+
+    name: str
+
+    def check(self) -> None:
+        """Raise with the JVM's own words if the connector is no longer running."""
+
+    def log_tail(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+class _DebeziumServer:
+    """Debezium Server 3.6 with its Kafka sink. The sink sends every record without a
+    partition (the producer partitions by key), so a transform's chosen partition is lost:
+    use :class:`_KafkaConnect` for PartitionRouting."""
+
+    name = "Debezium Server"
+
+    def __init__(self, props: dict[str, str], workdir: Path) -> None:
+        home, java = debezium_server()
+        self.run = debezium.start(home, java, workdir, props)
+
+    def check(self) -> None:
+        if self.run.proc.poll() is not None:
+            raise AssertionError(
+                f"Debezium Server exited ({self.run.proc.returncode}):\n{self.run.log_tail(60)}"
+            )
+
+    def log_tail(self) -> str:
+        return self.run.log_tail(60)
+
+    def stop(self) -> None:
+        stop_process(self.run.proc, timeout=60)
+        self.run.log.close()
+
+
+class _KafkaConnect:
+    """Debezium's PostgreSQL connector in a real Kafka Connect 4.1.1 worker, which writes
+    each record to the partition the transforms chose (``SourceRecord.kafkaPartition``)."""
+
+    name = "Kafka Connect"
+
+    def __init__(self, kafka: str, workdir: Path, config: dict[str, str]) -> None:
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.worker = KafkaConnectWorker(kafka, workdir).__enter__()
+        self.client = Client(self.worker.url, timeout=30)
+        self.connector = "dbz-smt-parity"
+        try:
+            self.client.call("POST", "/connectors", {"name": self.connector, "config": config})
+        except BaseException:
+            self.stop()
+            raise
+
+    def check(self) -> None:
+        code, status = self.client.request("GET", Client.connector_path(self.connector, "/status"))
+        if code == 404:  # not assigned yet
+            return
+        for part in [status.get("connector", {}), *status.get("tasks", [])]:
+            if part.get("state") == "FAILED":
+                raise AssertionError(f"Debezium's connector failed:\n{part.get('trace')}")
+
+    def log_tail(self) -> str:
+        return "\n".join(self.worker.log().splitlines()[-60:])
+
+    def stop(self) -> None:
+        self.worker.__exit__(None, None, None)
+
+
 def run_parity(
     pg: PgInfo,
     kafka: str,
@@ -339,10 +413,12 @@ def run_parity(
     request: pytest.FixtureRequest,
     chain: Mapping[str, str],
     scenario: Scenario,
+    *,
+    jvm: str = "debezium-server",
 ) -> list[str]:
-    """Run ``chain`` in Debezium Server and in tidemark over the same changes; return the
-    differences (empty when the topics agree)."""
-    home, java = debezium_server()
+    """Run ``chain`` in Debezium's connector (in Debezium Server, or with
+    ``jvm="kafka-connect"`` in a Kafka Connect worker) and in tidemark over the same changes;
+    return the differences (empty when the topics agree)."""
     h = PgHarness(pg, kafka, f"smtp_{uuid.uuid4().hex[:8]}")
     request.addfinalizer(h.dispose)  # the database and both slots, also on a failure
     tag = uuid.uuid4().hex[:6]
@@ -372,48 +448,72 @@ def run_parity(
             "publication.autocreate.mode": "disabled",
             "table.include.list": include,
             "snapshot.mode": "initial",
+            **scenario.tidemark_config,
             **chain,
         }
     )
     workdir = tmp_path / "debezium"
-    props = debezium.properties(
-        env={
-            "TIDEMARK_KAFKA_BOOTSTRAP": kafka,
-            "TIDEMARK_PG_HOST": pg.host,
-            "TIDEMARK_PG_PORT": str(pg.port),
-            "TIDEMARK_PG_USER": pg.user,
-            "TIDEMARK_PG_PASSWORD": pg.password,
-        },
-        db=h.dbname,
-        slot=f"{h.dbname}_dbz",
-        publication=publication,
-        topic_prefix=dbz_prefix,
-        snapshot_mode="initial",
-        queue={"poll.interval.ms": 100},
-        producer={"acks": "all", "linger.ms": 5},
-        offsets_file=workdir / "offsets.dat",
-        offset_flush_ms=1000,
-        http_port=debezium.new_http_port(),
-        table_include=include,
-    )
-    props.update(HEADER_FORMAT)
-    props.update({f"debezium.{k}": _java_property(v) for k, v in chain.items()})
-
     tm: RunningConnector | None = None
     try:
         tm = h.start(cfg)
     except TransformConfigError as exc:
         pytest.fail(f"tidemark rejects the transform chain: {exc}", pytrace=False)
-    run = debezium.start(home, java, workdir, props)
+    side: _JvmSide | None = None
     try:
+        if jvm == "kafka-connect":
+            side = _KafkaConnect(
+                kafka,
+                workdir,
+                {
+                    "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+                    "tasks.max": "1",
+                    "plugin.name": "pgoutput",
+                    "database.hostname": pg.host,
+                    "database.port": str(pg.port),
+                    "database.user": pg.user,
+                    "database.password": pg.password,
+                    "database.dbname": h.dbname,
+                    "slot.name": f"{h.dbname}_dbz",
+                    "publication.name": publication,
+                    "publication.autocreate.mode": "disabled",
+                    "topic.prefix": dbz_prefix,
+                    "table.include.list": include,
+                    "snapshot.mode": "initial",
+                    # Debezium's four __debezium.context.* headers; tidemark writes none
+                    "extended.headers.enabled": "false",
+                    **chain,
+                },
+            )
+        else:
+            props = debezium.properties(
+                env={
+                    "TIDEMARK_KAFKA_BOOTSTRAP": kafka,
+                    "TIDEMARK_PG_HOST": pg.host,
+                    "TIDEMARK_PG_PORT": str(pg.port),
+                    "TIDEMARK_PG_USER": pg.user,
+                    "TIDEMARK_PG_PASSWORD": pg.password,
+                },
+                db=h.dbname,
+                slot=f"{h.dbname}_dbz",
+                publication=publication,
+                topic_prefix=dbz_prefix,
+                snapshot_mode="initial",
+                queue={"poll.interval.ms": 100},
+                producer={"acks": "all", "linger.ms": 5},
+                offsets_file=workdir / "offsets.dat",
+                offset_flush_ms=1000,
+                http_port=debezium.new_http_port(),
+                table_include=include,
+            )
+            props.update(HEADER_FORMAT)
+            props.update({f"debezium.{k}": _java_property(v) for k, v in chain.items()})
+            side = _DebeziumServer(props, workdir)
+        jvm_side = side
 
         def alive() -> None:
             if tm is not None and tm.errors:
                 raise AssertionError(f"the tidemark connector failed: {tm.errors[0]!r}")
-            if run.proc.poll() is not None:
-                raise AssertionError(
-                    f"Debezium Server exited ({run.proc.returncode}):\n{run.log_tail(60)}"
-                )
+            jvm_side.check()
 
         for prefix in (dbz_prefix, tm_prefix):  # both slots exist, both snapshots are done
             snapshot = partial(has_records, kafka, prefix, scenario.snapshot_rows, is_any)
@@ -424,16 +524,19 @@ def run_parity(
             sentinels = partial(has_records, kafka, prefix, scenario.sentinels, is_sentinel)
             _wait(f"the sentinels on {prefix}.*", sentinels, alive, timeout=120)
         time.sleep(1)  # anything a side wrongly writes after its sentinels shows up too
-        jvm, py = collect(kafka, dbz_prefix), collect(kafka, tm_prefix)
+        jvm_topics, py = collect(kafka, dbz_prefix), collect(kafka, tm_prefix)
     except BaseException:
-        print(run.log_tail(60))
+        if side is not None:
+            print(side.log_tail())
         raise
     finally:
-        stop_process(run.proc, timeout=60)
-        run.log.close()
+        if side is not None:
+            side.stop()
         if tm is not None:
             tm.stop()
-    for side, topics in (("Debezium", jvm), ("tidemark", py)):
-        print(f"{side}: " + ", ".join(f"{t} {len(r)}" for t, r in topics.items()))
-    assert sum(len(r) for r in jvm.values()) > scenario.snapshot_rows, "Debezium wrote no changes"
-    return differences(jvm, py)
+    for name, topics in (("Debezium", jvm_topics), ("tidemark", py)):
+        print(f"{name}: " + ", ".join(f"{t} {len(r)}" for t, r in topics.items()))
+    assert sum(len(r) for r in jvm_topics.values()) > scenario.snapshot_rows, (
+        "Debezium wrote no changes"
+    )
+    return differences(jvm_topics, py)

@@ -130,6 +130,15 @@ def test_a_path_through_a_null_struct_fails_naming_the_field() -> None:
         t.apply(change("c", None, {"id": 1, "customer": "a"}))
 
 
+def test_a_missing_field_behind_a_null_struct_still_fails_as_in_debezium() -> None:
+    """Debezium walks the structs before it looks for the field: ``after.nope`` is skipped
+    while ``after`` is set and fails the task on a delete."""
+    t = routing(**{"partition.payload.fields": "after.nope,source.nope,op"})
+    assert t.apply(change("c", None, {"id": 1, "customer": "a"})).kafka_partition == 99 % 4
+    with pytest.raises(TransformError, match=r"after\.nope passes through after"):
+        t.apply(change("d", {"id": 1, "customer": "a"}, None))
+
+
 def test_tombstones_truncates_and_other_records_pass_unchanged() -> None:
     t = routing(**{"partition.payload.fields": "op"})
     tombstone = change("d", None, None).with_(value=None)
