@@ -803,7 +803,8 @@ class EventDispatcher:
                 )
             )
             self.phase.total_events_seen += 1
-        if not records:
+        if not records:  # no captured table: moves the position, as a skipped truncate does
+            self._position(ev.offset)
             return
         # one event, a record per table: only the last one's offset may be stored
         records[-1].continued = False

@@ -31,13 +31,14 @@ from cdc.spi import (
     SourceEvent,
     Table,
     TableId,
+    TableTruncated,
     TransactionBegin,
     TransactionEnd,
 )
 from connectors.mysql import binlog_decoder as raw
 from connectors.mysql import connection as ev
 from connectors.mysql import ddl
-from connectors.mysql.ddl_model import DropTables, NotTableDdl, UseDatabase
+from connectors.mysql.ddl_model import DropTables, NotTableDdl, TruncateTable, UseDatabase
 from connectors.mysql.errors import (
     EventDeserializationFailed,
     InconsistentSchema,
@@ -449,13 +450,26 @@ class BinlogProcessor:
         db: str | None,
         source: dict[str, Any],
         offset: dict[str, Any],
-    ) -> list[SchemaChange]:
+    ) -> list[SchemaChange | TableTruncated]:
         """One schema change event per database the statement touches (seed §2.1.3). They
         share the statement's offset, which says the statement was delivered whole: all but
-        the last are ``continued``, so the offset is stored only with the last."""
+        the last are ``continued``, so the offset is stored only with the last.
+
+        ``TRUNCATE TABLE`` is a truncate event of the table (``op: t``, dropped by the
+        default ``skipped.operations=t``), as Debezium 2.x+ emits it. Under
+        ``envelope.version=3`` that is all, as in Debezium 3.x; under ``1.2`` the statement
+        also goes to the schema change topic, as Debezium 1.2 wrote every DDL there."""
         keep = self.state.database_filter
         out: list[SchemaChange] = []
+        truncates: list[TableTruncated] = []
         for a in applied:
+            if isinstance(a.statement, TruncateTable):
+                tid = self.state.schema.known_id(a.statement.name, db)
+                truncates.append(
+                    TableTruncated([tid], {**source, "db": tid.catalog or ""}, offset, self.txn_id)
+                )
+                if self.state.cfg.get("envelope.version") == "3":
+                    continue
             dbs = sorted({t.catalog or "" for t in a.table_ids}) or [a.database or db or ""]
             if len(dbs) > 1 and isinstance(a.statement, DropTables):
                 for d in dbs:
@@ -482,9 +496,11 @@ class BinlogProcessor:
                         changes=a.changes,
                     )
                 )
-        for event in out[:-1]:
+        # the truncate last: its offset, stored once it is delivered, says the statement's
+        # schema change events (if any) were delivered too
+        for event in out[: len(out) - 1 + len(truncates)]:
             event.continued = True
-        return out
+        return [*out, *truncates]
 
     # -- rows -----------------------------------------------------------------------------------
     def rows(self, event: Any) -> None:

@@ -188,6 +188,19 @@ class MySqlSchema:
     def _id(self, name: Name, current_db: str | None) -> TableId:
         return TableId(name.db or current_db, None, name.table)
 
+    def known_id(self, name: Name, current_db: str | None) -> TableId:
+        """The id of a table a statement names, spelled as the table is registered when
+        only the case differs (a statement may write a name in any case where the server
+        compares names without it)."""
+        tid = self._id(name, current_db)
+        if tid in self.tables:
+            return tid
+        folded = ((tid.catalog or "").lower(), tid.table.lower())
+        for known in self.tables:
+            if ((known.catalog or "").lower(), known.table.lower()) == folded:
+                return known
+        return tid
+
     def _charset_for(self, db: str | None, explicit: str | None) -> str:
         return explicit or (self.db_charsets.get(db or "") or self.default_charset)
 

@@ -1,7 +1,7 @@
 """The shared connector conformance suite (cdc/testing/conformance.py) on MariaDB.
 
-TRUNCATE is DDL in MySQL: it reaches the schema change topic, not the table topic (Debezium's
-MySQL connector emits no ``t`` events), so the truncate check does not apply."""
+TRUNCATE is DDL in MySQL, read from the binlog's query event; as in Debezium 2.x+, it becomes
+a ``t`` event of the table unless ``skipped.operations`` has ``t`` (the default)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.mariadb, pytest.mark.kafka]
 
 
 class MySqlTarget:
-    supports_truncate = False
+    supports_truncate = True
 
     def __init__(self, h: MySqlHarness) -> None:
         self.h = h
