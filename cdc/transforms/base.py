@@ -414,6 +414,11 @@ register_transformation(
     "partition_routing",
 )
 register_transformation(
+    "cdc.transforms.timezone:TimezoneConverter",
+    "io.debezium.transforms.TimezoneConverter",
+    "timezone_converter",
+)
+register_transformation(
     "cdc.transforms.schema_change_filter:SchemaChangeEventFilter",
     "io.debezium.transforms.SchemaChangeEventFilter",
     "schema_change_event_filter",

@@ -31,13 +31,17 @@ pytestmark = [pytest.mark.postgres, pytest.mark.kafka]
 _TOPIC_MATCHES = "org.apache.kafka.connect.transforms.predicates.TopicNameMatches"
 
 CHAIN: dict[str, str] = {
-    "predicates": "onP,onM,tomb",
+    "predicates": "onP,onM,onT,onI,tomb",
     "predicates.onP.type": _TOPIC_MATCHES,
     "predicates.onP.pattern": r".*\.dz_p",
     "predicates.onM.type": _TOPIC_MATCHES,
     "predicates.onM.pattern": r".*\.dz_m",
+    "predicates.onT.type": _TOPIC_MATCHES,
+    "predicates.onT.pattern": r".*\.dz_t",
+    "predicates.onI.type": _TOPIC_MATCHES,
+    "predicates.onI.pattern": r".*\.dz_i",
     "predicates.tomb.type": "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone",
-    "transforms": "dropTombstones,routeJava,routeMurmur",
+    "transforms": "dropTombstones,routeJava,routeMurmur,tzAll,tzInc",
     "transforms.dropTombstones.type": "org.apache.kafka.connect.transforms.Filter",
     "transforms.dropTombstones.predicate": "tomb",
     "transforms.routeJava.type": "io.debezium.transforms.partitions.PartitionRouting",
@@ -49,11 +53,22 @@ CHAIN: dict[str, str] = {
     "transforms.routeMurmur.partition.payload.fields": "change.id,change.n,op,source.missing",
     "transforms.routeMurmur.partition.topic.num": "3",
     "transforms.routeMurmur.partition.hash.function": "murmur",
+    "transforms.tzAll.type": "io.debezium.transforms.TimezoneConverter",
+    "transforms.tzAll.predicate": "onT",
+    "transforms.tzAll.converted.timezone": "America/New_York",
+    "transforms.tzInc.type": "io.debezium.transforms.TimezoneConverter",
+    "transforms.tzInc.predicate": "onI",
+    "transforms.tzInc.converted.timezone": "+05:30",
+    # Debezium's list syntax: a rule without a prefix takes the one before it
+    "transforms.tzInc.include.list": "source:dz_i:at,dz_i:atz",
 }
 
 TABLES: dict[str, str] = {
     "dz_p": "id int PRIMARY KEY, customer text NOT NULL, amount numeric(10,2), note text",
     "dz_m": "id int PRIMARY KEY, n bigint, label text",
+    "dz_t": "id int PRIMARY KEY, at timestamp, at3 timestamp(3), atz timestamptz, "
+    "ttz timetz, d date, t time, label text",
+    "dz_i": "id int PRIMARY KEY, at timestamp, atz timestamptz, other timestamp, label text",
 }
 
 _CUSTOMERS = ["acme", "globex", "initech", "umbrella", "héllo wörld", "日本", "x" * 40, ""]
@@ -63,8 +78,20 @@ BEFORE_START = [
     "i * 1.25, 'n' || i FROM generate_series(1, 12) i",
     "INSERT INTO dz_m SELECT i, i * 1000000007::bigint - 5000000000, 'l' || i "
     "FROM generate_series(1, 12) i",
+    # New York's spring-forward gap (02:30 does not exist), its autumn overlap (01:30 twice),
+    # before 1970, before New York's standard time (local mean time, -04:56:02), infinity
+    "INSERT INTO dz_t VALUES "
+    "(1, '2024-03-10 02:30:00', '2024-03-10 02:30:00.123', '2024-03-10 07:30:00+00', "
+    "'10:20:30.123+02', '2024-03-10', '02:30', 'gap'), "
+    "(2, '2024-11-03 01:30:00.5', '2024-11-03 01:30:00', '2024-11-03 05:30:00.5+00', "
+    "'23:59:59+00', '2024-11-03', '01:30', 'overlap'), "
+    "(3, '1969-12-31 23:59:59.9995', NULL, '1880-06-01 12:00:00+00', NULL, NULL, NULL, 'old'), "
+    "(4, 'infinity', '-infinity', '2024-07-01 12:00:00.000001+00', '00:00:00-05:30', "
+    "'2024-07-01', '23:59:59.999999', 'edges')",
+    "INSERT INTO dz_i VALUES (1, '2024-01-05 10:20:30.123456', '2024-01-05 10:20:30+00', "
+    "'2024-01-05 10:20:30', 'a'), (2, NULL, NULL, NULL, 'b')",
 ]
-SNAPSHOT_ROWS = 24
+SNAPSHOT_ROWS = 30
 
 CHANGES: list[list[str]] = [
     *(
@@ -81,11 +108,18 @@ CHANGES: list[list[str]] = [
     ["UPDATE dz_m SET n = n * 2 WHERE id % 3 = 0"],
     ["UPDATE dz_m SET id = id + 1000 WHERE id = 5"],
     ["DELETE FROM dz_m WHERE id IN (7, 8, 100)"],
+    ["UPDATE dz_t SET at = at + interval '1 hour', atz = atz + interval '1 day' WHERE id < 3"],
+    ["UPDATE dz_t SET at = '2000-02-29 12:00', ttz = '12:00:00+14' WHERE id = 4"],
+    ["DELETE FROM dz_t WHERE id = 3"],
+    ["UPDATE dz_i SET at = '1999-12-31 23:59:59', atz = now(), other = now() WHERE id = 2"],
+    ["DELETE FROM dz_i WHERE id = 1"],
     # the records each side's reader waits for: one per table
     ["INSERT INTO dz_p VALUES (9999, 'sentinel', 0, 'sentinel')"],
     ["INSERT INTO dz_m VALUES (9999, 9999, 'sentinel')"],
+    ["INSERT INTO dz_t (id, label) VALUES (9999, 'sentinel')"],
+    ["INSERT INTO dz_i (id, label) VALUES (9999, 'sentinel')"],
 ]
-SENTINELS = 2
+SENTINELS = 4
 
 
 def test_debezium_smts_match_debezium_server(
