@@ -1,8 +1,9 @@
-"""Debezium's own SMTs in tidemark produce the records Debezium Server 3.6's produce.
+"""Debezium's own SMTs in tidemark produce the records Debezium 3.6's produce.
 
 Same harness as the Kafka transforms' parity test (``smt_parity.py``): one chain, written once
-with Debezium's property names, runs in the real Debezium Server and in tidemark over the same
-PostgreSQL tables (snapshot, then inserts, updates, a primary key change and deletes); every
+with Debezium's property names, runs in Debezium's PostgreSQL connector inside a real Kafka
+Connect 4.1.1 worker (Debezium Server's Kafka sink would drop the partition PartitionRouting
+chooses) and in tidemark over the same PostgreSQL tables (snapshot, then inserts, updates, a primary key change and deletes); every
 topic is compared record by record, partition by partition.
 
 * ``PartitionRouting`` (``dz_p``, ``java`` hash over a text, the table name and a decimal;
@@ -122,7 +123,7 @@ CHANGES: list[list[str]] = [
 SENTINELS = 4
 
 
-def test_debezium_smts_match_debezium_server(
+def test_debezium_smts_match_debezium_in_kafka_connect(
     postgres: PgInfo, kafka: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     scenario = Scenario(
@@ -136,6 +137,5 @@ def test_debezium_smts_match_debezium_server(
     )
     diffs = run_parity(postgres, kafka, tmp_path, request, CHAIN, scenario, jvm="kafka-connect")
     assert not diffs, (
-        "tidemark's records differ from Debezium's SMTs in Debezium Server:\n\n"
-        + "\n\n".join(diffs)
+        "tidemark's records differ from Debezium's SMTs in Kafka Connect:\n\n" + "\n\n".join(diffs)
     )
