@@ -3,8 +3,9 @@
 Same harness as the Kafka transforms' parity test (``smt_parity.py``): one chain, written once
 with Debezium's property names, runs in Debezium's PostgreSQL connector inside a real Kafka
 Connect 4.1.1 worker (Debezium Server's Kafka sink would drop the partition PartitionRouting
-chooses) and in tidemark over the same PostgreSQL tables (snapshot, then inserts, updates, a primary key change and deletes); every
-topic is compared record by record, partition by partition.
+chooses) and in tidemark over the same PostgreSQL tables (snapshot, then inserts, updates, a
+primary key change and deletes); every topic is compared record by record, partition by
+partition.
 
 * ``PartitionRouting`` (``dz_p``, ``java`` hash over a text, the table name and a decimal;
   ``dz_m``, ``murmur`` over an int, a bigint and ``op``): three-partition topics, so each
