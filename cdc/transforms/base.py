@@ -69,6 +69,12 @@ class Transformation(ABC):
     @abstractmethod
     def configure(self, config: Mapping[str, str]) -> None: ...
 
+    def connector_context(self, connector_config: Mapping[str, Any]) -> None:
+        """Called before :meth:`configure` with the whole connector config, for a transform
+        whose defaults follow the connector's (``ExtractNewRecordState`` takes Debezium
+        3.x's defaults under ``envelope.version=3``). Most ignore it."""
+        return None
+
     @abstractmethod
     def apply(self, record: SourceRecord) -> SourceRecord | None:
         """Return the (possibly new) record, or None to drop it. Must not mutate ``record``:
@@ -524,6 +530,7 @@ def _instantiate(
     base: type[P],
     kind: str,
     errors: list[tuple[str, str]],
+    connector_config: Mapping[str, Any] | None = None,
 ) -> P | None:
     type_name = sub.get("type", "").strip()
     if not type_name:
@@ -534,6 +541,8 @@ def _instantiate(
         errors.append((prefix + "type", cls))
         return None
     plugin = cls()
+    if connector_config is not None and isinstance(plugin, Transformation):
+        plugin.connector_context(connector_config)
     try:
         plugin.configure(sub)
     except TransformConfigError as exc:
@@ -590,7 +599,7 @@ def build_chain(connector_config: Mapping[str, Any]) -> TransformChain:
                     )
                 )
         transformation = _instantiate(
-            sub, prefix, _TRANSFORMS, _TRANSFORM_BASE, "transformation", errors
+            sub, prefix, _TRANSFORMS, _TRANSFORM_BASE, "transformation", errors, connector_config
         )
         if transformation is not None:
             stages.append(Stage(alias, transformation, predicate, negate))

@@ -4,7 +4,10 @@ Sinks (JDBC, search indexes, the Spark apply job) want rows, not ``before``/``af
 this SMT emits ``after`` for creates, updates and snapshot reads, and decides per
 ``delete.handling.mode`` what a delete becomes. The Debezium 1.x keys (``drop.tombstones``,
 ``delete.handling.mode``) are the primary ones, matching the seed documents; the 2.x key
-``delete.tombstone.handling.mode`` is accepted and mapped onto them.
+``delete.tombstone.handling.mode`` is accepted and mapped onto them. Without any of them the
+default is the seed's (1.x: deletes and tombstones dropped), except on a connector with
+``envelope.version=3``, which gets Debezium 3.x's (``tombstone``: a delete becomes a record
+with a null value, which Debezium's JDBC sink and other consumers read as the row's delete).
 
 Metadata requested by ``add.fields`` / ``add.headers`` is resolved against the envelope schema
 once and cached with the derived value schema, so a record costs one dict copy at most. Output
@@ -109,6 +112,7 @@ class _Plan:
 
 class ExtractNewRecordState(Transformation):
     def __init__(self) -> None:
+        self._debezium_3 = False
         self._drop_tombstones = True
         self._delete_mode = "drop"
         self._fields: tuple[FieldReference, ...] = ()
@@ -117,10 +121,19 @@ class ExtractNewRecordState(Transformation):
         self._tombstone_op_header: str | None = None
         self._plans: SchemaCache[_Plan] = SchemaCache()
 
+    def connector_context(self, connector_config: Mapping[str, Any]) -> None:
+        self._debezium_3 = str(connector_config.get("envelope.version", "")).strip() == "3"
+
     def configure(self, config: Mapping[str, str]) -> None:
         cfg = PluginConfig(config)
         self._drop_tombstones = cfg.boolean("drop.tombstones", True)
         self._delete_mode = cfg.choice("delete.handling.mode", ("drop", "rewrite", "none"), "drop")
+        legacy = cfg.raw("drop.tombstones") or cfg.raw("delete.handling.mode")
+        if self._debezium_3 and not legacy and not cfg.raw("delete.tombstone.handling.mode"):
+            # Debezium 3.x's default (delete.tombstone.handling.mode=tombstone): a delete
+            # becomes a record with a null value, which sinks read as a delete; 1.x's default
+            # (the seed's) drops it
+            self._drop_tombstones, self._delete_mode = _TOMBSTONE_MODES["tombstone"]
         if cfg.raw("delete.tombstone.handling.mode"):
             mode = cfg.choice(
                 "delete.tombstone.handling.mode", tuple(_TOMBSTONE_MODES), "tombstone"

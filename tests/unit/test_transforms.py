@@ -186,6 +186,33 @@ def test_unwrap_default_drops_deletes_and_tombstones() -> None:
     assert smt.apply(tombstone()) is None
 
 
+@pytest.mark.parametrize("version", ["3", " 3 "])
+def test_unwrap_default_under_debezium_3_turns_a_delete_into_a_null_value(version: str) -> None:
+    """Debezium 3.x's default ``delete.tombstone.handling.mode=tombstone``: the delete is a
+    null value (with the row schema), which the JDBC sink applies as a delete; the tombstone
+    after it is dropped. Without it, a 3.x pipeline would lose every delete downstream."""
+    smt = build_chain(
+        {
+            "envelope.version": version,
+            "transforms": "unwrap",
+            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+        }
+    )
+    deleted = applied(smt, change("d", SALLY, None))
+    assert deleted.value is None and deleted.value_schema is ROW
+    assert smt.apply(tombstone()) is None
+    # the 1.x keys still decide when set
+    legacy = build_chain(
+        {
+            "envelope.version": "3",
+            "transforms": "unwrap",
+            "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState",
+            "transforms.unwrap.delete.handling.mode": "drop",
+        }
+    )
+    assert legacy.apply(change("d", SALLY, None)) is None
+
+
 def test_unwrap_keeps_tombstones_when_asked() -> None:
     smt = unwrap(drop_tombstones="false")
     record = tombstone()
