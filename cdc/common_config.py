@@ -18,6 +18,11 @@ from cdc.config import (
     one_of,
     valid_regex_list,
 )
+from cdc.converters.base import (
+    AVRO_CONVERTER_CLASS,
+    JSON_CONVERTER_CLASS,
+    SIMPLE_CONVERTER_CLASSES,
+)
 from cdc.pipeline import reselect
 from cdc.signals.config import notification_fields, read_only_problems, signal_fields
 
@@ -148,15 +153,17 @@ GROUP_CONVERTERS = "Converters and Transforms"
 GROUP_POST = "Post Processors"
 
 CONVERTER_CLASSES = (
-    "org.apache.kafka.connect.json.JsonConverter",
-    "io.confluent.connect.avro.AvroConverter",
+    JSON_CONVERTER_CLASS,
+    AVRO_CONVERTER_CLASS,
     "json",
     "avro",
+    *SIMPLE_CONVERTER_CLASSES,
 )
 
 
 def _converter(value: Any) -> str | None:
-    if value is None or value in CONVERTER_CLASSES[:2] or str(value).lower() in ("json", "avro"):
+    text = None if value is None else str(value).strip()
+    if text is None or text in CONVERTER_CLASSES or text.lower() in ("json", "avro"):
         return None
     return f"must be one of {', '.join(CONVERTER_CLASSES)} (no other converter is built in)"
 
@@ -520,8 +527,10 @@ def common_def(**defaults: Any) -> ConfigDef:
                 validator=_converter,
                 recommended=CONVERTER_CLASSES,
                 group=GROUP_CONVERTERS,
-                doc="Serialises event keys: JsonConverter (default) or AvroConverter with a "
-                "schema registry; its own settings go in key.converter.*.",
+                doc="Serialises event keys: JsonConverter (default), AvroConverter with a "
+                "schema registry, or one of Kafka's StringConverter, ByteArrayConverter, "
+                "Short/Integer/Long/Float/Double/BooleanConverter; its own settings go in "
+                "key.converter.*.",
             ),
             ConfigField(
                 "value.converter",
@@ -530,8 +539,10 @@ def common_def(**defaults: Any) -> ConfigDef:
                 validator=_converter,
                 recommended=CONVERTER_CLASSES,
                 group=GROUP_CONVERTERS,
-                doc="Serialises event values: JsonConverter (default) or AvroConverter with a "
-                "schema registry; its own settings go in value.converter.*.",
+                doc="Serialises event values: JsonConverter (default), AvroConverter with a "
+                "schema registry, or one of Kafka's StringConverter, ByteArrayConverter, "
+                "Short/Integer/Long/Float/Double/BooleanConverter; its own settings go in "
+                "value.converter.*.",
             ),
             ConfigField(
                 "transforms",

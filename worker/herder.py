@@ -34,7 +34,11 @@ from typing import Any
 import orjson
 
 from cdc.config import ConfigDef, is_secret_key, mask_url_passwords, url_passwords
-from cdc.converters.base import AVRO_CONVERTER_CLASS, JSON_CONVERTER_CLASS
+from cdc.converters.base import (
+    AVRO_CONVERTER_CLASS,
+    JSON_CONVERTER_CLASS,
+    SIMPLE_CONVERTER_CLASSES,
+)
 from cdc.errors import ConfigError
 from cdc.metrics import TaskMetrics
 from cdc.offsets.store import OffsetStore
@@ -858,7 +862,7 @@ class Herder:
         version = tidemark_version()
         transforms, predicates = transform_class_names()
         for kind, names in (
-            ("converter", [JSON_CONVERTER_CLASS, AVRO_CONVERTER_CLASS]),
+            ("converter", [JSON_CONVERTER_CLASS, AVRO_CONVERTER_CLASS, *SIMPLE_CONVERTER_CLASSES]),
             ("transformation", transforms),
             ("predicate", predicates),
         ):

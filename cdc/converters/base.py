@@ -30,6 +30,24 @@ Fix = Callable[[Any], Any]
 
 JSON_CONVERTER_CLASS = "org.apache.kafka.connect.json.JsonConverter"
 AVRO_CONVERTER_CLASS = "io.confluent.connect.avro.AvroConverter"
+STRING_CONVERTER_CLASS = "org.apache.kafka.connect.storage.StringConverter"
+KAFKA_CONVERTERS = "org.apache.kafka.connect.converters."
+#: Kafka's own converters (``cdc.converters.kafka_simple``)
+SIMPLE_CONVERTER_CLASSES = (
+    STRING_CONVERTER_CLASS,
+    *(
+        KAFKA_CONVERTERS + name
+        for name in (
+            "ByteArrayConverter",
+            "BooleanConverter",
+            "ShortConverter",
+            "IntegerConverter",
+            "LongConverter",
+            "FloatConverter",
+            "DoubleConverter",
+        )
+    ),
+)
 
 
 class ConversionError(ValueError):

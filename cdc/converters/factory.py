@@ -9,8 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cdc.converters.base import AVRO_CONVERTER_CLASS, JSON_CONVERTER_CLASS, Converter
+from cdc.converters.base import (
+    AVRO_CONVERTER_CLASS,
+    JSON_CONVERTER_CLASS,
+    SIMPLE_CONVERTER_CLASSES,
+    Converter,
+)
 from cdc.converters.json import JsonConverter
+from cdc.converters.kafka_simple import simple_converter
 
 
 def converter_from_config(cfg: Mapping[str, Any], *, is_key: bool) -> Converter:
@@ -28,6 +34,9 @@ def converter_from_config(cfg: Mapping[str, Any], *, is_key: bool) -> Converter:
     kind = name.lower()
     if name == JSON_CONVERTER_CLASS or kind == "json":
         return JsonConverter(sub, is_key=is_key)
+    simple = simple_converter(name, sub)
+    if simple is not None:
+        return simple  # type: ignore[no-any-return]
     if name == AVRO_CONVERTER_CLASS or kind == "avro":
         from cdc.converters.avro import AvroConverter
 
@@ -37,5 +46,6 @@ def converter_from_config(cfg: Mapping[str, Any], *, is_key: bool) -> Converter:
         return AvroConverter.from_config(sub, is_key=is_key)
     raise ValueError(
         f"unknown converter class {name!r} in '{key}': expected {JSON_CONVERTER_CLASS} (or "
-        f"'json') or {AVRO_CONVERTER_CLASS} (or 'avro')"
+        f"'json'), {AVRO_CONVERTER_CLASS} (or 'avro'), or one of Kafka's "
+        + ", ".join(SIMPLE_CONVERTER_CLASSES)
     )

@@ -44,7 +44,7 @@ from tests.integration.kafka_connect import KafkaConnectWorker
 from tests.integration.pg_harness import PgHarness, RunningConnector
 from worker.rest.client import Client
 
-#: the text that marks a scenario's last rows, which each side's reader waits for
+#: the text that marks a scenario's last rows, which each side's reader waits for, in JSON
 SENTINEL = b'"sentinel"'
 
 
@@ -67,6 +67,8 @@ class Scenario:
     partitions: Mapping[str, int] = field(default_factory=dict)
     #: tidemark's connector config beyond the harness's own (e.g. ``envelope.version``)
     tidemark_config: Mapping[str, str] = field(default_factory=dict)
+    #: the bytes that mark a sentinel record's value (the JSON string ``"sentinel"``)
+    sentinel: bytes = SENTINEL
 
 
 #: top-level value fields whose content is the tool's own (see the module docstring)
@@ -96,7 +98,18 @@ class Rec:
 
 
 def _json(raw: bytes | None) -> Any:
-    return None if raw is None else orjson.loads(raw)
+    """A record's key or value: its JSON, or for other converters' bytes ``{"text": ...}``
+    (UTF-8) or ``{"hex": ...}``, so every byte is still compared."""
+    if raw is None:
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return {"text": raw.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"hex": raw.hex()}
 
 
 def _header(raw: bytes | None) -> str | None:
@@ -215,8 +228,8 @@ def is_any(_value: bytes | None) -> bool:
     return True
 
 
-def is_sentinel(value: bytes | None) -> bool:
-    return value is not None and SENTINEL in value
+def contains(marker: bytes, value: bytes | None) -> bool:
+    return value is not None and marker in value
 
 
 # -- the comparison ----------------------------------------------------------------------------
@@ -521,7 +534,8 @@ def run_parity(
         for statements in scenario.changes:
             _transaction(h, statements)
         for prefix in (dbz_prefix, tm_prefix):
-            sentinels = partial(has_records, kafka, prefix, scenario.sentinels, is_sentinel)
+            found = partial(contains, scenario.sentinel)
+            sentinels = partial(has_records, kafka, prefix, scenario.sentinels, found)
             _wait(f"the sentinels on {prefix}.*", sentinels, alive, timeout=120)
         time.sleep(1)  # anything a side wrongly writes after its sentinels shows up too
         jvm_topics, py = collect(kafka, dbz_prefix), collect(kafka, tm_prefix)
