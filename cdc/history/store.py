@@ -13,7 +13,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -159,8 +159,22 @@ DEFAULT_CHARSET = "default_charset"
 """``Table.extra`` key that holds Debezium's ``defaultCharsetName``."""
 
 
+def _quoted(value: str) -> str:
+    """An ENUM/SET option as Debezium keeps it: the DDL's literal, quotes included."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _unquoted(values: list[str]) -> tuple[str, ...]:
+    """Options read back: Debezium's quoted literals (and earlier tidemark histories' bare
+    values) as the values themselves."""
+    if values and all(len(v) >= 2 and v[0] == v[-1] == "'" for v in values):
+        return tuple(v[1:-1].replace("''", "'") for v in values)
+    return tuple(values)
+
+
 def column_to_dict(column: Column) -> dict[str, Any]:
-    doc: dict[str, Any] = {"name": column.name, "jdbcType": jdbc_type_for(column)}
+    jdbc = column.jdbc_type if column.jdbc_type is not None else jdbc_type_for(column)
+    doc: dict[str, Any] = {"name": column.name, "jdbcType": jdbc}
     if column.native_type is not None:
         doc["nativeType"] = column.native_type
     doc["typeName"] = column.type_name
@@ -173,8 +187,8 @@ def column_to_dict(column: Column) -> dict[str, Any]:
     doc["position"] = column.position + 1  # Debezium's positions start at 1, ours at 0
     doc["optional"] = column.optional
     doc["autoIncremented"] = column.auto_increment
-    doc["generated"] = False
-    doc["comment"] = None
+    doc["generated"] = column.generated
+    doc["comment"] = column.comment
     doc["hasDefaultValue"] = column.has_default
     if column.default is not None:
         # Debezium keeps the default as the DDL expression text.
@@ -182,7 +196,7 @@ def column_to_dict(column: Column) -> dict[str, Any]:
             column.default if isinstance(column.default, str) else str(column.default)
         )
     if column.enum_values is not None:
-        doc["enumValues"] = list(column.enum_values)
+        doc["enumValues"] = [_quoted(v) for v in column.enum_values]
     if column.dimensions:
         doc["dimensions"] = column.dimensions  # tidemark extension; Debezium ignores it
     return doc
@@ -193,7 +207,7 @@ def column_from_dict(doc: Mapping[str, Any], base: int = 1) -> Column:
     (Debezium's 1; 0 in the records earlier tidemark versions wrote)."""
     enum_values = doc.get("enumValues")
     default = doc.get("defaultValueExpression")
-    return Column(
+    column = Column(
         name=doc["name"],
         position=int(doc["position"]) - base,
         type_name=doc["typeName"],
@@ -204,10 +218,17 @@ def column_from_dict(doc: Mapping[str, Any], base: int = 1) -> Column:
         default=default,
         has_default=bool(doc.get("hasDefaultValue", default is not None)),
         auto_increment=bool(doc.get("autoIncremented", False)),
-        enum_values=tuple(enum_values) if enum_values is not None else None,
+        enum_values=_unquoted(list(enum_values)) if enum_values is not None else None,
         charset=doc.get("charsetName"),
         dimensions=int(doc.get("dimensions", 0)),
+        generated=bool(doc.get("generated", False)),
+        comment=doc.get("comment"),
     )
+    # kept only where it is not what the type name gives, as the connectors set it
+    jdbc = doc.get("jdbcType")
+    if isinstance(jdbc, int) and jdbc != jdbc_type_for(column):
+        column = replace(column, jdbc_type=jdbc)
+    return column
 
 
 def table_to_dict(table: Table) -> dict[str, Any]:

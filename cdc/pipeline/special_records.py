@@ -34,6 +34,7 @@ from cdc.spi import (
     TransactionBegin,
     TransactionEnd,
 )
+from cdc.spi.events import TableChangeEntry
 from cdc.topics import TopicNamer
 
 TX_KEY = struct([("id", STRING)], name="io.debezium.connector.common.TransactionMetadataKey")
@@ -86,14 +87,20 @@ def table_change_schema(version: str) -> Schema:
             ("defaultValueExpression", OPTIONAL_STRING),
             ("enumValues", array(STRING, optional=True)),
         ]
-    column = struct(column_fields, name="io.debezium.connector.schema.Column")
+    # Debezium 3.x's SchemaFactory versions each struct, and a DROP's table is null
+    v3 = version == V3
+    numbered = 1 if v3 else None
+    column = struct(column_fields, name="io.debezium.connector.schema.Column", version=numbered)
     table_fields.append(("columns", array(column)))
-    if version == V3:
+    if v3:
         table_fields.append(("comment", OPTIONAL_STRING))
-    table = struct(table_fields, name="io.debezium.connector.schema.Table")
+    table = struct(
+        table_fields, name="io.debezium.connector.schema.Table", version=numbered, optional=v3
+    )
     return struct(
         [("type", STRING), ("id", STRING), ("table", table)],
         name="io.debezium.connector.schema.Change",
+        version=numbered,
     )
 
 
@@ -138,24 +145,28 @@ class SpecialRecords:
         # Schema change records use the connector's namespace (the seed's MySQL example:
         # io.debezium.connector.mysql.SchemaChangeKey / SchemaChangeValue).
         namespace = (source_schema.name or "io.debezium.connector.common.Source").rsplit(".", 1)[0]
+        numbered = 1 if version == V3 else None  # Debezium 3.x's schema versions
         self.schema_change_key = struct(
-            [("databaseName", STRING)], name=f"{namespace}.SchemaChangeKey"
+            [("databaseName", STRING)], name=f"{namespace}.SchemaChangeKey", version=numbered
         )
         self.version = version
         self.table_change_schema = table_change_schema(version)
         # 1.2: the seed's MySQL order (databaseName, ddl, source) with the SQL Server
-        # section's schemaName and tableChanges; 3.x: Debezium's SchemaFactory order.
+        # section's schemaName and tableChanges; 3.x: Debezium's SchemaFactory order and
+        # optionality (ts_ms required, databaseName optional).
         described: list[tuple[str, Schema]] = [
-            ("databaseName", STRING),
+            ("databaseName", OPTIONAL_STRING if version == V3 else STRING),
             ("schemaName", OPTIONAL_STRING),
             ("ddl", OPTIONAL_STRING),
             ("tableChanges", array(self.table_change_schema)),
         ]
         if version == V3:
-            fields = [("source", source_schema), ("ts_ms", OPTIONAL_INT64), *described]
+            fields = [("source", source_schema), ("ts_ms", INT64), *described]
         else:
             fields = [*described, ("source", source_schema)]
-        self.schema_change_value = struct(fields, name=f"{namespace}.SchemaChangeValue")
+        self.schema_change_value = struct(
+            fields, name=f"{namespace}.SchemaChangeValue", version=numbered
+        )
         self.message_value = struct(
             [
                 ("op", STRING),
@@ -234,6 +245,12 @@ class SpecialRecords:
             offset,
         )
 
+    def _table_change(self, change: TableChangeEntry) -> dict[str, Any]:
+        doc = _shaped(change.to_dict(), self.table_change_schema)
+        if self.version == V3 and doc["type"] == TableChangeType.DROP.value:
+            doc["table"] = None  # Debezium 3.x: a dropped table has no structure
+        return doc
+
     def schema_change(
         self,
         ev: SchemaChange,
@@ -254,7 +271,7 @@ class SpecialRecords:
             "databaseName": database,
             "schemaName": ev.schema,
             "ddl": ev.ddl,
-            "tableChanges": [_shaped(c.to_dict(), self.table_change_schema) for c in changes],
+            "tableChanges": [self._table_change(c) for c in changes],
             "source": self.source_of(ev.source, ev.offset),
         }
         if self.version == V3:

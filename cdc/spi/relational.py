@@ -34,6 +34,13 @@ class Column:
     dimensions: int = 0
     #: the database's raw type modifier (PostgreSQL atttypmod), -1 when none
     type_modifier: int = -1
+    #: ``java.sql.Types`` code where the connector's differs from the one the type name
+    #: gives (Debezium's MySQL parser: TINYINT is SMALLINT, TIMESTAMP is
+    #: TIMESTAMP_WITH_TIMEZONE); None: derived from ``type_name``
+    jdbc_type: int | None = None
+    #: Debezium's ``generated``: the database fills it (AUTO_INCREMENT, SERIAL)
+    generated: bool = False
+    comment: str | None = None
 
 
 @dataclass(frozen=True)

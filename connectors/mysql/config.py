@@ -37,7 +37,12 @@ SNAPSHOT_MODES = (
     "never",
     "schema_only",
     "schema_only_recovery",
+    # Debezium 2.x+'s names for the last two
+    "no_data",
+    "recovery",
 )
+#: ``snapshot.mode`` values that rebuild the schema history (1.x and 2.x+ names)
+RECOVERY_MODES = ("schema_only_recovery", "recovery")
 HANDLING_MODES = ("fail", "warn", "skip")
 TINYINT_BOOLEAN_CONVERTER = "TinyIntOneToBooleanConverter"
 
@@ -256,8 +261,8 @@ MYSQL_FIELDS = ConfigDef(
             doc="When to snapshot: initial (first start only), initial_only (snapshot, then "
             "stop), when_needed (when offsets are missing or the binlog no longer has them), "
             "never (stream only; the binlog must still hold the whole history), schema_only "
-            "(schema, then stream new changes), schema_only_recovery (rebuild a lost schema "
-            "history from the current schema).",
+            "or no_data (schema, then stream new changes), schema_only_recovery or recovery "
+            "(rebuild a lost schema history from the current schema).",
         ),
         ConfigField(
             "snapshot.max.threads",

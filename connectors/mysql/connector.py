@@ -20,7 +20,12 @@ from cdc.spi.debezium_offsets import Translated
 from connectors.mysql import connection_check
 from connectors.mysql import offsets as mysql_offsets
 from connectors.mysql.chunks import MySqlChunkReader
-from connectors.mysql.config import CONFIG_DEF, parse_config, tinyint_boolean_selectors
+from connectors.mysql.config import (
+    CONFIG_DEF,
+    RECOVERY_MODES,
+    parse_config,
+    tinyint_boolean_selectors,
+)
 from connectors.mysql.offsets import validate_offset
 from connectors.mysql.reselect import MySqlReselector
 from connectors.mysql.snapshot import MySqlSnapshot
@@ -100,7 +105,7 @@ class MySqlConnector(Connector):
         mode = self.config["snapshot.mode"]
         if mode == "when_needed":
             return WhenNeeded(lambda offset: position_available(self.state, offset))
-        if mode == "schema_only_recovery":
+        if mode in RECOVERY_MODES:
             return SchemaOnlyRecovery()
         return MODES[mode]()
 

@@ -72,6 +72,21 @@ class Applied:
         return [c.table.id for c in self.changes]
 
 
+#: Debezium's MySQL/MariaDB DDL parsers' ``java.sql.Types`` where they differ from the type
+#: name's usual code (``cdc.history.store.jdbc_type_for``)
+_JDBC_TYPES = {
+    "TINYINT": 5,  # SMALLINT
+    "INT1": 5,
+    "INT3": 4,
+    "MIDDLEINT": 4,
+    "SERIAL": -5,  # BIGINT
+    "FLOAT4": 6,  # FLOAT
+    "DEC": 3,
+    "FIXED": 3,
+    "TIMESTAMP": 2014,  # TIMESTAMP_WITH_TIMEZONE: MySQL's TIMESTAMP is an instant
+}
+
+
 def column_from_spec(
     spec: ColumnSpec, position: int, table_charset: str | None, primary: bool
 ) -> Column:
@@ -79,16 +94,22 @@ def column_from_spec(
     type_name = f"{base} UNSIGNED" if spec.unsigned and base in _NUMERIC else base
     default = spec.default
     charset = None
-    if base in ddl.CHARACTER_TYPES:
+    # JSON is not a character type to Debezium's parser: it has no charset there
+    if base in ddl.CHARACTER_TYPES and base != "JSON":
         charset = spec.charset or table_charset
     optional = spec.nullable if spec.nullable is not None else True
     if primary or spec.primary:
         optional = False
+    length = spec.length
+    if base == "ENUM":
+        length = 1  # Debezium's: one option
+    elif base == "SET" and spec.enum_values is not None:
+        length = max(0, len(spec.enum_values) * 2 - 1)  # Debezium's: options and commas
     return Column(
         name=spec.name,
         position=position,
         type_name=type_name,
-        length=spec.length,
+        length=length,
         scale=spec.scale,
         optional=optional,
         default=None if default is None or default.is_null else default.text,
@@ -96,6 +117,9 @@ def column_from_spec(
         auto_increment=spec.auto_increment,
         enum_values=spec.enum_values,
         charset=charset,
+        jdbc_type=_JDBC_TYPES.get(base),
+        generated=spec.auto_increment,
+        comment=spec.comment,
     )
 
 
@@ -214,9 +238,8 @@ class MySqlSchema:
             source = self.tables.get(self._id(stmt.like, current_db))
             if source is None:
                 raise ddl.DdlParseError(f"CREATE TABLE {tid} LIKE an unknown table {stmt.like}")
-            table = Table(
-                tid, source.columns, source.primary_key, source.comment, dict(source.extra)
-            )
+            # the copy's comment is left unset, as Debezium's parser leaves it
+            table = Table(tid, source.columns, source.primary_key, None, dict(source.extra))
         else:
             charset = self._charset_for(tid.catalog, stmt.charset)
             pk = list(stmt.primary_key) or [c.name for c in stmt.columns if c.primary]

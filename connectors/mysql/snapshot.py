@@ -50,6 +50,7 @@ from cdc.snapshot.driver import select_override as _select_override
 from cdc.spi import SchemaChange, SnapshotSource, SourceContext, Table, TableId
 from connectors.mysql import connection as myconn
 from connectors.mysql import ddl
+from connectors.mysql.config import RECOVERY_MODES
 from connectors.mysql.errors import UnparseableDdl, describe_position
 from connectors.mysql.include_check import check_include_lists
 from connectors.mysql.offsets import BinlogPosition, is_at_or_before
@@ -96,7 +97,7 @@ class MySqlSnapshot(SnapshotSource):
         self, ctx: SourceContext, previous_offset: Mapping[str, Any] | None, include_data: bool
     ) -> dict[str, Any]:
         cfg = self.cfg  # snapshot.delay.ms is applied by the engine before this is called
-        recovery = cfg["snapshot.mode"] == "schema_only_recovery"
+        recovery = cfg["snapshot.mode"] in RECOVERY_MODES
         if recovery and not previous_offset:
             raise FatalError(
                 "snapshot.mode=schema_only_recovery needs stored offsets to recover the schema "
