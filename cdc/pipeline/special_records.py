@@ -36,24 +36,40 @@ from cdc.spi import (
 )
 from cdc.spi.events import TableChangeEntry
 from cdc.topics import TopicNamer
+from cdc.transforms.java_hash import hash_map_order
 
-TX_KEY = struct([("id", STRING)], name="io.debezium.connector.common.TransactionMetadataKey")
-TX_VALUE = struct(
-    [
-        ("status", STRING),
-        ("id", STRING),
-        ("event_count", OPTIONAL_INT64),
-        (
-            "data_collections",
-            array(
-                struct([("data_collection", STRING), ("event_count", INT64)]),
-                optional=True,
-            ),
-        ),
-        ("ts_ms", INT64),
-    ],
-    name="io.debezium.connector.common.TransactionMetadataValue",
-)
+
+def _tx_key(version: int | None) -> Schema:
+    return struct(
+        [("id", STRING)],
+        name="io.debezium.connector.common.TransactionMetadataKey",
+        version=version,
+    )
+
+
+def _tx_value(version: int | None) -> Schema:
+    # Debezium 3.x names (and versions) the per-collection count struct and makes it optional
+    collection = struct(
+        [("data_collection", STRING), ("event_count", INT64)],
+        name="event.collection" if version else None,
+        version=version,
+        optional=bool(version),
+    )
+    return struct(
+        [
+            ("status", STRING),
+            ("id", STRING),
+            ("event_count", OPTIONAL_INT64),
+            ("data_collections", array(collection, optional=True)),
+            ("ts_ms", INT64),
+        ],
+        name="io.debezium.connector.common.TransactionMetadataValue",
+        version=version,
+    )
+
+
+TX_KEY = _tx_key(None)
+TX_VALUE = _tx_value(None)
 HEARTBEAT_KEY = struct([("serverName", STRING)], name="io.debezium.connector.common.ServerNameKey")
 HEARTBEAT_VALUE = struct([("ts_ms", INT64)], name="io.debezium.connector.common.Heartbeat")
 MESSAGE_KEY = struct([("prefix", STRING)], name="io.debezium.connector.postgresql.MessageKey")
@@ -146,6 +162,10 @@ class SpecialRecords:
         # io.debezium.connector.mysql.SchemaChangeKey / SchemaChangeValue).
         namespace = (source_schema.name or "io.debezium.connector.common.Source").rsplit(".", 1)[0]
         numbered = 1 if version == V3 else None  # Debezium 3.x's schema versions
+        self.tx_key = _tx_key(numbered)
+        self.tx_value = _tx_value(numbered)
+        self.heartbeat_key = HEARTBEAT_KEY.with_(version=numbered)
+        self.heartbeat_value = HEARTBEAT_VALUE.with_(version=numbered)
         self.schema_change_key = struct(
             [("databaseName", STRING)], name=f"{namespace}.SchemaChangeKey", version=numbered
         )
@@ -201,9 +221,9 @@ class SpecialRecords:
         }
         return SourceRecord(
             self.namer.transaction_topic,
-            TX_KEY,
+            self.tx_key,
             {"id": ev.transaction_id},
-            TX_VALUE,
+            self.tx_value,
             value,
             partition,
             ev.offset,
@@ -216,7 +236,11 @@ class SpecialRecords:
         per_collection: dict[str, int],
         partition: dict[str, Any],
     ) -> SourceRecord:
-        collections = [{"data_collection": k, "event_count": v} for k, v in per_collection.items()]
+        # in the order Debezium's HashMap of counts lists them
+        collections = [
+            {"data_collection": k, "event_count": per_collection[k]}
+            for k in hash_map_order(list(per_collection))
+        ]
         value = {
             "status": "END",
             "id": ev.transaction_id,
@@ -226,9 +250,9 @@ class SpecialRecords:
         }
         return SourceRecord(
             self.namer.transaction_topic,
-            TX_KEY,
+            self.tx_key,
             {"id": ev.transaction_id},
-            TX_VALUE,
+            self.tx_value,
             value,
             partition,
             ev.offset,
@@ -237,9 +261,9 @@ class SpecialRecords:
     def heartbeat(self, partition: dict[str, Any], offset: dict[str, Any]) -> SourceRecord:
         return SourceRecord(
             self.namer.heartbeat_topic,
-            HEARTBEAT_KEY,
+            self.heartbeat_key,
             {"serverName": self.namer.server},
-            HEARTBEAT_VALUE,
+            self.heartbeat_value,
             {"ts_ms": _now_ms()},
             partition,
             offset,

@@ -276,3 +276,20 @@ HASH_FUNCTIONS: dict[str, Callable[[Schema | None, Any], int]] = {
     "java": java_hash,
     "murmur": murmur_hash,
 }
+
+
+def hash_map_order(keys: list[str]) -> list[str]:
+    """The order a ``java.util.HashMap`` built by putting ``keys`` in turn iterates them:
+    by bucket (``hashCode ^ hashCode >>> 16`` masked to the table size, which doubles past
+    three quarters full from 16), insertion order within a bucket. Debezium counts a
+    transaction's events per table in a HashMap, so its END record lists them in this
+    order."""
+    size = 16
+    while len(keys) > size * 3 // 4:
+        size *= 2
+
+    def bucket(key: str) -> int:
+        h = _string_hash(key) & _M32
+        return (h ^ (h >> 16)) & (size - 1)
+
+    return sorted(keys, key=bucket)  # stable: insertion order within a bucket

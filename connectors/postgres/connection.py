@@ -206,7 +206,13 @@ def load_table(conn: psycopg.Connection[Any], table_id: TableId, oid: int) -> Ta
             )
         )
     pk = tuple(r[0] for r in conn.execute(_PK_SQL, (oid,)).fetchall())
-    return Table(table_id, tuple(cols), pk, extra={"oid": oid})
+    return Table(table_id, tuple(cols), pk, extra={"oid": oid, **data_collection(table_id)})
+
+
+def data_collection(table_id: TableId) -> dict[str, str]:
+    """The table's name in transaction metadata: ``schema.table``, as the seed's AC-63 and
+    Debezium write it (the id's catalog, the database, is not part of it)."""
+    return {"data_collection": f"{table_id.schema}.{table_id.table}"}
 
 
 def load_types(conn: psycopg.Connection[Any], oids: Iterable[int]) -> dict[int, TypeInfo]:

@@ -97,7 +97,11 @@ class PgSchema:
             table_id,
             tuple(cols),
             relation_key(rel, catalog.primary_key),
-            extra={"oid": rel.oid, "replica_identity": rel.replica_identity},
+            extra={
+                "oid": rel.oid,
+                "replica_identity": rel.replica_identity,
+                **pgconn.data_collection(table_id),
+            },
         )
         self.by_oid[rel.oid] = table
         return table

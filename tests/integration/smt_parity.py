@@ -69,6 +69,9 @@ class Scenario:
     tidemark_config: Mapping[str, str] = field(default_factory=dict)
     #: the bytes that mark a sentinel record's value (the JSON string ``"sentinel"``)
     sentinel: bytes = SENTINEL
+    #: ``(topic, key or value) -> the same, normalized`` where a documented difference
+    #: must not count (the topic without its prefix, the record's JSON)
+    normalize: Callable[[str, Any], Any] | None = None
 
 
 #: top-level value fields whose content is the tool's own (see the module docstring)
@@ -190,23 +193,22 @@ def _partitions(kafka: str, prefix: str) -> list[tuple[str, int, int]]:
     ]
 
 
-def collect(kafka: str, prefix: str) -> dict[str, list[Rec]]:
+def collect(
+    kafka: str, prefix: str, normalize: Callable[[str, Any], Any] | None = None
+) -> dict[str, list[Rec]]:
     """Every topic of ``prefix``, named ``<prefix>.…``, with its normalized records; a topic
     of several partitions as one entry per partition, ``<topic>#<partition>``, so the record
     a side put in another partition than the other shows as a difference."""
     out: dict[str, list[Rec]] = {}
     for topic, partition, count in _partitions(kafka, prefix):
         recs = []
-        for offset, key, value, headers in read_all(kafka, topic, partition):
-            recs.append(
-                Rec(
-                    offset,
-                    strip_prefix(_json(key), prefix),
-                    strip_tool_fields(strip_prefix(_json(value), prefix)),
-                    [(str(k), _header(v)) for k, v in headers],
-                )
-            )
         name = strip_prefix(topic, prefix)
+        for offset, key, value, headers in read_all(kafka, topic, partition):
+            k = strip_prefix(_json(key), prefix)
+            v = strip_tool_fields(strip_prefix(_json(value), prefix))
+            if normalize is not None:
+                k, v = normalize(name, k), normalize(name, v)
+            recs.append(Rec(offset, k, v, [(str(k_), _header(v_)) for k_, v_ in headers]))
         out[f"{name}#{partition}" if count > 1 else name] = recs
     return out
 
@@ -538,7 +540,8 @@ def run_parity(
             sentinels = partial(has_records, kafka, prefix, scenario.sentinels, found)
             _wait(f"the sentinels on {prefix}.*", sentinels, alive, timeout=120)
         time.sleep(1)  # anything a side wrongly writes after its sentinels shows up too
-        jvm_topics, py = collect(kafka, dbz_prefix), collect(kafka, tm_prefix)
+        jvm_topics = collect(kafka, dbz_prefix, scenario.normalize)
+        py = collect(kafka, tm_prefix, scenario.normalize)
     except BaseException:
         if side is not None:
             print(side.log_tail())

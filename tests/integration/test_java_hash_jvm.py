@@ -34,7 +34,7 @@ from cdc.schema.model import (
     Schema,
     array,
 )
-from cdc.transforms.java_hash import java_hash, murmur_hash
+from cdc.transforms.java_hash import hash_map_order, java_hash, murmur_hash
 from tests.integration.debezium_server import debezium_server
 
 PROBE = r"""
@@ -87,6 +87,12 @@ public class HashProbe {
         String line;
         while ((line = in.readLine()) != null) {
             int space = line.indexOf(' ');
+            if (line.startsWith("order ")) {
+                java.util.Map<String, Long> m = new java.util.HashMap<>();
+                for (String k : line.substring(space + 1).split(",")) m.put(k, 1L);
+                System.out.println(String.join(",", m.keySet()));
+                continue;
+            }
             Object o = value(line.substring(0, space), line.substring(space + 1));
             System.out.println(o.hashCode() + " " + murmur.hash(o));
         }
@@ -173,3 +179,31 @@ def test_java_and_murmur_hashes_match_the_jvm(tmp_path: Path) -> None:
     assert not wrong, f"{len(wrong)} of {len(checked)} values hash differently:\n" + "\n".join(
         wrong
     )
+
+
+def test_hash_map_order_is_the_jvms(tmp_path: Path) -> None:
+    """Debezium lists a transaction's per-table counts in its HashMap's order."""
+    home, java = debezium_server()
+    util = sorted((home / "lib").glob("debezium-util-*.jar"))
+    javac = shutil.which("javac")
+    assert util and javac
+    source = tmp_path / "HashProbe.java"
+    source.write_text(PROBE)
+    subprocess.run(
+        [javac, "-cp", str(util[0]), "-d", str(tmp_path), str(source)], check=True, timeout=120
+    )
+    sets = [
+        ["public.tx_a", "public.tx_b"],
+        ["s1.a", "s2.a"],
+        [f"inventory.t{i}" for i in range(40)],  # past two resizes
+        ["rs0.db.orders", "rs0.db.customers", "rs0.db.items"],
+    ]
+    proc = subprocess.run(
+        [java, "-cp", f"{util[0]}:{tmp_path}", "HashProbe"],
+        input="".join(f"order {','.join(keys)}\n" for keys in sets),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert proc.stdout.splitlines() == [",".join(hash_map_order(keys)) for keys in sets]
