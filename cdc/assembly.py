@@ -211,6 +211,7 @@ def build_dispatcher(
         sanitize_field_names=bool(sanitize),
         propagate_source_type=cfg["column.propagate.source.type"],
         propagate_source_datatype=cfg["datatype.propagate.source.type"],
+        debezium_3=str(cfg.get("envelope.version")) == "3",
         unavailable_placeholder=str(
             cfg.get("toasted.value.placeholder")
             or cfg.get("unavailable.value.placeholder")

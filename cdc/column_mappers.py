@@ -51,6 +51,9 @@ class _Rule:
     patterns: tuple[re.Pattern[str], ...]
     make: Callable[[Column], ValueFn]
     to_string: bool = False
+    #: the schema parameters Debezium 2.x+ adds to a mapped field (``masked``,
+    #: ``truncateLength``)
+    parameters: tuple[tuple[str, str], ...] = ()
 
 
 def _truncate(n: int) -> Callable[[Column], ValueFn]:
@@ -132,15 +135,25 @@ class ColumnMappers:
                     n = int(m.group(1))
                     if n <= 0:
                         raise ValueError("the length must be a positive integer")
-                    self.rules.append(_Rule(patterns, _truncate(n)))
+                    self.rules.append(
+                        _Rule(patterns, _truncate(n), parameters=(("truncateLength", str(n)),))
+                    )
                 elif m := _MASK.match(key):
-                    self.rules.append(_Rule(patterns, _mask(int(m.group(1))), to_string=True))
+                    self.rules.append(
+                        _Rule(
+                            patterns,
+                            _mask(int(m.group(1))),
+                            to_string=True,
+                            parameters=(("masked", "true"),),
+                        )
+                    )
                 elif m := _HASH.match(key):
                     self.rules.append(
                         _Rule(
                             patterns,
                             _hash(m.group(2), m.group(3), m.group(1) or "v1"),
                             to_string=True,
+                            parameters=(("masked", "true"),),
                         )
                     )
             except ValueError as exc:
@@ -161,6 +174,14 @@ class ColumnMappers:
             return v
 
         return chain
+
+    def parameters(self, table_id: TableId, column: Column) -> dict[str, str]:
+        """The schema parameters the matching rules add (Debezium 2.x+)."""
+        out: dict[str, str] = {}
+        for r in self.rules:
+            if r.parameters and column_matches(r.patterns, table_id, column.name):
+                out.update(r.parameters)
+        return out
 
     def changes_to_string(self, table_id: TableId, column: Column) -> bool:
         """Masks and hashes turn any column into a string column (its schema changes)."""

@@ -152,6 +152,7 @@ class TableSchemaBuilder:
         sanitize_field_names: bool = False,
         propagate_source_type: Sequence[str] = (),
         propagate_source_datatype: Sequence[str] = (),
+        debezium_3: bool = False,
         unavailable_placeholder: str = "__debezium_unavailable_value",
     ) -> None:
         self.provider = provider
@@ -162,6 +163,8 @@ class TableSchemaBuilder:
         self.sanitize = sanitize_field_names
         self.propagate = compile_patterns(propagate_source_type)
         self.propagate_datatype = compile_patterns(propagate_source_datatype)
+        #: Debezium 3.x's extra schema parameters (``envelope.version=3``)
+        self.debezium_3 = debezium_3
         self.placeholder = unavailable_placeholder
 
     def _column(self, table: Table, col: Column) -> _Col | None:
@@ -175,17 +178,28 @@ class TableSchemaBuilder:
                 if self.mappers.changes_to_string(table.id, col):
                     schema = STRING
                 fn = mapper if fn is None else _compose(fn, mapper)
+                if self.debezium_3:
+                    added = self.mappers.parameters(table.id, col)
+                    if added:
+                        schema = schema.with_(parameters={**(schema.parameters or {}), **added})
+        # the type name, length and scale Debezium reports (a connector may know them
+        # better than its catalog's own names: PostgreSQL's JDBC type names and sizes)
+        source_type = getattr(self.provider, "source_type", None)
+        type_name, length, scale = (
+            source_type(table, col) if source_type else (col.type_name, col.length, col.scale)
+        )
         if (self.propagate and column_matches(self.propagate, table.id, col.name)) or (
             # Debezium matches datatype.propagate.source.type against <table id>.<type name>
-            self.propagate_datatype
-            and column_matches(self.propagate_datatype, table.id, col.type_name)
+            self.propagate_datatype and column_matches(self.propagate_datatype, table.id, type_name)
         ):
             params = dict(schema.parameters or {})
-            params["__debezium.source.column.type"] = col.type_name.upper()
-            if col.length is not None:
-                params["__debezium.source.column.length"] = str(col.length)
-            if col.scale is not None:
-                params["__debezium.source.column.scale"] = str(col.scale)
+            params["__debezium.source.column.type"] = type_name.upper()
+            if length is not None:
+                params["__debezium.source.column.length"] = str(length)
+            if scale is not None:
+                params["__debezium.source.column.scale"] = str(scale)
+            if self.debezium_3:
+                params["__debezium.source.column.name"] = col.name
             schema = schema.with_(parameters=params)
         schema = schema.with_(optional=col.optional)
         if col.has_default and col.default is not None:
@@ -233,7 +247,7 @@ class TableSchemaBuilder:
         key_cols = [all_cols[n] for n in key_names if n in all_cols]
         if key_cols:
             key_schema: Schema | None = struct(
-                [(c.field_name, c.schema) for c in key_cols],
+                [(c.field_name, _without_source_type(c.schema)) for c in key_cols],
                 name=self.namer.schema_name(tid, "Key"),
             )
             key_fn: KeyFn = _compile_row_fn(key_cols, f"key_{ident}")[0]
@@ -254,3 +268,15 @@ def _no_key(row: Sequence[Any]) -> None:
 
 def _compose(first: ValueConverter, second: Callable[[Any], Any]) -> ValueConverter:
     return lambda v: second(first(v))
+
+
+_SOURCE_TYPE_PREFIX = "__debezium.source.column."
+
+
+def _without_source_type(schema: Schema) -> Schema:
+    """A key field's schema: Debezium propagates the source type to value fields only."""
+    params = schema.parameters
+    if not params or not any(k.startswith(_SOURCE_TYPE_PREFIX) for k in params):
+        return schema
+    kept = {k: v for k, v in params.items() if not k.startswith(_SOURCE_TYPE_PREFIX)}
+    return schema.with_(parameters=kept or None)

@@ -39,52 +39,131 @@ from cdc.schema.model import (
     primitive,
 )
 from cdc.spi import Column, Table
+from connectors.postgres.oids import (  # re-exported: the type OIDs
+    BIT as BIT,
+)
+from connectors.postgres.oids import (
+    BOOL as BOOL,
+)
+from connectors.postgres.oids import (
+    BPCHAR as BPCHAR,
+)
+from connectors.postgres.oids import (
+    BYTEA as BYTEA,
+)
+from connectors.postgres.oids import (
+    CHAR as CHAR,
+)
+from connectors.postgres.oids import (
+    CIDR as CIDR,
+)
+from connectors.postgres.oids import (
+    DATE as DATE,
+)
+from connectors.postgres.oids import (
+    DATERANGE as DATERANGE,
+)
+from connectors.postgres.oids import (
+    FLOAT4 as FLOAT4,
+)
+from connectors.postgres.oids import (
+    FLOAT8 as FLOAT8,
+)
+from connectors.postgres.oids import (
+    INET as INET,
+)
+from connectors.postgres.oids import (
+    INT2 as INT2,
+)
+from connectors.postgres.oids import (
+    INT4 as INT4,
+)
+from connectors.postgres.oids import (
+    INT4RANGE as INT4RANGE,
+)
+from connectors.postgres.oids import (
+    INT8 as INT8,
+)
+from connectors.postgres.oids import (
+    INT8RANGE as INT8RANGE,
+)
+from connectors.postgres.oids import (
+    INTERVAL as INTERVAL,
+)
+from connectors.postgres.oids import (
+    JSON as JSON,
+)
+from connectors.postgres.oids import (
+    JSONB as JSONB,
+)
+from connectors.postgres.oids import (
+    MACADDR as MACADDR,
+)
+from connectors.postgres.oids import (
+    MACADDR8 as MACADDR8,
+)
+from connectors.postgres.oids import (
+    MONEY as MONEY,
+)
+from connectors.postgres.oids import (
+    NAME as NAME,
+)
+from connectors.postgres.oids import (
+    NUMERIC as NUMERIC,
+)
+from connectors.postgres.oids import (
+    NUMRANGE as NUMRANGE,
+)
+from connectors.postgres.oids import (
+    OID as OID,
+)
+from connectors.postgres.oids import (
+    POINT as POINT,
+)
+from connectors.postgres.oids import (
+    TEXT as TEXT,
+)
+from connectors.postgres.oids import (
+    TIME as TIME,
+)
+from connectors.postgres.oids import (
+    TIMESTAMP as TIMESTAMP,
+)
+from connectors.postgres.oids import (
+    TIMESTAMPTZ as TIMESTAMPTZ,
+)
+from connectors.postgres.oids import (
+    TIMETZ as TIMETZ,
+)
+from connectors.postgres.oids import (
+    TSRANGE as TSRANGE,
+)
+from connectors.postgres.oids import (
+    TSTZRANGE as TSTZRANGE,
+)
+from connectors.postgres.oids import (
+    TSVECTOR as TSVECTOR,
+)
+from connectors.postgres.oids import (
+    UUID as UUID,
+)
+from connectors.postgres.oids import (
+    VARBIT as VARBIT,
+)
+from connectors.postgres.oids import (
+    VARCHAR as VARCHAR,
+)
+from connectors.postgres.oids import (
+    XID as XID,
+)
+from connectors.postgres.oids import (
+    XML as XML,
+)
+from connectors.postgres.source_types import source_type
 
 Conv = Callable[[Any], Any]
 log = logging.getLogger("tidemark.postgres.types")
 
-# Built-in type OIDs (pg_type.h); user types (enums, domains, extensions) are resolved from
-# the catalog by name.
-BOOL = 16
-BYTEA = 17
-CHAR = 18
-NAME = 19
-INT8 = 20
-INT2 = 21
-INT4 = 23
-TEXT = 25
-OID = 26
-XID = 28
-JSON = 114
-XML = 142
-POINT = 600
-FLOAT4 = 700
-FLOAT8 = 701
-MONEY = 790
-MACADDR8 = 774
-MACADDR = 829
-INET = 869
-CIDR = 650
-BPCHAR = 1042
-VARCHAR = 1043
-DATE = 1082
-TIME = 1083
-TIMESTAMP = 1114
-TIMESTAMPTZ = 1184
-INTERVAL = 1186
-TIMETZ = 1266
-BIT = 1560
-VARBIT = 1562
-NUMERIC = 1700
-UUID = 2950
-JSONB = 3802
-INT4RANGE = 3904
-NUMRANGE = 3906
-TSRANGE = 3908
-TSTZRANGE = 3910
-DATERANGE = 3912
-INT8RANGE = 3926
-TSVECTOR = 3614
 
 #: Debezium 3.x's semantic type for tsvector (the server's text); Debezium 1.2 omits the
 #: column (an unknown type), and so does ``envelope.version=1.2``
@@ -726,6 +805,10 @@ class PostgresValueConverters:
 
     def __init__(self, registry: TypeRegistry) -> None:
         self.registry = registry
+
+    def source_type(self, table: Table, column: Column) -> tuple[str, int | None, int | None]:
+        """The type name, length and scale ``column.propagate.source.type`` reports."""
+        return source_type(self.registry, column.native_type or 0, column.type_modifier)
 
     def schema_for(self, table: Table, column: Column) -> Schema | None:
         res = self.registry.resolve(column.native_type or 0, column.type_modifier)
