@@ -10,6 +10,7 @@ how a part is built.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,7 @@ from cdc.record import SourceRecord
 from cdc.schema.table_schema import TableSchemaBuilder
 from cdc.sinks.kafka import KafkaSink
 from cdc.spi import Connector
-from cdc.topics import TopicNamer
+from cdc.topics import TopicNamer, unicode_field_name
 from cdc.transforms import TransformChain, build_chain
 
 
@@ -199,8 +200,13 @@ def build_dispatcher(
         problems.append(("message.key.columns", str(exc)))
     if problems:
         raise ConfigError(problems)
-    sanitize = cfg.get("sanitize.field.names")
-    if sanitize is None:
+    sanitize: bool | Callable[[str], str] | None = cfg.get("sanitize.field.names")
+    adjustment = cfg.get("field.name.adjustment.mode")  # Debezium 2.x+'s name for it
+    if adjustment == "avro_unicode":
+        sanitize = unicode_field_name
+    elif adjustment is not None:
+        sanitize = adjustment == "avro"
+    elif sanitize is None:
         sanitize = "avro" in str(raw.get("value.converter", "")).lower()
     builder = TableSchemaBuilder(
         conn.value_converters(),
@@ -208,7 +214,7 @@ def build_dispatcher(
         column_filter=ColumnFilter(cfg["column.include.list"], cfg["column.exclude.list"]),
         mappers=mappers,
         key_columns=key_columns,
-        sanitize_field_names=bool(sanitize),
+        sanitize_field_names=sanitize if callable(sanitize) else bool(sanitize),
         propagate_source_type=cfg["column.propagate.source.type"],
         propagate_source_datatype=cfg["datatype.propagate.source.type"],
         debezium_3=str(cfg.get("envelope.version")) == "3",

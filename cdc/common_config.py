@@ -24,6 +24,7 @@ from cdc.converters.base import (
     SIMPLE_CONVERTER_CLASSES,
 )
 from cdc.pipeline import reselect
+from cdc.schema.binary_modes import MODES as BINARY_MODES
 from cdc.signals.config import notification_fields, read_only_problems, signal_fields
 
 FAILURE_MODES = ("fail", "warn", "skip", "dead-letter")
@@ -122,7 +123,6 @@ UNSUPPORTED = frozenset(
         "topic.heartbeat.prefix",
         "topic.transaction",
         "schema.name.adjustment.mode",
-        "field.name.adjustment.mode",
         "incremental.snapshot.watermarking.strategy",
         "incremental.snapshot.allow.schema.changes",
         "snapshot.include.collection.list",
@@ -316,6 +316,16 @@ def common_def(**defaults: Any) -> ConfigDef:
                 "with '_'. Unset: true when the value converter is Avro, else false.",
             ),
             ConfigField(
+                "field.name.adjustment.mode",
+                Kind.STRING,
+                None,
+                validator=one_of("none", "avro", "avro_unicode"),
+                group=GROUP_EVENTS,
+                doc="Debezium 2.x+'s setting for field names: avro (characters Avro names "
+                "cannot hold become '_'), avro_unicode (they become _uXXXX) or none. When "
+                "set it wins over sanitize.field.names.",
+            ),
+            ConfigField(
                 "unavailable.value.placeholder",
                 Kind.STRING,
                 "__debezium_unavailable_value",
@@ -468,9 +478,10 @@ def common_def(**defaults: Any) -> ConfigDef:
                 "binary.handling.mode",
                 Kind.STRING,
                 "bytes",
-                validator=one_of("bytes", "base64", "hex"),
+                validator=one_of(*BINARY_MODES),
                 group=GROUP_EVENTS,
-                doc="How binary columns are emitted: bytes, or a base64 or hex string.",
+                doc="How binary columns are emitted: bytes, or a base64, base64-url-safe or "
+                "hex string.",
             ),
             ConfigField(
                 "column.propagate.source.type",

@@ -31,6 +31,22 @@ def sanitize_field_name(name: str) -> str:
     return out
 
 
+@lru_cache(maxsize=4096)
+def unicode_field_name(name: str) -> str:
+    """``field.name.adjustment.mode=avro_unicode``: each character Avro names cannot hold as
+    ``_uXXXX`` (its UTF-16 code unit), so two names that differ only there stay apart."""
+    out = _FIELD_INVALID.sub(
+        lambda m: "".join(
+            f"_u{int.from_bytes(m.group(0).encode('utf-16-be', 'surrogatepass')[i : i + 2]):04x}"
+            for i in range(0, len(m.group(0).encode("utf-16-be", "surrogatepass")), 2)
+        ),
+        name,
+    )
+    if out and out[0].isdigit():
+        out = f"_u{ord(out[0]):04x}" + out[1:]
+    return out
+
+
 def sanitize_topic(name: str) -> str:
     return _TOPIC_INVALID.sub("_", name)
 

@@ -149,7 +149,7 @@ class TableSchemaBuilder:
         column_filter: ColumnFilter | None = None,
         mappers: ColumnMappers | None = None,
         key_columns: KeyColumns | None = None,
-        sanitize_field_names: bool = False,
+        sanitize_field_names: bool | Callable[[str], str] = False,
         propagate_source_type: Sequence[str] = (),
         propagate_source_datatype: Sequence[str] = (),
         debezium_3: bool = False,
@@ -160,7 +160,11 @@ class TableSchemaBuilder:
         self.column_filter = column_filter or ColumnFilter()
         self.mappers = mappers
         self.key_columns = key_columns
-        self.sanitize = sanitize_field_names
+        #: the field name of a column (Avro's name rules, or the name as it is)
+        self.field_name: Callable[[str], str] | None = (
+            sanitize_field_name if sanitize_field_names is True else sanitize_field_names or None
+        )
+        self.sanitize = self.field_name is not None
         self.propagate = compile_patterns(propagate_source_type)
         self.propagate_datatype = compile_patterns(propagate_source_datatype)
         #: Debezium 3.x's extra schema parameters (``envelope.version=3``)
@@ -208,7 +212,7 @@ class TableSchemaBuilder:
                 schema = schema.with_(default=default)
             except Exception:
                 pass
-        name = sanitize_field_name(col.name) if self.sanitize else col.name
+        name = self.field_name(col.name) if self.field_name is not None else col.name
         placeholder = _placeholder_for(schema, self.placeholder)
         # a connector may know better forms (PostgreSQL: hstore, arrays of numbers)
         custom = getattr(self.provider, "unavailable_placeholder", None)

@@ -36,7 +36,6 @@ as the snapshot session's TIMESTAMP decoder) so the one converter can tell them 
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import decimal
 import re
@@ -48,6 +47,7 @@ from typing import Any
 
 from cdc.compiled import native
 from cdc.schema import logical
+from cdc.schema.binary_modes import binary_text
 from cdc.schema.model import (
     BOOLEAN,
     BYTES,
@@ -372,10 +372,9 @@ def _as_bytes(value: Any) -> bytes:
 
 def _binary(mode: str, pad_to: int | None) -> tuple[Schema, Conv | None]:
     pad = _pad_binary(pad_to) if pad_to else None
-    if mode == "base64":
-        return STRING, lambda v: base64.b64encode(pad(v) if pad else _as_bytes(v)).decode()
-    if mode == "hex":
-        return STRING, lambda v: (pad(v) if pad else _as_bytes(v)).hex()
+    text = binary_text(mode)
+    if text is not None:
+        return STRING, lambda v: text(pad(v) if pad else _as_bytes(v))
     return BYTES, pad or _bytes_or_none
 
 

@@ -9,7 +9,6 @@ unambiguous whatever the server's defaults.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import decimal
 import logging
@@ -23,6 +22,7 @@ import orjson
 
 from cdc.compiled import native
 from cdc.schema import logical
+from cdc.schema.binary_modes import binary_text
 from cdc.schema.model import (
     BOOLEAN,
     BYTES,
@@ -552,10 +552,9 @@ def _numeric_scale(typmod: int) -> tuple[int | None, int | None]:
 
 
 def _binary(mode: str) -> tuple[Schema, Conv]:
-    if mode == "base64":
-        return STRING, lambda v: base64.b64encode(_bytea(v)).decode()
-    if mode == "hex":
-        return STRING, lambda v: _bytea(v).hex()
+    text = binary_text(mode)
+    if text is not None:
+        return STRING, lambda v: text(_bytea(v))
     return BYTES, _bytea
 
 

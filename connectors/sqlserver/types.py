@@ -9,7 +9,6 @@ Not supported (the column is left out of the events, with a warning): ``geometry
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import decimal
 import logging
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc.schema import logical
+from cdc.schema.binary_modes import binary_text
 from cdc.schema.model import (
     BOOLEAN,
     BYTES,
@@ -90,10 +90,9 @@ def _bytes(value: Any) -> bytes:
 
 
 def _binary(mode: str) -> tuple[Schema, Conv]:
-    if mode == "base64":
-        return STRING, lambda v: base64.b64encode(bytes(v)).decode()
-    if mode == "hex":
-        return STRING, lambda v: bytes(v).hex()
+    text = binary_text(mode)
+    if text is not None:
+        return STRING, lambda v: text(bytes(v))
     return BYTES, _bytes
 
 
