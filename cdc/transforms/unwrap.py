@@ -11,7 +11,8 @@ with a null value, which Debezium's JDBC sink and other consumers read as the ro
 
 Metadata requested by ``add.fields`` / ``add.headers`` is resolved against the envelope schema
 once and cached with the derived value schema, so a record costs one dict copy at most. Output
-field order follows Debezium 1.x: the row's columns, then the added fields, then ``__deleted``.
+field order follows Debezium 1.x: the row's columns, then the added fields, then ``__deleted``;
+under ``envelope.version=3`` Debezium 3.x's: the row's columns, ``__deleted``, the added fields.
 """
 
 from __future__ import annotations
@@ -220,9 +221,12 @@ class ExtractNewRecordState(Transformation):
         if not plan.fields and self._delete_mode != "rewrite":
             return row
         value = dict(row)
+        rewrite = self._delete_mode == "rewrite"
+        if rewrite and self._debezium_3:
+            value[DELETED_FIELD] = deleted  # 3.x: before the added fields
         for ref in plan.fields:
             value[ref.name] = ref.extract(envelope)
-        if self._delete_mode == "rewrite":
+        if rewrite and not self._debezium_3:
             value[DELETED_FIELD] = deleted
         return value
 
@@ -277,8 +281,11 @@ class ExtractNewRecordState(Transformation):
         if row is None:
             return None
         columns = [(f.name, f.schema) for f in row.fields]
+        rewrite = self._delete_mode == "rewrite"
+        if rewrite and self._debezium_3:
+            columns.append((DELETED_FIELD, OPTIONAL_STRING))
         columns += [(ref.name, ref.schema) for ref in added]
-        if self._delete_mode == "rewrite":
+        if rewrite and not self._debezium_3:
             columns.append((DELETED_FIELD, OPTIONAL_STRING))
         try:
             return copy_basics(row, columns)
