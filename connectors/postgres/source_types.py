@@ -28,6 +28,9 @@ class _TypeInfo(Protocol):
     @property
     def element_oid(self) -> int: ...
 
+    @property
+    def base_oid(self) -> int: ...
+
 
 class _Registry(Protocol):
     """What is read of ``connectors.postgres.types.TypeRegistry``: its catalog of user types."""
@@ -132,11 +135,17 @@ def _size(oid: int, typmod: int) -> tuple[int, int | None]:
 
 def source_type(registry: _Registry, oid: int, typmod: int) -> tuple[str, int, int | None]:
     """(type name, length, scale) as Debezium's parameters give them. An array is named
-    after its ``pg_type`` (``_int4``) and sized by its element type."""
+    after its ``pg_type`` (``_int4``) and sized by its element type, a domain named after itself
+    and sized by its base type."""
     info = registry.catalog.get(oid)
     name = TYPE_NAMES.get(oid) or (info.name if info is not None else str(oid))
     size_oid = oid
     if info is not None and info.category == "A" and info.element_oid:
         size_oid = info.element_oid
+    for _ in range(10):  # a domain is sized by the type it is over
+        base = registry.catalog.get(size_oid)
+        if base is None or not base.base_oid:
+            break
+        size_oid = base.base_oid
     length, scale = _size(size_oid, typmod)
     return name.upper(), length, scale

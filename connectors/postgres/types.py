@@ -753,7 +753,11 @@ class TypeRegistry:
                 return None
             el_schema, el_conv = inner
             conv = el_conv or _identity
-            return array(el_schema.as_optional(), optional=True), lambda v: parse_array(v, conv)
+            element = self.catalog.get(info.element_oid)
+            # Debezium declares an enum array's items required, every other array's optional
+            if element is None or element.category != "E" or element.base_oid:
+                el_schema = el_schema.as_optional()
+            return array(el_schema, optional=True), lambda v: parse_array(v, conv)
         if info.name == "hstore":
             if modes.hstore == "json":
                 return logical.json(), lambda v: orjson.dumps(hstore_map(v)).decode()

@@ -65,6 +65,8 @@ class Scenario:
     sentinels: int
     #: partitions of a table's topic, where not 1
     partitions: Mapping[str, int] = field(default_factory=dict)
+    #: statements run before the tables are created (extensions, types, domains)
+    setup: Sequence[str] = ()
     #: tidemark's connector config beyond the harness's own (e.g. ``envelope.version``)
     tidemark_config: Mapping[str, str] = field(default_factory=dict)
     #: the bytes that mark a sentinel record's value (the JSON string ``"sentinel"``)
@@ -441,6 +443,7 @@ def run_parity(
     publication = f"{h.dbname}_pub"
     include = ",".join(f"public.{t}" for t in scenario.tables)
     h.sql(
+        *scenario.setup,
         *(f"CREATE TABLE {t} ({cols})" for t, cols in scenario.tables.items()),
         *scenario.before_start,
         f"CREATE PUBLICATION {publication} FOR TABLE {', '.join(scenario.tables)}",

@@ -171,3 +171,37 @@ def test_more_connector_options_match_debezium(
     )
     diffs = run_parity(postgres, kafka, tmp_path, request, OPTIONS_2, scenario, jvm="kafka-connect")
     assert not diffs, "records differ:\n\n" + "\n\n".join(diffs)
+
+
+def test_extension_types_match_debezium(
+    postgres: PgInfo, kafka: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """hstore as a map, citext, ltree, an enum, an array of it and a domain, with every
+    column's source type propagated (a domain is named after itself, sized by its base)."""
+    scenario = Scenario(
+        {
+            "ex": "id int PRIMARY KEY, h hstore, c citext, l ltree, m mood, p posint, "
+            "ma mood[], v text"
+        },
+        [
+            "INSERT INTO ex VALUES (1, 'a=>1, b=>NULL', 'MiXed', 'top.mid.leaf', 'ok', 5, "
+            "'{ok,sad}', 'x')"
+        ],
+        [
+            ["UPDATE ex SET h = '', m = 'sad', p = 7 WHERE id = 1"],
+            ["INSERT INTO ex (id, v) VALUES (9999, 'sentinel')"],
+        ],
+        1,
+        1,
+        tidemark_config={"envelope.version": "3"},
+        setup=[
+            "CREATE EXTENSION IF NOT EXISTS hstore",
+            "CREATE EXTENSION IF NOT EXISTS citext",
+            "CREATE EXTENSION IF NOT EXISTS ltree",
+            "CREATE TYPE mood AS ENUM ('sad', 'ok')",
+            "CREATE DOMAIN posint AS int CHECK (VALUE > 0)",
+        ],
+    )
+    options = {"hstore.handling.mode": "map", "column.propagate.source.type": r".*\.ex\..*"}
+    diffs = run_parity(postgres, kafka, tmp_path, request, options, scenario, jvm="kafka-connect")
+    assert not diffs, "records differ:\n\n" + "\n\n".join(diffs)
