@@ -30,6 +30,8 @@ from cdc.schema.model import Schema, Type
 _M32 = 0xFFFFFFFF
 _M64 = 0xFFFFFFFFFFFFFFFF
 _MS_PER_DAY = 86_400_000
+#: no rounding: PostgreSQL's numeric holds up to 131072 digits before the point
+_EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 
 
 class JavaHashError(ValueError):
@@ -92,7 +94,7 @@ def _decimal_hash(value: decimal.Decimal, scale: int | None) -> int:
         raise JavaHashError(f"{value} has no BigDecimal value")
     if scale is None:
         scale = -int(value.as_tuple().exponent)
-    unscaled = int(value.scaleb(scale, context=decimal.Context(prec=1000)))
+    unscaled = int(value.scaleb(scale, context=_EXACT))
     return int32(31 * _big_integer_hash(unscaled) + scale)
 
 

@@ -134,9 +134,10 @@ def cases() -> list[tuple[str, str, Schema, Any]]:
         ("-99999999999999999999.9", 1),
         ("4294967296", 0),
         ("-4294967295", 0),
+        ("9" * 1500 + ".25", 2),  # beyond any default context's precision
     ):
         d = decimal.Decimal(text)
-        unscaled = int(d.scaleb(scale, context=decimal.Context(prec=100)))
+        unscaled = int(d.scaleb(scale, context=decimal.Context(prec=10_000)))
         out.append(("decimal", f"{unscaled}:{scale}", logical.connect_decimal(scale), d))
     for raw in (b"", b"\x00", b"\x01\x02", b"\xff\x80\x7f", bytes(range(256))):
         out.append(("bytes", raw.hex(), BYTES, raw))
