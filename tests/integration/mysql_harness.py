@@ -244,3 +244,32 @@ if __name__ == "__main__":
     import sys
 
     run_child(sys.argv[1])
+
+
+def debezium_mariadb_properties(
+    h: MySqlHarness, kafka: str, workdir: Path, topic_prefix: str, snapshot_mode: str
+) -> dict[str, str]:
+    """Debezium Server's properties for Debezium's MariaDB connector on the harness's
+    database (a fresh server id, history and offsets under ``workdir``), for the tests that
+    compare tidemark with it."""
+    from bench.compare import debezium
+
+    return debezium.mariadb_properties(
+        env={
+            "TIDEMARK_KAFKA_BOOTSTRAP": kafka,
+            "TIDEMARK_MYSQL_HOST": h.db.host,
+            "TIDEMARK_MYSQL_PORT": str(h.db.port),
+            "TIDEMARK_MYSQL_USER": h.db.user,
+            "TIDEMARK_MYSQL_PASSWORD": h.db.password,
+        },
+        db=h.dbname,
+        server_id=random.randint(100_000, 900_000),
+        history_file=workdir / "history.dat",
+        topic_prefix=topic_prefix,
+        snapshot_mode=snapshot_mode,
+        queue={"poll.interval.ms": 100},
+        producer={"acks": "all", "linger.ms": 5},
+        offsets_file=workdir / "offsets.dat",
+        offset_flush_ms=1000,
+        http_port=debezium.new_http_port(),
+    )

@@ -15,7 +15,6 @@ Never skipped: if Debezium Server or its Java runtime cannot be resolved, the te
 
 from __future__ import annotations
 
-import random
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,7 +28,11 @@ from bench.compare import debezium
 from bench.compare.common import stop_process
 from tests.integration.conftest import MySqlInfo
 from tests.integration.debezium_server import debezium_server
-from tests.integration.mysql_harness import MySqlHarness, module_harness
+from tests.integration.mysql_harness import (
+    MySqlHarness,
+    debezium_mariadb_properties,
+    module_harness,
+)
 from tests.integration.smt_parity import collect, contains, differences, has_records
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.kafka]
@@ -96,25 +99,7 @@ def test_column_options_match_debezium(h: MySqlHarness, kafka: str, tmp_path: Pa
         "table.include.list": rf"{h.dbname}\.mo",
     }
     workdir = tmp_path / "debezium"
-    props = debezium.mariadb_properties(
-        env={
-            "TIDEMARK_KAFKA_BOOTSTRAP": kafka,
-            "TIDEMARK_MYSQL_HOST": h.db.host,
-            "TIDEMARK_MYSQL_PORT": str(h.db.port),
-            "TIDEMARK_MYSQL_USER": h.db.user,
-            "TIDEMARK_MYSQL_PASSWORD": h.db.password,
-        },
-        db=h.dbname,
-        server_id=random.randint(100_000, 900_000),
-        history_file=workdir / "history.dat",
-        topic_prefix=dbz_prefix,
-        snapshot_mode="initial",
-        queue={"poll.interval.ms": 100},
-        producer={"acks": "all", "linger.ms": 5},
-        offsets_file=workdir / "offsets.dat",
-        offset_flush_ms=1000,
-        http_port=debezium.new_http_port(),
-    )
+    props = debezium_mariadb_properties(h, kafka, workdir, dbz_prefix, "initial")
     props.update({f"debezium.source.{k}": v.replace("\\", "\\\\") for k, v in options.items()})
     cfg = h.config(snapshot_mode="initial")
     cfg.update(

@@ -23,7 +23,6 @@ Never skipped: if Debezium Server or its Java runtime cannot be resolved, the te
 from __future__ import annotations
 
 import json
-import random
 import time
 import uuid
 from collections.abc import Iterator
@@ -38,7 +37,11 @@ from bench.compare import debezium
 from bench.compare.common import stop_process
 from tests.integration.conftest import MySqlInfo
 from tests.integration.debezium_server import debezium_server
-from tests.integration.mysql_harness import MySqlHarness, module_harness
+from tests.integration.mysql_harness import (
+    MySqlHarness,
+    debezium_mariadb_properties,
+    module_harness,
+)
 from tests.integration.smt_parity import read_all
 
 pytestmark = [pytest.mark.mariadb, pytest.mark.kafka]
@@ -134,25 +137,7 @@ def test_schema_change_topic_matches_debezium(h: MySqlHarness, kafka: str, tmp_p
     for fut in admin.create_topics([NewTopic(p, 1, 1) for p in (dbz_prefix, tm_prefix)]).values():
         fut.result(30)
     workdir = tmp_path / "debezium"
-    props = debezium.mariadb_properties(
-        env={
-            "TIDEMARK_KAFKA_BOOTSTRAP": kafka,
-            "TIDEMARK_MYSQL_HOST": h.db.host,
-            "TIDEMARK_MYSQL_PORT": str(h.db.port),
-            "TIDEMARK_MYSQL_USER": h.db.user,
-            "TIDEMARK_MYSQL_PASSWORD": h.db.password,
-        },
-        db=h.dbname,
-        server_id=random.randint(100_000, 900_000),
-        history_file=workdir / "history.dat",
-        topic_prefix=dbz_prefix,
-        snapshot_mode="no_data",
-        queue={"poll.interval.ms": 100},
-        producer={"acks": "all", "linger.ms": 5},
-        offsets_file=workdir / "offsets.dat",
-        offset_flush_ms=1000,
-        http_port=debezium.new_http_port(),
-    )
+    props = debezium_mariadb_properties(h, kafka, workdir, dbz_prefix, "no_data")
     props["debezium.source.include.schema.changes"] = "true"
     cfg = h.config(snapshot_mode="no_data")
     cfg.update(
