@@ -19,6 +19,14 @@ others, whose value is unknown, not null. In the lake the table's columns are th
 
 Which envelopes are Cassandra's is read from ``source.connector`` (or the position fields), and
 which schema fields are cells from their shape, so the value schema gives the column types.
+
+**Debezium's own Cassandra connector** (checked against ``debezium-connector-cassandra-5``
+3.4.0.Final on the real node) writes the same cells with four differences the job reads too:
+``op`` is ``i`` for an insert and for a snapshot read (then ``source.snapshot`` is ``"true"``),
+key columns are cells as well, ``after`` carries ``_range_start``/``_range_end`` (null but for
+a range delete) and there is no ``before``. Its ``r`` is a *range delete*
+(``DELETE ... WHERE ck > x``), not a snapshot read: the job does not apply range deletes, so
+such an event is bad input (``on.error``), never a row upserted with null clustering columns.
 """
 
 from __future__ import annotations
@@ -30,11 +38,55 @@ if TYPE_CHECKING:
     from cdc.apply.policy import TablePlan
 
 CELL_FIELDS = frozenset({"value", "deletion_ts", "set"})
+#: Debezium's range tombstone bounds, fields of every ``after`` it writes (not columns)
+RANGE_FIELDS = frozenset({"_range_start", "_range_end"})
 _NONE: frozenset[str] = frozenset()
 
 
 class CellError(ValueError):
     """A Cassandra column whose value is not a cell struct (named in the message)."""
+
+
+def debezium_op(op: str, payload: Mapping[str, Any]) -> str:
+    """The common op code of an ``i`` or ``r`` event of Debezium's Cassandra connector: ``i``
+    is ``c``, or ``r`` when ``source.snapshot`` says it is a snapshot read. Its ``r`` with
+    range bounds is a range delete, refused here. Other connectors' ops are returned as they
+    are (tidemark's Cassandra connector already writes ``c``/``r``)."""
+    from cdc.apply.ordering import is_snapshot
+
+    source = payload.get("source")
+    if not isinstance(source, Mapping) or source.get("connector") != "cassandra":
+        return op
+    if op == "i":
+        return "r" if is_snapshot(source, None) else "c"
+    after = payload.get("after")
+    if isinstance(after, Mapping) and any(after.get(f) is not None for f in RANGE_FIELDS):
+        raise CellError(
+            "a Cassandra range delete (Debezium's op 'r' with _range_start/_range_end, from "
+            "DELETE ... WHERE <clustering column> > ...) cannot be applied: the apply job "
+            "applies row and partition deletes only. on.error=quarantine sets it aside; the "
+            "rows it deleted stay in the table until they are written or deleted again"
+        )
+    return op
+
+
+#: the date type Debezium's Cassandra connector writes (tidemark's writes Connect's Date)
+DEBEZIUM_DATE = "io.debezium.time.Date"
+_DAYS_BIAS = 1 << 31
+
+
+def raw_date(days: Any) -> Any:
+    """Days since the epoch from a ``date`` of Debezium's Cassandra connector, which writes
+    Cassandra's stored form: the days plus 2**31, read as a signed 32-bit int (2024-05-06 is
+    -2147463799, not 19849; checked in its snapshot and its stream). Values within 2**30 days
+    of the epoch (beyond any date Spark holds) are taken as they are, should Debezium fix it."""
+    if isinstance(days, int) and not -(1 << 30) <= days < (1 << 30):
+        return (days + 2 * _DAYS_BIAS) % (1 << 32) - _DAYS_BIAS
+    return days
+
+
+def _is_range_field(field: Mapping[str, Any]) -> bool:
+    return field.get("field") in RANGE_FIELDS and field.get("type") == "struct"
 
 
 def is_cassandra(source: Mapping[str, Any], connector: str) -> bool:
@@ -43,18 +95,26 @@ def is_cassandra(source: Mapping[str, Any], connector: str) -> bool:
 
 
 def is_cassandra_source_schema(schema: Any) -> bool:
-    """The envelope schema's ``source`` struct is the Cassandra connector's."""
+    """The envelope schema's ``source`` struct is a Cassandra connector's: tidemark's (with
+    ``ts_micro``) or Debezium's (named just ``source``, with the cluster and commit log)."""
     if not isinstance(schema, Mapping):
         return False
     names = {f.get("field") for f in schema.get("fields") or () if isinstance(f, Mapping)}
-    return {"keyspace", "ts_micro"} <= names or "cassandra" in str(schema.get("name") or "")
+    return (
+        {"keyspace", "ts_micro"} <= names
+        or {"cluster", "keyspace", "file", "pos"} <= names
+        or "cassandra" in str(schema.get("name") or "")
+    )
 
 
-def plain_field(field: Mapping[str, Any]) -> Mapping[str, Any]:
+def plain_field(field: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """A cell struct's schema field as the schema of its ``value``, under the column's name
-    (optional: an unset or deleted cell is null); any other field as it is."""
+    (optional: an unset or deleted cell is null); None for Debezium's range bounds (not a
+    column); any other field as it is."""
     if field.get("type") != "struct":
         return field
+    if _is_range_field(field):
+        return None
     inner = {f.get("field"): f for f in field.get("fields") or () if isinstance(f, Mapping)}
     if set(inner) != CELL_FIELDS:
         return field
@@ -65,13 +125,16 @@ def unwrap(
     image: Mapping[str, Any], key: Mapping[str, Any], op: str
 ) -> tuple[dict[str, Any], frozenset[str]]:
     """The row of a Cassandra ``after`` with plain values, and the columns the change did not
-    write (to keep their stored value). Key columns are plain already."""
+    write (to keep their stored value). Key columns are plain (tidemark) or cells (Debezium)."""
     row: dict[str, Any] = {}
     unset: list[str] = []
     for col, cell in image.items():
         if col in key:
-            row[col] = cell
+            is_cell = isinstance(cell, Mapping) and cell.keys() >= CELL_FIELDS
+            row[col] = cell.get("value") if is_cell else cell
             continue
+        if col in RANGE_FIELDS and (cell is None or isinstance(cell, Mapping)):
+            continue  # Debezium's range bounds: null here (a range delete is refused earlier)
         if cell is None:
             row[col] = None
             unset.append(col)

@@ -257,6 +257,11 @@ class Parser:
         if not isinstance(payload, dict):
             raise BadInput("value is not a JSON object (not a Debezium envelope)")
         op = payload.get("op")
+        if op == "i" or op == "r":  # Debezium's Cassandra connector: insert, range delete
+            try:
+                op = cells.debezium_op(op, payload)
+            except cells.CellError as exc:
+                raise BadInput(str(exc)) from None
         if op not in OPS:
             raise BadInput(
                 f"not a Debezium envelope: op is {op!r}"
@@ -307,6 +312,8 @@ class Parser:
         image = payload.get("before") if op == "d" else payload.get("after")
         after_shape, before_shape = shapes if shapes is not None else (None, None)
         known: RowShape | None = before_shape if op == "d" else after_shape
+        if known is None and op == "d" and cells.is_cassandra(source, connector):
+            known = after_shape  # Debezium's Cassandra envelope has no 'before
         patch = None
         if image is None and op == "u":  # MongoDB: a patch, or the 1.2 shape's replacement
             try:
@@ -427,12 +434,17 @@ class Parser:
         forms: dict[str, tuple[Any, ...]] = {}
         for f in schema.get("fields", []):
             if plain:  # Cassandra: a cell struct's column is its value's type (cells.py)
-                f = cells.plain_field(f)
+                column = cells.plain_field(f)
+                if column is None:
+                    continue
+                f = column
             name = f.get("field")
             if not isinstance(name, str):
                 raise BadInput("row schema has a field without a name")
             types[name] = st.spark_type(f)
             fn = st.normalizer(f)
+            if plain and fn is not None and f.get("name") == cells.DEBEZIUM_DATE:
+                fn = _then(cells.raw_date, fn)
             if fn is not None:
                 norms[name] = fn
             pf = st.placeholder_forms(f, self.settings.placeholders)
@@ -553,6 +565,10 @@ def _infer_shape(
         types[n] = None if value in forms else st.infer_type(value)
     digest = hashlib.sha1("\x00".join(names).encode()).hexdigest()[:16]
     return RowShape(tuple(names), types, {}, dict.fromkeys(names, forms), digest, inferred=True)
+
+
+def _then(first: st.Normalizer, then: st.Normalizer) -> st.Normalizer:
+    return lambda v: then(first(v))
 
 
 def _mongo_shape(key_schema: Mapping[str, Any] | None, key: Mapping[str, Any]) -> RowShape:

@@ -16,7 +16,7 @@ mysql/mariadb  ``binlog``: (file index from ``file``, ``pos``, ``row``);
 sqlserver      (``commit_lsn``, ``change_lsn``, ``event_serial_no``); each LSN is
                ``vlf:block:slot`` in hex and becomes three numbers
 mongodb        (``sec`` or ``ts_ms`` // 1000, ``ord``)
-cassandra      (``ts_micro`` or ``ts_ms`` * 1000, commit log segment id from ``file``,
+cassandra      (``ts_micro``, ``ts_us`` or ``ts_ms`` * 1000, segment id from ``file``,
                ``pos``): Cassandra resolves concurrent writes by write time, positions
                only order one node's log
 oracle         (``commit_scn`` or ``scn``, ``scn``)
@@ -168,11 +168,9 @@ def native_position(
         seconds = _int(source, "sec") if sec is not None else _int(source, "ts_ms") // 1000
         return (seconds, _int(source, "ord", default=0))
     if connector == "cassandra":
-        micros = (
-            _int(source, "ts_micro")
-            if source.get("ts_micro") is not None
-            else _int(source, "ts_ms") * 1000
-        )
+        # tidemark's ts_micro, Debezium 2.x+'s ts_us (the same write time), else 1.x's ts_ms
+        micro_field = next((f for f in ("ts_micro", "ts_us") if source.get(f) is not None), None)
+        micros = _int(source, micro_field) if micro_field else _int(source, "ts_ms") * 1000
         return (micros, _segment_id(source), _int(source, "pos", default=0))
     if connector == "oracle":
         scn = _int(source, "scn")
