@@ -37,9 +37,12 @@ def h(
     yield from module_harness(cassandra, kafka, tmp_path_factory, "csapply")
 
 
-def lake(spark: Any, job: ApplyJob, table: str) -> dict[tuple[int, int], dict[str, Any]]:
+def lake(
+    spark: Any, job: ApplyJob, table: str, columns: tuple[str, ...] = COLUMNS
+) -> dict[tuple[int, int], dict[str, Any]]:
+    """The Delta table by its ``(id, line)`` key."""
     df = spark.read.format("delta").load(job.cfg.table_location(table))
-    return {(r["id"], r["line"]): {c: r[c] for c in COLUMNS} for r in df.collect()}
+    return {(r["id"], r["line"]): {c: r[c] for c in columns} for r in df.collect()}
 
 
 def source(h: CassandraHarness) -> dict[tuple[int, int], dict[str, Any]]:

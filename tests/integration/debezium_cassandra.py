@@ -1,0 +1,154 @@
+"""Debezium's own Cassandra connector, run beside the test node for the tests that consume its
+records (it is the agent a user runs today: one JVM per node reading that node's ``cdc_raw``).
+
+``debezium-connector-cassandra-5`` 3.4.0.Final is the newest version of the artifact Maven
+Central serves here (3.5+ were not found); its ``jar-with-dependencies`` holds Cassandra 5.0.2
+and the Kafka producer, and it reads the 5.0.9 node's commit log. It runs standalone on the
+Java 17 the node uses, with the node's ``cassandra.yaml`` (it loads the schema from the node's
+data directory, as Debezium documents), real-time processing of the live segment, and no
+post-processing: it never deletes segments, so the tidemark connectors of other tests keep
+theirs. It has no table filter: it captures every CDC table of the node, each to its own topic
+under the run's prefix. Never skipped: if the jar or Java cannot be had, the test fails.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from bench.compare.common import stop_process
+from tests.integration.conftest import CassandraInfo
+from worker.dev.kafka import java, maven_cache
+
+VERSION = "3.4.0.Final"
+ARTIFACT = f"io.debezium:debezium-connector-cassandra-5:{VERSION}:jar:jar-with-dependencies"
+JAR = f"debezium-connector-cassandra-5-{VERSION}-jar-with-dependencies.jar"
+
+#: what Cassandra's own start script opens for it on Java 17 (its buffers and file cleaners)
+_JVM_FLAGS = [
+    "--add-exports=java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens=java.base/java.io=ALL-UNNAMED",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+]
+
+_LOGBACK = """<configuration>
+  <appender name="OUT" class="ch.qos.logback.core.ConsoleAppender">
+    <encoder><pattern>%d{HH:mm:ss.SSS} %-5level %logger{36} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="OUT"/></root>
+</configuration>
+"""
+
+
+def agent_jar() -> Path:
+    """The agent jar, copied from Maven Central into the shared cache once."""
+    folder = maven_cache() / f"debezium-cassandra-{VERSION}"
+    jar = folder / JAR
+    if jar.exists():
+        return jar
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        pytest.fail("Maven (mvn) is needed to fetch Debezium's Cassandra connector")
+    # dependency:copy, not a pom: the artifact's parent pom is not served, its jar is
+    proc = subprocess.run(
+        [
+            mvn,
+            "-q",
+            "-B",
+            "dependency:copy",
+            f"-Dartifact={ARTIFACT}",
+            f"-DoutputDirectory={folder}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if proc.returncode != 0 or not jar.exists():
+        pytest.fail(f"fetching {ARTIFACT} failed:\n{(proc.stdout + proc.stderr)[-2000:]}")
+    return jar
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def debezium_cassandra(
+    node: CassandraInfo, kafka: str, prefix: str, workdir: Path
+) -> Iterator[Path]:
+    """The agent running with topic prefix ``prefix``; yields its log file. Its snapshot of
+    the node's CDC tables starts at once (``snapshot.mode=INITIAL``)."""
+    jar = agent_jar()
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "offsets").mkdir(exist_ok=True)
+    (workdir / "relocation").mkdir(exist_ok=True)
+    (workdir / "logback.xml").write_text(_LOGBACK)
+    (workdir / "driver.conf").write_text(
+        "datastax-java-driver {\n"
+        f'  basic.contact-points = ["{node.host}:{node.port}"]\n'
+        "  basic.load-balancing-policy.local-datacenter = datacenter1\n"
+        "  basic.request.timeout = 20 seconds\n"
+        "}\n"
+    )
+    props = {
+        "connector.name": prefix,
+        "topic.prefix": prefix,
+        "cassandra.config": node.config,
+        "cassandra.driver.config.file": str(workdir / "driver.conf"),
+        "commit.log.relocation.dir": str(workdir / "relocation"),
+        "commit.log.post.processing.enabled": "false",
+        "commit.log.real.time.processing.enabled": "true",
+        "commit.log.marked.complete.poll.interval.ms": "200",
+        "offset.backing.store.dir": str(workdir / "offsets"),
+        "kafka.producer.bootstrap.servers": kafka,
+        "kafka.producer.acks": "all",
+        "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "http.port": str(_free_port()),
+        "snapshot.mode": "INITIAL",
+    }
+    (workdir / "agent.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    log = workdir / "agent.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                java(),
+                f"-Dlogback.configurationFile={workdir / 'logback.xml'}",
+                "-Xmx512m",
+                *_JVM_FLAGS,
+                "-jar",
+                str(jar),
+                str(workdir / "agent.properties"),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while b"Reading existing commit logs" not in log.read_bytes():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"Debezium's Cassandra connector did not start:\n{_tail(log)}")
+            time.sleep(0.2)
+        yield log
+    finally:
+        stop_process(proc)
+
+
+def _tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-4000:]
