@@ -97,6 +97,28 @@ CONFIG_DEF = common_def().extend(
                 "commit logs only.",
             ),
             ConfigField(
+                "decimal.handling.mode",
+                Kind.STRING,
+                "string",
+                validator=one_of("string", "double", "precise"),
+                group="Events",
+                doc="How decimal columns are emitted (Debezium's Cassandra key): string as "
+                "plain text (exact; tidemark's default), double as a float (Debezium's "
+                "default; may lose digits), precise as Debezium's VariableScaleDecimal.",
+            ),
+            ConfigField(
+                "varint.handling.mode",
+                Kind.STRING,
+                "string",
+                validator=one_of("string", "long", "precise"),
+                group="Events",
+                doc="How varint columns are emitted (Debezium's Cassandra key): string as "
+                "text (tidemark's default), long as INT64 (Debezium's default; a value "
+                "outside 64 bits fails the event through event.processing.failure."
+                "handling.mode, where Debezium wraps it), precise as a Connect Decimal of "
+                "scale 0.",
+            ),
+            ConfigField(
                 "snapshot.consistency",
                 Kind.STRING,
                 "ALL",

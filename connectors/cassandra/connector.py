@@ -19,7 +19,7 @@ from connectors.cassandra.snapshot import CassandraSnapshot, CassandraSnapshotte
 from connectors.cassandra.state import TaskState
 from connectors.cassandra.streaming import CassandraStreaming
 from connectors.cassandra.transfer import load_transfer
-from connectors.cassandra.types import CassandraValueConverters
+from connectors.cassandra.types import CassandraValueConverters, NumberModes
 
 _SOURCE_FIELDS = [
     ("cluster", STRING),
@@ -79,7 +79,10 @@ class CassandraConnector(Connector):
         return CassandraStreaming(self.state, self.transfer, self.config["snapshot.mode"])
 
     def value_converters(self) -> CassandraValueConverters:
-        return CassandraValueConverters()
+        c = self.config
+        return CassandraValueConverters(
+            NumberModes(c["decimal.handling.mode"], c["varint.handling.mode"])
+        )
 
     def source_schema(self) -> Schema:
         return SOURCE_SCHEMA_V3 if self.config.get("envelope.version") == V3 else SOURCE_SCHEMA

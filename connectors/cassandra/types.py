@@ -3,9 +3,11 @@
 The seed has no type table for Cassandra ("TODO: add logical types"); the mapping follows
 the other connectors: integers by width, ``timestamp`` as Connect Timestamp (ms), ``date``
 as Connect Date (days), ``time`` as Debezium NanoTime, ``uuid``/``timeuuid`` as Debezium
-Uuid text, ``varint``/``decimal``/``duration``/``inet`` as text, ``blob`` as bytes,
-lists and sets as arrays, maps as maps (text keys for non-text key types), tuples as JSON
-array text.
+Uuid text, ``duration``/``inet`` as text, ``blob`` as bytes, lists and sets as arrays, maps
+as maps (text keys for non-text key types), tuples as JSON array text. ``decimal`` and
+``varint`` follow Debezium's Cassandra keys ``decimal.handling.mode`` (string, double,
+precise) and ``varint.handling.mode`` (string, long, precise); tidemark's default for both is
+the exact text (Debezium's, double and long, lose digits: its long even wraps silently).
 
 Primary key columns are plain values (they make the key). Every other column is
 ``{value, deletion_ts, set}``: the commit log carries only the columns a write touched, so a
@@ -15,7 +17,9 @@ column the mutation did not write is null in ``after``, and one it wrote says so
 
 from __future__ import annotations
 
+import decimal
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from cdc.schema import logical
@@ -64,26 +68,97 @@ _PRIMITIVES: dict[str, Schema] = {
 }
 
 
-def connect_schema(t: CqlType) -> Schema:
+@dataclass(frozen=True)
+class NumberModes:
+    """``decimal.handling.mode`` and ``varint.handling.mode``."""
+
+    decimal: str = "string"
+    varint: str = "string"
+
+
+_TEXT = NumberModes()
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _number_schema(name: str, modes: NumberModes) -> Schema | None:
+    if name == "decimal":
+        if modes.decimal == "double":
+            return FLOAT64
+        return logical.variable_scale_decimal() if modes.decimal == "precise" else STRING
+    if name == "varint":
+        if modes.varint == "long":
+            return INT64
+        return logical.connect_decimal(0) if modes.varint == "precise" else STRING
+    return None
+
+
+def _decimal_plain(text: str) -> str:
+    """Debezium's string mode: ``BigDecimal.toPlainString`` (``1E-30`` is written out)."""
+    return format(decimal.Decimal(text), "f")
+
+
+def _varint_long(text: str) -> int:
+    v = int(text)
+    if not _INT64_MIN <= v <= _INT64_MAX:
+        raise ValueError(
+            f"varint {text} does not fit varint.handling.mode=long (64 bits); "
+            "string or precise keep it whole"
+        )
+    return v
+
+
+def _number_converter(name: str, modes: NumberModes) -> ValueConverter | None:
+    """The decoders give decimals and varints as their text; this writes the mode's form."""
+    if name == "decimal":
+        if modes.decimal == "double":
+            return lambda text: float(decimal.Decimal(text))
+        if modes.decimal == "precise":
+            return lambda text: logical.variable_scale_value(decimal.Decimal(text))
+        return _decimal_plain
+    if name == "varint":
+        if modes.varint == "long":
+            return _varint_long
+        return decimal.Decimal if modes.varint == "precise" else None
+    return None
+
+
+def connect_schema(t: CqlType, modes: NumberModes = _TEXT) -> Schema:
+    number = _number_schema(t.name, modes)
+    if number is not None:
+        return number
     base = _PRIMITIVES.get(t.name)
     if base is not None:
         return base
     if t.name in ("list", "set"):
-        return array(connect_schema(t.params[0]).as_optional())
+        return array(connect_schema(t.params[0], modes).as_optional())
     if t.name == "map":
-        key = connect_schema(t.params[0])
-        return map_of(key if key.type.value == "STRING" else STRING, connect_schema(t.params[1]))
+        key = connect_schema(t.params[0], modes)
+        value = connect_schema(t.params[1], modes)
+        return map_of(key if key.type.value == "STRING" else STRING, value)
     return STRING  # tuples and user types: their text form
 
 
-def _plain(t: CqlType) -> ValueConverter | None:
+def _plain(t: CqlType, modes: NumberModes = _TEXT) -> ValueConverter | None:
+    if t.name in ("decimal", "varint"):
+        return _number_converter(t.name, modes)
     if t.name in _PRIMITIVES:
         return None
-    if t.name == "map" and connect_schema(t.params[0]) is not STRING:
-        return lambda m: {str(k): v for k, v in m.items()}
-    if t.name in ("list", "set", "map"):
-        return None
+    if t.name in ("list", "set"):
+        item = _plain(t.params[0], modes)
+        return None if item is None else lambda xs: [None if x is None else item(x) for x in xs]
+    if t.name == "map":
+        key_text = connect_schema(t.params[0], modes) is not STRING
+        value = _plain(t.params[1], modes)
+        if not key_text and value is None:
+            return None
+        key: ValueConverter = str if key_text else _same
+        val: ValueConverter = value or _same
+        return lambda m: {key(k): None if v is None else val(v) for k, v in m.items()}
     return _json_text
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _json_text(value: Any) -> str:
@@ -111,10 +186,13 @@ def _cell_converter(inner: ValueConverter | None) -> ValueConverter:
 class CassandraValueConverters:
     """``native_type`` 0: a key column (plain value); 1: a cell column (struct)."""
 
+    def __init__(self, modes: NumberModes = _TEXT) -> None:
+        self.modes = modes
+
     def schema_for(self, table: Table, column: Column) -> Schema | None:
-        base = connect_schema(parse_type(column.type_name))
+        base = connect_schema(parse_type(column.type_name), self.modes)
         return base if column.native_type == 0 else cell_schema(base)
 
     def converter_for(self, table: Table, column: Column) -> ValueConverter | None:
-        inner = _plain(parse_type(column.type_name))
+        inner = _plain(parse_type(column.type_name), self.modes)
         return inner if column.native_type == 0 else _cell_converter(inner)

@@ -328,38 +328,88 @@ TYPES_TABLE = (
     "(id int PRIMARY KEY, t text, a ascii, bi bigint, si smallint, ti tinyint, b boolean, "
     "f float, d double, ts timestamp, dt date, tm time, u uuid, tu timeuuid, ip inet, "
     "bl blob, vi varint, de decimal, du duration, l list<int>, s set<text>, m map<int, text>, "
-    "fl frozen<list<text>>, tp tuple<int, text>)"
+    "fl frozen<list<text>>, tp tuple<int, text>, ld list<decimal>, mv map<text, varint>)"
 )
 TYPES_VALUES = (
     "'txt', 'asc', 9000000000, 300, -5, true, 1.5, 2.25, '2024-01-02 03:04:05.678+0000', "
     "'2024-01-02', '12:34:56.789', 5b6962dd-3f90-4c93-8f61-eabfa4a803e2, "
     "50554d6e-29bb-11e5-b345-feff819cdc9f, '10.1.2.3', 0xcafe, 123456789012345678901234, "
-    "-12.345, 1h2m, [1, 2], {'x', 'y'}, {1: 'one'}, ['p', 'q'], (7, 'seven')"
+    "-12.345, 1h2m, [1, 2], {'x', 'y'}, {1: 'one'}, ['p', 'q'], (7, 'seven'), [1e-3, 2.50], "
+    "{'k': -7}"
 )
+#: decimal.handling.mode, varint.handling.mode -> the values of de, vi, ld and mv
+NUMBER_MODES = {
+    ("string", "string"): ("-12.345", "123456789012345678901234", ["0.001", "2.50"], {"k": "-7"}),
+    ("double", "precise"): (-12.345, "GiSbHxCgbJav8g==", [0.001, 2.5], {"k": "+Q=="}),
+    ("precise", "string"): (
+        {"scale": 3, "value": "z8c="},
+        "123456789012345678901234",
+        [{"scale": 3, "value": "AQ=="}, {"scale": 2, "value": "APo="}],
+        {"k": "-7"},
+    ),
+}
 
 
-def test_snapshot_and_commit_log_give_the_same_values(h: CassandraHarness) -> None:
+@pytest.mark.parametrize(("decimal_mode", "varint_mode"), list(NUMBER_MODES))
+def test_snapshot_and_commit_log_give_the_same_values(
+    h: CassandraHarness, decimal_mode: str, varint_mode: str
+) -> None:
     """Every supported type: the snapshot (driver values) and the commit log decoder (bytes)
-    must produce the same event values for the same row."""
-    for t in ("types_snap", "types_log"):
+    must produce the same event values for the same row, in each decimal/varint mode."""
+    snap_t, log_t = f"types_snap_{decimal_mode}", f"types_log_{decimal_mode}"
+    for t in (snap_t, log_t):
         h.cql(f"CREATE TABLE {h.keyspace}.{t} {TYPES_TABLE} WITH cdc = true")
-    cols = "id, t, a, bi, si, ti, b, f, d, ts, dt, tm, u, tu, ip, bl, vi, de, du, l, s, m, fl, tp"
-    h.cql(f"INSERT INTO {h.keyspace}.types_snap ({cols}) VALUES (1, {TYPES_VALUES})")
-    cfg = h.config(**{"snapshot.mode": "initial", "table.include.list": rf"{h.keyspace}\.types_.*"})
+    cols = (
+        "id, t, a, bi, si, ti, b, f, d, ts, dt, tm, u, tu, ip, bl, vi, de, du, l, s, m, fl, tp, "
+        "ld, mv"
+    )
+    h.cql(f"INSERT INTO {h.keyspace}.{snap_t} ({cols}) VALUES (1, {TYPES_VALUES})")
+    cfg = h.config(
+        **{
+            "snapshot.mode": "initial",
+            "table.include.list": rf"{h.keyspace}\.types_.*_{decimal_mode}",
+            "decimal.handling.mode": decimal_mode.upper(),  # Debezium spells them so
+            "varint.handling.mode": varint_mode,
+        }
+    )
     time.sleep(1.2)  # durable before the snapshot position: no streamed copy
     with h.running(cfg) as run:
         h.wait_streaming(run)
-        h.cql(f"INSERT INTO {h.keyspace}.types_log ({cols}) VALUES (1, {TYPES_VALUES})")
-        snap = h.read(cfg, "types_snap", min_count=1)[0]
-        log = h.read(cfg, "types_log", min_count=1)[0]
+        h.cql(f"INSERT INTO {h.keyspace}.{log_t} ({cols}) VALUES (1, {TYPES_VALUES})")
+        snap = h.read(cfg, snap_t, min_count=1)[0]
+        log = h.read(cfg, log_t, min_count=1)[0]
     assert (snap.op, log.op) == ("r", "c")
     snap_values = {k: v["value"] if isinstance(v, dict) else v for k, v in snap.after.items()}
     log_values = {k: v["value"] if isinstance(v, dict) else v for k, v in log.after.items()}
     assert snap_values == log_values
     assert log_values["ts"] == 1704164645678 and log_values["dt"] == 19724
     assert log_values["tm"] == 45296789000000 and log_values["s"] == ["x", "y"]
-    assert log_values["m"] == {"1": "one"} and log_values["vi"] == "123456789012345678901234"
+    assert log_values["m"] == {"1": "one"}
     assert log_values["tp"] == '[7, "seven"]' and log_values["du"] == "0mo0d3720000000000ns"
+    numbers = tuple(log_values[c] for c in ("de", "vi", "ld", "mv"))
+    assert numbers == NUMBER_MODES[(decimal_mode, varint_mode)]
+
+
+def test_varint_beyond_64_bits_in_long_mode_follows_the_failure_mode(
+    h: CassandraHarness,
+) -> None:
+    """Debezium's long mode wraps 2**64 + 5 to 5; here the event fails (or is skipped by the
+    configured mode) and never arrives with a wrong number."""
+    h.cql(f"CREATE TABLE {h.keyspace}.wide (id int PRIMARY KEY, vi varint) WITH cdc = true")
+    cfg = h.config(
+        **{
+            "snapshot.mode": "never",
+            "table.include.list": rf"{h.keyspace}\.wide",
+            "varint.handling.mode": "long",
+            "event.processing.failure.handling.mode": "skip",
+        }
+    )
+    with h.running(cfg) as run:
+        h.wait_streaming(run)
+        h.cql(f"INSERT INTO {h.keyspace}.wide (id, vi) VALUES (1, {2**64 + 5})")
+        h.cql(f"INSERT INTO {h.keyspace}.wide (id, vi) VALUES (2, -9223372036854775808)")
+        events = h.read(cfg, "wide", min_count=1)
+    assert [(e.key["id"], e.after["vi"]["value"]) for e in events] == [(2, -9223372036854775808)]
 
 
 def test_lost_offsets_with_every_table_recorded_reads_the_log(h: CassandraHarness) -> None:
