@@ -191,6 +191,7 @@ def build_dispatcher(
         cfg["heartbeat.topics.prefix"],
         # a connector may qualify topics by database (SQL Server with several databases)
         include_catalog=bool(getattr(conn, "topics_include_database", False)),
+        schema_name_mode=cfg.get("schema.name.adjustment.mode") or "avro",
     )
     mappers = ColumnMappers(raw)
     problems = list(mappers.problems)

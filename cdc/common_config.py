@@ -25,6 +25,7 @@ from cdc.converters.base import (
 )
 from cdc.pipeline import reselect
 from cdc.schema.binary_modes import MODES as BINARY_MODES
+from cdc.schema.name_adjust import MODES as NAME_MODES
 from cdc.signals.config import notification_fields, read_only_problems, signal_fields
 
 FAILURE_MODES = ("fail", "warn", "skip", "dead-letter")
@@ -122,7 +123,6 @@ UNSUPPORTED = frozenset(
         "topic.cache.size",
         "topic.heartbeat.prefix",
         "topic.transaction",
-        "schema.name.adjustment.mode",
         "incremental.snapshot.watermarking.strategy",
         "incremental.snapshot.allow.schema.changes",
         "snapshot.include.collection.list",
@@ -314,6 +314,18 @@ def common_def(**defaults: Any) -> ConfigDef:
                 group=GROUP_EVENTS,
                 doc="Replace characters that Avro names cannot hold in field and schema names "
                 "with '_'. Unset: true when the value converter is Avro, else false.",
+            ),
+            ConfigField(
+                "schema.name.adjustment.mode",
+                Kind.STRING,
+                "avro",
+                validator=one_of(*NAME_MODES),
+                group=GROUP_EVENTS,
+                doc="Debezium 2.x+'s setting for the record schema names (<topic>.Key, "
+                ".Value, .Envelope): avro (characters Avro names cannot hold become '_'), "
+                "avro_unicode (they become _uXXXX, '_' included) or none (the topic's "
+                "characters as they are; not for the Avro converter). Debezium 2.x+ defaults "
+                "to none, 1.x always adjusted: tidemark defaults to avro.",
             ),
             ConfigField(
                 "field.name.adjustment.mode",

@@ -3,48 +3,23 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
+from cdc.schema.name_adjust import adjust, field_name
 from cdc.spi import TableId
 
-_SCHEMA_INVALID = re.compile(r"[^A-Za-z0-9_]")
 _TOPIC_INVALID = re.compile(r"[^A-Za-z0-9._-]")
-_FIELD_INVALID = re.compile(r"[^A-Za-z0-9_]")
 
 
-@lru_cache(maxsize=4096)
-def sanitize_schema_part(part: str, *, first: bool = False) -> str:
-    """Avro-compatible schema names: invalid characters become ``_``; the server name must
-    start with a Latin letter or ``_``."""
-    out = _SCHEMA_INVALID.sub("_", part)
-    if first and out and not (out[0].isalpha() or out[0] == "_"):
-        out = "_" + out
-    return out
-
-
-@lru_cache(maxsize=4096)
 def sanitize_field_name(name: str) -> str:
-    """``sanitize.field.names``: Avro field names start with a letter or ``_``."""
-    out = _FIELD_INVALID.sub("_", name)
-    if out and out[0].isdigit():
-        out = "_" + out
-    return out
+    """``sanitize.field.names``/``field.name.adjustment.mode=avro``: what Avro names cannot
+    hold becomes ``_`` (Debezium's adjuster, see cdc/schema/name_adjust.py)."""
+    return field_name(name, "avro")
 
 
-@lru_cache(maxsize=4096)
 def unicode_field_name(name: str) -> str:
-    """``field.name.adjustment.mode=avro_unicode``: each character Avro names cannot hold as
-    ``_uXXXX`` (its UTF-16 code unit), so two names that differ only there stay apart."""
-    out = _FIELD_INVALID.sub(
-        lambda m: "".join(
-            f"_u{int.from_bytes(m.group(0).encode('utf-16-be', 'surrogatepass')[i : i + 2]):04x}"
-            for i in range(0, len(m.group(0).encode("utf-16-be", "surrogatepass")), 2)
-        ),
-        name,
-    )
-    if out and out[0].isdigit():
-        out = f"_u{ord(out[0]):04x}" + out[1:]
-    return out
+    """``field.name.adjustment.mode=avro_unicode``: each such character as ``_uXXXX``, so two
+    names that differ only there stay apart (with Debezium's quirks, name_adjust.py)."""
+    return field_name(name, "avro_unicode")
 
 
 def sanitize_topic(name: str) -> str:
@@ -62,10 +37,12 @@ class TopicNamer:
         heartbeat_prefix: str = "__debezium-heartbeat",
         *,
         include_catalog: bool = False,
+        schema_name_mode: str = "avro",
     ) -> None:
         self.server = server_name
         self.heartbeat_prefix = heartbeat_prefix
         self.include_catalog = include_catalog
+        self.schema_name_mode = schema_name_mode
         self._cache: dict[TableId, str] = {}
 
     def _containers(self, table_id: TableId) -> list[str]:
@@ -82,10 +59,9 @@ class TopicNamer:
         return topic
 
     def schema_name(self, table_id: TableId, suffix: str) -> str:
-        parts = [sanitize_schema_part(self.server, first=True)]
-        parts.extend(sanitize_schema_part(c) for c in self._containers(table_id))
-        parts.append(sanitize_schema_part(table_id.table))
-        return ".".join([*parts, suffix])
+        """``<topic>.<suffix>`` through ``schema.name.adjustment.mode``, as Debezium names
+        record schemas (a ``.`` inside the prefix or a table name stays a ``.``)."""
+        return adjust(f"{self.data_topic(table_id)}.{suffix}", self.schema_name_mode)
 
     @property
     def schema_change_topic(self) -> str:

@@ -42,6 +42,7 @@ from cdc.schema.logical import (
     DECIMAL_SCALE,
 )
 from cdc.schema.model import Field, Schema, Type
+from cdc.schema.name_adjust import field_name
 
 NAMESPACE = "io.confluent.connect.avro"
 DEFAULT_SCHEMA_NAME = "ConnectDefault"
@@ -74,14 +75,7 @@ _AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 def sanitize_field_name(name: str) -> str:
     """Debezium's ``sanitize.field.names``: each invalid character becomes ``_``; a leading
     digit is kept behind a ``_`` (``1col`` → ``_1col``)."""
-    if _AVRO_NAME.match(name) or not name:
-        return name
-    first = name[0]
-    out = [first if first == "_" or (first.isascii() and first.isalpha()) else "_"]
-    if first.isdecimal():  # Java's Character.isDigit
-        out.append(first)
-    out.extend(c if c == "_" or (c.isascii() and c.isalnum()) else "_" for c in name[1:])
-    return "".join(out)
+    return field_name(name, "avro")
 
 
 def scrub_name(name: str) -> str:

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 
 from cdc.record import SourceRecord
 from cdc.schema.model import STRING, Schema, struct
+from cdc.schema.name_adjust import MODES, adjust
 from cdc.transforms.base import (
     PluginConfig,
     SchemaCache,
@@ -161,24 +162,13 @@ class RegexRouter(Transformation):
         return record.with_(topic=topic)
 
 
-_AVRO_FIRST = re.compile(r"[^A-Za-z_]")
-_AVRO_REST = re.compile(r"[^A-Za-z0-9_.]")
-
-
-def avro_schema_name(name: str) -> str:
-    """Debezium's ``SchemaNameAdjuster`` (avro mode): invalid characters become ``_``."""
-    if not name:
-        return name
-    return _AVRO_FIRST.sub("_", name[0]) + _AVRO_REST.sub("_", name[1:])
-
-
 class ByLogicalTableRouter(Transformation):
     def __init__(self) -> None:
         self._topics: TopicRewriter | None = None
         self._key_ids: TopicRewriter | None = None
         self._enforce_uniqueness = True
         self._key_field = "__dbz__physicalTableIdentifier"
-        self._adjust_names = True
+        self._name_mode = "avro"
         self._key_schemas: SchemaCache[Schema] = SchemaCache()
         self._envelope_schemas: SchemaCache[Schema] = SchemaCache()
 
@@ -194,8 +184,7 @@ class ByLogicalTableRouter(Transformation):
                 self._key_ids = TopicRewriter.from_config(
                     cfg, "key.field.regex", "key.field.replacement"
                 )
-        mode = cfg.choice("schema.name.adjustment.mode", ("avro", "none"), "avro")
-        self._adjust_names = mode == "avro"
+        self._name_mode = cfg.choice("schema.name.adjustment.mode", MODES, "avro")
         cfg.check()
 
     def apply(self, record: SourceRecord) -> SourceRecord | None:
@@ -236,7 +225,7 @@ class ByLogicalTableRouter(Transformation):
         return self._key_ids.rewrite(old_topic) or old_topic
 
     def _name(self, name: str) -> str:
-        return avro_schema_name(name) if self._adjust_names else name
+        return adjust(name, self._name_mode)
 
     def _renamed(self, schema: Schema, name: str, extra: list[tuple[str, Schema]]) -> Schema:
         fields = [(f.name, f.schema) for f in schema.fields] + extra

@@ -173,6 +173,30 @@ def test_more_connector_options_match_debezium(
     assert not diffs, "records differ:\n\n" + "\n\n".join(diffs)
 
 
+def test_unicode_name_adjustment_matches_debezium(
+    postgres: PgInfo, kafka: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """``avro_unicode`` for schema and field names: Debezium escapes ``_`` too
+    (``opt_u`` → ``opt_u005fu``), a leading ``_`` or digit, ``-`` and non-ASCII letters."""
+    scenario = Scenario(
+        {"opt_u": 'id int PRIMARY KEY, "weird-col" text, "größe" int, "_lead" text, "x_1" text'},
+        ["INSERT INTO opt_u VALUES (1, 'w', 3, 'l', 'x')"],
+        [
+            ['UPDATE opt_u SET "größe" = 4 WHERE id = 1'],
+            ["INSERT INTO opt_u (id, x_1) VALUES (9999, 'sentinel')"],
+        ],
+        1,
+        1,
+        tidemark_config={"envelope.version": "3"},
+    )
+    options = {
+        "field.name.adjustment.mode": "avro_unicode",
+        "schema.name.adjustment.mode": "avro_unicode",
+    }
+    diffs = run_parity(postgres, kafka, tmp_path, request, options, scenario, jvm="kafka-connect")
+    assert not diffs, "records differ:\n\n" + "\n\n".join(diffs)
+
+
 def test_extension_types_match_debezium(
     postgres: PgInfo, kafka: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

@@ -330,9 +330,28 @@ def test_old_and_new_filter_names_are_aliases() -> None:
 
 
 def test_schema_names_are_sanitised() -> None:
+    """Debezium's adjuster on ``<topic>.Value`` (checked on a JVM): the table's own ``.``
+    stays, as in Debezium (tidemark wrote ``tab_le`` before)."""
     namer = TopicNamer("1-server")
     tid = TableId("my-db", None, "tab.le")
-    assert namer.schema_name(tid, "Value") == "_1_server.my_db.tab_le.Value"
+    assert namer.schema_name(tid, "Value") == "_1_server.my_db.tab.le.Value"
+    unicode = TopicNamer("prod.db1", schema_name_mode="avro_unicode")
+    assert unicode.schema_name(TableId("x", "public", "order_items"), "Key") == (
+        "prod.db1.public.order_u005fitems.Key"
+    )
+    raw = TopicNamer("my-server", schema_name_mode="none")
+    assert raw.schema_name(TableId("x", "dbo", "Order Details"), "Envelope") == (
+        "my-server.dbo.Order_Details.Envelope"  # the topic's name, as Kafka takes it
+    )
+
+
+def test_schema_name_adjustment_mode_is_a_setting_not_an_unsupported_key() -> None:
+    cfg = common_def().parse({"topic.prefix": "s", "schema.name.adjustment.mode": "AVRO_UNICODE"})
+    assert cfg["schema.name.adjustment.mode"] == "avro_unicode"
+    assert common_def().parse({"topic.prefix": "s"})["schema.name.adjustment.mode"] == "avro"
+    assert "schema.name.adjustment.mode" not in common_def().unsupported
+    with pytest.raises(ConfigError, match=r"schema\.name\.adjustment\.mode"):
+        common_def().parse({"topic.prefix": "s", "schema.name.adjustment.mode": "avro2"})
 
 
 def test_schema_change_record_uses_the_connector_namespace() -> None:
