@@ -3,6 +3,7 @@ snapshot, restarts (AC-61), the per-table snapshot record (AC-62)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -410,6 +411,31 @@ def test_varint_beyond_64_bits_in_long_mode_follows_the_failure_mode(
         h.cql(f"INSERT INTO {h.keyspace}.wide (id, vi) VALUES (2, -9223372036854775808)")
         events = h.read(cfg, "wide", min_count=1)
     assert [(e.key["id"], e.after["vi"]["value"]) for e in events] == [(2, -9223372036854775808)]
+
+
+def test_range_deletes_and_static_writes_are_counted_and_warned_not_lost_silently(
+    h: CassandraHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The two writes the connector does not emit (the seed's unsupported list): a range
+    delete is warned about once per table, naming it, and both are counted."""
+    h.cql(
+        f"CREATE TABLE {h.keyspace}.ranged (id int, c int, s int static, v text, "
+        "PRIMARY KEY (id, c)) WITH cdc = true"
+    )
+    cfg = h.config(**{"snapshot.mode": "never", "table.include.list": rf"{h.keyspace}\.ranged"})
+    with caplog.at_level(logging.WARNING, "tidemark.cassandra.streaming"), h.running(cfg) as run:
+        h.wait_streaming(run)
+        h.cql(f"INSERT INTO {h.keyspace}.ranged (id, c, v) VALUES (1, 1, 'a')")
+        h.cql(f"DELETE FROM {h.keyspace}.ranged WHERE id = 1 AND c > 0")  # a range
+        h.cql(f"DELETE FROM {h.keyspace}.ranged WHERE id = 1 AND c >= 5 AND c < 9")
+        h.cql(f"UPDATE {h.keyspace}.ranged SET s = 7 WHERE id = 1")  # static only
+        h.cql(f"INSERT INTO {h.keyspace}.ranged (id, c, v) VALUES (2, 1, 'sentinel')")
+        events = h.read(cfg, "ranged", min_count=2)
+        unsupported = run.engine.metrics.extra["number-of-unsupported-changes"]()
+    assert [(e.op, e.key) for e in events] == [("c", {"id": 1, "c": 1}), ("c", {"id": 2, "c": 1})]
+    assert unsupported >= 3  # this test's; other tests' keyspaces may add theirs
+    warned = [r for r in caplog.records if "range delete" in r.getMessage()]
+    assert len(warned) == 1 and f"{h.keyspace}.ranged" in warned[0].getMessage()
 
 
 def test_lost_offsets_with_every_table_recorded_reads_the_log(h: CassandraHarness) -> None:
