@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc.common_config import common_def, resumable_chunk_field, server_name_field
-from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, one_of
+from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, one_of, valid_regex_list
 from cdc.errors import ConfigError
 
 GROUP = "Cassandra"
@@ -26,9 +26,23 @@ CONSISTENCY_LEVELS = (
 )
 SNAPSHOT_MODES = ("initial", "always", "never")
 
+#: Debezium's Cassandra agent names its column filter field.exclude.list (<ks>.<table>.<col>)
+_COLUMN_EXCLUDE = ConfigField(
+    "column.exclude.list",
+    Kind.LIST,
+    [],
+    aliases=("column.blacklist", "field.exclude.list"),
+    validator=valid_regex_list,
+    group="Filters",
+    doc="Comma-separated regular expressions matched against fully-qualified column names "
+    "(<keyspace>.<table>.<column>); matching columns are left out of change events. "
+    "field.exclude.list is Debezium's Cassandra name for it.",
+)
+
 CONFIG_DEF = common_def().extend(
     ConfigDef(
         [
+            _COLUMN_EXCLUDE,
             ConfigField(
                 "cassandra.hosts",
                 Kind.LIST,
@@ -210,7 +224,29 @@ CONFIG_DEF.unsupported |= {
     "http.port",
     "latest.commit.log.only",
     "max.offset.flush.size",
+    # Debezium 2.x+'s agent: how it schedules its own queues and commit log reading
+    "num.of.change.event.queues",
+    "event.order.guarantee.mode",
+    "cassandra.node.id",
+    "snapshot.scan.interval.ms",
+    "commit.log.relocation.dir.poll.interval.ms",
+    "commit.log.error.reprocessing.enabled",
 }
+CONFIG_DEF.unsupported_prefixes["cassandra.driver.config.file"] = (
+    "Debezium 2.x+'s agent takes its contact points, credentials and TLS from the Java "
+    "driver's config file; here they are cassandra.hosts, cassandra.port, "
+    "cassandra.username/cassandra.password and cassandra.ssl.* (docs/cassandra.md)"
+)
+CONFIG_DEF.unsupported_prefixes["commit.log.real.time.processing."] = (
+    "the live segment is always read up to its durable offset, every "
+    "cdc.dir.poll.interval.ms (Debezium 2.x+'s real-time mode)"
+)
+CONFIG_DEF.unsupported_prefixes["commit.log.marked.complete.poll.interval.ms"] = (
+    "the live segment's index is read every cdc.dir.poll.interval.ms"
+)
+CONFIG_DEF.unsupported_prefixes["commit.log.post.processing.enabled"] = (
+    "what happens to a delivered segment is commit.log.transfer.class (keep leaves it)"
+)
 CONFIG_DEF.unsupported_prefixes["kafka.producer."] = (
     "Debezium's Cassandra agent had its own producer; here events go through the worker's "
     "producer, configured in the worker config or per connector with producer.override.<key>"

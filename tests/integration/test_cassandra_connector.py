@@ -438,6 +438,31 @@ def test_range_deletes_and_static_writes_are_counted_and_warned_not_lost_silentl
     assert len(warned) == 1 and f"{h.keyspace}.ranged" in warned[0].getMessage()
 
 
+def test_field_exclude_list_leaves_a_column_out_of_snapshot_and_stream(
+    h: CassandraHarness,
+) -> None:
+    """Debezium's Cassandra name for the column filter (``<keyspace>.<table>.<column>``)."""
+    h.cql(
+        f"CREATE TABLE {h.keyspace}.secrets (id int PRIMARY KEY, v text, pin text) WITH cdc = true"
+    )
+    h.cql(f"INSERT INTO {h.keyspace}.secrets (id, v, pin) VALUES (1, 'a', '1234')")
+    cfg = h.config(
+        **{
+            "snapshot.mode": "initial",
+            "table.include.list": rf"{h.keyspace}\.secrets",
+            "field.exclude.list": f"{h.keyspace}.secrets.pin",
+        }
+    )
+    time.sleep(1.2)  # durable before the snapshot position: no streamed copy
+    with h.running(cfg) as run:
+        h.wait_streaming(run)
+        h.cql(f"INSERT INTO {h.keyspace}.secrets (id, v, pin) VALUES (2, 'b', '5678')")
+        events = h.read(cfg, "secrets", min_count=2)
+    assert [(e.op, e.key["id"]) for e in events] == [("r", 1), ("c", 2)]
+    assert all(set(e.after) == {"id", "v"} for e in events)
+    assert "1234" not in str(events) and "5678" not in str(events)
+
+
 def test_lost_offsets_with_every_table_recorded_reads_the_log(h: CassandraHarness) -> None:
     """The stored offsets are gone but snapshot_offset.properties says every table is done:
     nothing is snapshotted, so nothing may be skipped either: streaming starts at the oldest

@@ -68,6 +68,35 @@ def test_the_standalone_agents_settings_are_named_as_ignored() -> None:
     assert "worker config" in warnings["offset.flush.interval.ms"]
 
 
+def test_debezium_2x_agent_settings_say_what_replaces_them() -> None:
+    """A Debezium 2.x+ Cassandra agent's properties, copied over: the driver config file
+    carried the contact points and credentials, so its warning names tidemark's keys;
+    field.exclude.list is the column filter."""
+    raw = {
+        "topic.prefix": "p",
+        "cassandra.cdc.raw.dir": "/r",
+        "cassandra.driver.config.file": "/etc/dbz/application.conf",
+        "commit.log.real.time.processing.enabled": "true",
+        "commit.log.marked.complete.poll.interval.ms": "1000",
+        "commit.log.post.processing.enabled": "false",
+        "num.of.change.event.queues": "2",
+        "field.exclude.list": "ks.t.secret",
+        "decimal.handling.mode": "DOUBLE",
+        "varint.handling.mode": "LONG",
+    }
+    warnings = dict(CONFIG_DEF.unknown_keys(raw))
+    assert "cassandra.hosts" in warnings["cassandra.driver.config.file"]
+    assert "cassandra.username" in warnings["cassandra.driver.config.file"]
+    assert "cdc.dir.poll.interval.ms" in warnings["commit.log.real.time.processing.enabled"]
+    assert "cdc.dir.poll.interval.ms" in warnings["commit.log.marked.complete.poll.interval.ms"]
+    assert "commit.log.transfer.class" in warnings["commit.log.post.processing.enabled"]
+    assert "does not implement" in warnings["num.of.change.event.queues"]
+    assert not {"field.exclude.list", "decimal.handling.mode"} & set(warnings)
+    cfg = parse_config(raw)
+    assert cfg["column.exclude.list"] == ["ks.t.secret"]
+    assert (cfg["decimal.handling.mode"], cfg["varint.handling.mode"]) == ("double", "long")
+
+
 @pytest.mark.parametrize(
     ("extra", "key", "text"),
     [
