@@ -49,9 +49,10 @@ class CellError(ValueError):
 
 def debezium_op(op: str, payload: Mapping[str, Any]) -> str:
     """The common op code of an ``i`` or ``r`` event of Debezium's Cassandra connector: ``i``
-    is ``c``, or ``r`` when ``source.snapshot`` says it is a snapshot read. Its ``r`` with
-    range bounds is a range delete, refused here. Other connectors' ops are returned as they
-    are (tidemark's Cassandra connector already writes ``c``/``r``)."""
+    is ``c``, or ``r`` when ``source.snapshot`` says it is a snapshot read. Its ``r`` (an
+    ``after`` with the range bound fields: Debezium's ``r`` is only ever a range tombstone) is
+    a range delete, refused here. Other connectors' ops are returned as they are (tidemark's
+    Cassandra connector writes ``c``/``r``, with no range fields)."""
     from cdc.apply.ordering import is_snapshot
 
     source = payload.get("source")
@@ -60,7 +61,7 @@ def debezium_op(op: str, payload: Mapping[str, Any]) -> str:
     if op == "i":
         return "r" if is_snapshot(source, None) else "c"
     after = payload.get("after")
-    if isinstance(after, Mapping) and any(after.get(f) is not None for f in RANGE_FIELDS):
+    if isinstance(after, Mapping) and any(f in after for f in RANGE_FIELDS):
         raise CellError(
             "a Cassandra range delete (Debezium's op 'r' with _range_start/_range_end, from "
             "DELETE ... WHERE <clustering column> > ...) cannot be applied: the apply job "

@@ -313,7 +313,7 @@ class Parser:
         after_shape, before_shape = shapes if shapes is not None else (None, None)
         known: RowShape | None = before_shape if op == "d" else after_shape
         if known is None and op == "d" and cells.is_cassandra(source, connector):
-            known = after_shape  # Debezium's Cassandra envelope has no 'before
+            known = after_shape  # Debezium's Cassandra envelope has no 'before'
         patch = None
         if image is None and op == "u":  # MongoDB: a patch, or the 1.2 shape's replacement
             try:

@@ -147,11 +147,18 @@ def _plain(t: CqlType, modes: NumberModes = _TEXT) -> ValueConverter | None:
         item = _plain(t.params[0], modes)
         return None if item is None else lambda xs: [None if x is None else item(x) for x in xs]
     if t.name == "map":
-        key_text = connect_schema(t.params[0], modes) is not STRING
+        # keys are always text: a decimal key in its plain form whatever the mode
+        key_conv: ValueConverter | None = (
+            _decimal_plain
+            if t.params[0].name == "decimal"
+            else str
+            if connect_schema(t.params[0], modes) is not STRING
+            else None
+        )
         value = _plain(t.params[1], modes)
-        if not key_text and value is None:
+        if key_conv is None and value is None:
             return None
-        key: ValueConverter = str if key_text else _same
+        key: ValueConverter = key_conv or _same
         val: ValueConverter = value or _same
         return lambda m: {key(k): None if v is None else val(v) for k, v in m.items()}
     return _json_text

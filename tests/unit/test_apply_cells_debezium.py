@@ -87,6 +87,14 @@ def test_a_range_delete_is_bad_input_not_a_snapshot_row(parsed: Any) -> None:
     bad = parsed[10]
     assert isinstance(bad, BadEvent)
     assert "range delete" in bad.error and "on.error=quarantine" in bad.error
+    # Debezium's "r" is only ever a range tombstone: refused even with both bounds null
+    raw = _raw()[10]
+    value = json.loads(raw["value"] or "")
+    value["payload"]["after"].update(_range_start=None, _range_end=None)
+    again = Parser(ParseSettings()).parse(
+        "t", 0, 0, (raw["key"] or "").encode(), json.dumps(value).encode()
+    )
+    assert isinstance(again, BadEvent) and "range delete" in again.error
 
 
 def test_key_cells_unwrap_and_range_bounds_are_not_columns(parsed: Any) -> None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import decimal
 import struct
+from typing import Any
 
 import pytest
 
+from cdc.spi import Column, Table, TableId
 from connectors.cassandra.cqltypes import CqlTypeError, decode_value, parse_type
+from connectors.cassandra.types import CassandraValueConverters, NumberModes
 from connectors.cassandra.vint import read_signed_vint, read_unsigned_vint
 
 
@@ -45,3 +49,33 @@ def test_vints() -> None:
     assert read_unsigned_vint(b"\x81\x00", 0) == (256, 2)
     assert read_unsigned_vint(b"\xff" + b"\x00" * 7 + b"\x01", 0) == (1, 9)
     assert read_signed_vint(b"\x03", 0) == (-2, 1)
+
+
+def _convert(type_text: str, modes: NumberModes, value: Any, key: bool = False) -> Any:
+    column = Column("c", 0, type_text, optional=True, native_type=0 if key else 1)
+    table = Table(TableId(None, "ks", "t"), (column,), ())
+    conv = CassandraValueConverters(modes).converter_for(table, column)
+    assert conv is not None
+    out = conv(value if key else (value, None, True))
+    return out if key else out["value"]
+
+
+def test_decimal_and_varint_modes_convert_the_decoders_text() -> None:
+    text = NumberModes()
+    assert _convert("decimal", text, "1E-3") == "0.001"  # Java's toPlainString
+    assert _convert("decimal", text, "1E+3", key=True) == "1000"
+    assert _convert("decimal", NumberModes(decimal="double"), "-12.345") == -12.345
+    assert _convert("decimal", NumberModes(decimal="precise"), "2.50") == {
+        "scale": 2,
+        "value": b"\x00\xfa",
+    }
+    assert _convert("varint", text, "123456789012345678901234") == "123456789012345678901234"
+    assert _convert("varint", NumberModes(varint="precise"), "-7") == decimal.Decimal(-7)
+    assert _convert("varint", NumberModes(varint="long"), str(-(2**63))) == -(2**63)
+    with pytest.raises(ValueError, match=r"does not fit varint\.handling\.mode=long"):
+        _convert("varint", NumberModes(varint="long"), str(2**63))
+    # inside collections; map keys stay text, a decimal key in its plain form in every mode
+    double = NumberModes(decimal="double")
+    assert _convert("list<decimal>", double, ["1E-3", None]) == [0.001, None]
+    assert _convert("map<decimal, decimal>", double, {"1E-3": "2"}) == {"0.001": 2.0}
+    assert _convert("map<varint, text>", NumberModes(varint="long"), {"5": "x"}) == {"5": "x"}
