@@ -260,6 +260,8 @@ class ConfigDef:
         self.unsupported: set[str] = set()
         #: key prefixes with no effect here, each with what to use instead
         self.unsupported_prefixes: dict[str, str] = {}
+        #: defined (shared) keys this connector does not read, each with what it does instead
+        self.inert: dict[str, str] = {}
         self.define(*fields)
 
     def define(self, *fields: ConfigField) -> ConfigDef:
@@ -276,6 +278,7 @@ class ConfigDef:
         merged.passthrough_rules = [*self.passthrough_rules, *other.passthrough_rules]
         merged.unsupported = self.unsupported | other.unsupported
         merged.unsupported_prefixes = {**self.unsupported_prefixes, **other.unsupported_prefixes}
+        merged.inert = {**self.inert, **other.inert}
         return merged
 
     def check(
@@ -295,10 +298,16 @@ class ConfigDef:
     def unknown_keys(self, raw: Mapping[str, Any]) -> list[tuple[str, str]]:
         """Warnings for keys that are neither defined nor pass-through and look like a typo of
         a known key (``databse.port`` -> ``database.port``). Other unknown keys pass through
-        silently, as in Kafka Connect: they may be meant for a newer version or a tool."""
+        silently, as in Kafka Connect: they may be meant for a newer version or a tool. Also
+        for shared keys this connector does not read (``inert``): a user who sets
+        ``binary.handling.mode=hex`` on Cassandra must learn it changes nothing."""
         out: list[tuple[str, str]] = []
         for key in raw:
-            if key in self._by_alias:
+            field = self._by_alias.get(key)
+            if field is not None and field.name in self.inert:
+                out.append((key, f"has no effect on this connector: {self.inert[field.name]}"))
+                continue
+            if field is not None:
                 continue
             if key in self.unsupported:
                 out.append((key, "is a Debezium property tidemark does not implement; ignored"))

@@ -232,6 +232,14 @@ CONFIG_DEF.unsupported |= {
     "commit.log.relocation.dir.poll.interval.ms",
     "commit.log.error.reprocessing.enabled",
 }
+CONFIG_DEF.inert.update(
+    {
+        "binary.handling.mode": "a blob is BYTES (base64 text in JSON), as in Debezium's "
+        "Cassandra connector",
+        "time.precision.mode": "timestamp is milliseconds, date days and time nanoseconds, "
+        "whatever the mode (docs/cassandra.md)",
+    }
+)
 CONFIG_DEF.unsupported_prefixes["cassandra.driver.config.file"] = (
     "Debezium 2.x+'s agent takes its contact points, credentials and TLS from the Java "
     "driver's config file; here they are cassandra.hosts, cassandra.port, "

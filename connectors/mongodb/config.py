@@ -338,3 +338,13 @@ def _filter_overrides(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple
 
 
 CONFIG_DEF = common_def().extend(database_filter_fields()).extend(MONGODB_FIELDS)
+
+CONFIG_DEF.inert.update(
+    {
+        "decimal.handling.mode": 'a Decimal128 stays {"$numberDecimal": ...} in the document\'s '
+        "extended JSON, as in Debezium's MongoDB connector",
+        "time.precision.mode": 'a date stays {"$date": ...} in the document\'s extended JSON',
+        "binary.handling.mode": 'binary data stays {"$binary": ...} in the document\'s '
+        "extended JSON",
+    }
+)

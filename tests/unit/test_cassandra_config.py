@@ -68,6 +68,21 @@ def test_the_standalone_agents_settings_are_named_as_ignored() -> None:
     assert "worker config" in warnings["offset.flush.interval.ms"]
 
 
+def test_shared_keys_the_connector_does_not_read_are_named_as_without_effect() -> None:
+    """binary.handling.mode and time.precision.mode are common keys every connector accepts;
+    Cassandra (like Debezium's) reads neither, which the user hears instead of nothing."""
+    from connectors.mongodb.config import CONFIG_DEF as MONGODB
+    from connectors.postgres.config import CONFIG_DEF as POSTGRES
+
+    raw = {"binary.handling.mode": "hex", "time.precision.mode": "connect"}
+    warnings = dict(CONFIG_DEF.unknown_keys(raw))
+    assert "blob is BYTES" in warnings["binary.handling.mode"]
+    assert warnings["time.precision.mode"].startswith("has no effect on this connector")
+    mongo = dict(MONGODB.unknown_keys({**raw, "decimal.handling.mode": "string"}))
+    assert "$numberDecimal" in mongo["decimal.handling.mode"] and len(mongo) == 3
+    assert POSTGRES.unknown_keys(raw) == []  # read there
+
+
 def test_debezium_2x_agent_settings_say_what_replaces_them() -> None:
     """A Debezium 2.x+ Cassandra agent's properties, copied over: the driver config file
     carried the contact points and credentials, so its warning names tidemark's keys;
