@@ -78,6 +78,13 @@ def call(base: str, method: str, path: str, body: Any = None) -> tuple[int, Any]
         return e.code, json.loads(text) if text else None
 
 
+def tasks(base: str, name: str) -> list[dict[str, Any]]:
+    """The connector's tasks from its status; none while the worker has no status for it yet
+    (Kafka Connect answers 404 between a POST and the connector's start, more so under load)."""
+    status, body = call(base, "GET", f"/connectors/{name}/status")
+    return list(body.get("tasks") or []) if status == 200 and isinstance(body, dict) else []
+
+
 def rows(pg: PgInfo, dbname: str) -> tuple[dict[str, str], list[tuple[Any, ...]]]:
     """The table's column types, and its rows with every value as PostgreSQL's text."""
     with psycopg.connect(pg.dsn(dbname), autocommit=True) as c:
@@ -146,9 +153,7 @@ def test_the_jdbc_sink_writes_tidemark_s_events_as_debezium_s(
         try:
             deadline = time.monotonic() + 90
             while not all(
-                (st := call(url, "GET", "/connectors/src/status")[1])
-                and [t["state"] for t in st["tasks"]] == ["RUNNING"]
-                for url in urls.values()
+                [t["state"] for t in tasks(url, "src")] == ["RUNNING"] for url in urls.values()
             ):
                 assert time.monotonic() < deadline, "the sources did not start"
                 time.sleep(0.5)
@@ -185,9 +190,10 @@ def test_the_jdbc_sink_writes_tidemark_s_events_as_debezium_s(
                 if ids.get("kc") == ids.get("tm") == expected_ids:
                     break
                 for side in urls:
-                    st = call(kc.url, "GET", f"/connectors/sink-{side}/status")[1]
                     failed = [
-                        t.get("trace", "")[:3000] for t in st["tasks"] if t["state"] == "FAILED"
+                        t.get("trace", "")[:3000]
+                        for t in tasks(kc.url, f"sink-{side}")
+                        if t["state"] == "FAILED"
                     ]
                     assert not failed, f"sink of {side}'s topic failed: {failed[0]}"
                 assert time.monotonic() < deadline, f"targets {ids}, source {expected_ids}"
