@@ -169,11 +169,16 @@ def _converter(value: Any) -> str | None:
 
 
 def _filter(name: str, alias: str, doc: str) -> ConfigField:
+    return filter_field(name, (alias,), doc)
+
+
+def filter_field(name: str, aliases: tuple[str, ...], doc: str) -> ConfigField:
+    """A list of regular expressions filtering tables or columns, under its older names."""
     return ConfigField(
         name,
         Kind.LIST,
         [],
-        aliases=(alias,),
+        aliases=aliases,
         validator=valid_regex_list,
         group=GROUP_FILTERS,
         doc=doc,

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cdc.common_config import common_def, resumable_chunk_field, server_name_field
-from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, one_of, valid_regex_list
+from cdc.common_config import common_def, filter_field, resumable_chunk_field, server_name_field
+from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, one_of
 from cdc.errors import ConfigError
 
 GROUP = "Cassandra"
@@ -27,14 +27,10 @@ CONSISTENCY_LEVELS = (
 SNAPSHOT_MODES = ("initial", "always", "never")
 
 #: Debezium's Cassandra agent names its column filter field.exclude.list (<ks>.<table>.<col>)
-_COLUMN_EXCLUDE = ConfigField(
+_COLUMN_EXCLUDE = filter_field(
     "column.exclude.list",
-    Kind.LIST,
-    [],
-    aliases=("column.blacklist", "field.exclude.list"),
-    validator=valid_regex_list,
-    group="Filters",
-    doc="Comma-separated regular expressions matched against fully-qualified column names "
+    ("column.blacklist", "field.exclude.list"),
+    "Comma-separated regular expressions matched against fully-qualified column names "
     "(<keyspace>.<table>.<column>); matching columns are left out of change events. "
     "field.exclude.list is Debezium's Cassandra name for it.",
 )
