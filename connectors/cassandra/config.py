@@ -129,6 +129,21 @@ CONFIG_DEF = common_def().extend(
                 "scale 0.",
             ),
             ConfigField(
+                "range.delete.handling.mode",
+                Kind.STRING,
+                "warn",
+                validator=one_of("warn", "skip", "emit", "fail"),
+                group="Events",
+                doc="Range deletes (DELETE ... WHERE <clustering column> > ...), which the "
+                "seed's connector does not capture. warn (default): not emitted, counted in "
+                "number-of-unsupported-changes, the first of each table logged; skip: the "
+                "same without the log line; emit: a delete event whose after carries the "
+                "_range_start/_range_end bounds (every event's after then has the two fields, "
+                "null but for a range delete; consumers must read them, as a range delete "
+                "has null clustering columns like a partition delete); fail: the task stops "
+                "at the first one, its offset before it.",
+            ),
+            ConfigField(
                 "snapshot.consistency",
                 Kind.STRING,
                 "ALL",

@@ -50,8 +50,16 @@ _CELL_EXPIRING = 0x02
 _CELL_EMPTY_VALUE = 0x04
 _CELL_ROW_TIMESTAMP = 0x08
 _CELL_ROW_TTL = 0x10
-#: ClusteringPrefix.Kind ordinals of boundaries (a marker closing one range, opening another)
-_BOUNDARY_KINDS = (2, 5)
+#: what each range tombstone marker kind (ClusteringPrefix.Kind ordinal) is, as the row kinds
+#: a marker yields, in order: a boundary closes the range before it and opens the next
+MARKER_KINDS: dict[int, tuple[str, ...]] = {
+    0: ("range_end_excl",),
+    1: ("range_start_incl",),
+    2: ("range_end_excl", "range_start_incl"),
+    5: ("range_end_incl", "range_start_excl"),
+    6: ("range_end_incl",),
+    7: ("range_start_excl",),
+}
 
 
 class MutationError(ValueError):
@@ -83,11 +91,14 @@ CellValue = tuple[Any, int | None, bool]
 #: ``partition_delete``; ``clustering`` is None for a partition delete and for the static
 #: row; ``cells`` by column name; ``timestamp`` the newest write timestamp in the row
 #: (microseconds); ``static`` True for the static row. A plain tuple, read by unpacking, as
-#: :data:`CellValue`: one is built per row.
+#: :data:`CellValue`: one is built per row. A range tombstone marker (a range delete's
+#: bound, in clustering order) is one too: ``kind`` one of :data:`MARKER_KINDS`' names,
+#: ``clustering`` the bound's prefix (shorter than the clustering key; empty: unbounded),
+#: ``cells`` empty and ``timestamp`` the deletion's write timestamp.
 RowChange = tuple[TableDef, str, list[Any], list[Any] | None, dict[str, CellValue], int, bool]
 #: The rows one mutation changed in one partition of a table: ``(table, rows,
-#: range_tombstones)``, the last being the number of range tombstone markers (range deletes:
-#: counted, not emitted). A plain tuple, one per mutation.
+#: range_tombstones)``, the last being the number of range tombstone markers among the rows.
+#: A plain tuple, one per mutation.
 PartitionUpdate = tuple[TableDef, list[RowChange], int]
 
 
@@ -252,7 +263,7 @@ def _partition(r: _Reader, lookup: SchemaLookup) -> PartitionUpdate:
         if row_flags & _END_OF_PARTITION:
             break
         if row_flags & _IS_MARKER:
-            _skip_marker(r, h, table)
+            _marker(r, h, table, key, rows)
             markers += 1
             continue
         ext = r.byte() if row_flags & _EXTENSION_FLAG else 0
@@ -339,7 +350,7 @@ def _generic_row(
     r.pos = pos
     h = _Header(min_ts, min_ldt, min_ttl, [], cols)
     if flags & _IS_MARKER:
-        _skip_marker(r, h, table)
+        _marker(r, h, table, key, rows)
         return r.pos, 1
     ext = r.byte() if flags & _EXTENSION_FLAG else 0
     row = _row(r, h, table, key, flags, ext)
@@ -442,13 +453,20 @@ def _clustering_values(r: _Reader, cols: list[ColumnDef], size: int) -> list[Any
     return values
 
 
-def _skip_marker(r: _Reader, h: _Header, table: TableDef) -> None:
+def _marker(r: _Reader, h: _Header, table: TableDef, key: list[Any], rows: list[RowChange]) -> None:
+    """A range tombstone marker, appended to ``rows`` as one row per bound it holds (a
+    boundary closes a range and opens the next, each with its own deletion time)."""
+    at = r.pos
     kind = r.byte()
+    names = MARKER_KINDS.get(kind)
+    if names is None:
+        raise MutationError(f"range tombstone marker of unknown kind {kind}", at)
     (size,) = struct.unpack(">H", r.take(2))
-    _clustering_values(r, table.clustering, size)
-    for _ in range(2 if kind in _BOUNDARY_KINDS else 1):
-        h.ts(r)
+    prefix = _clustering_values(r, table.clustering, size)
+    for name in names:
+        ts = h.ts(r)
         h.ldt(r)
+        rows.append((table, name, key, prefix, {}, ts, False))
 
 
 def _row(

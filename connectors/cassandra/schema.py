@@ -20,6 +20,7 @@ from cdc.config import Config
 from cdc.errors import ConfigError, RetriableError
 from cdc.spi import Column, Table, TableId
 from connectors.cassandra.tabledef import DROPPED, TableDef, table_from_rows, tables_by_raw_id
+from connectors.cassandra.types import CELL_COLUMN, KEY_COLUMN, RANGE_BOUND_COLUMN, RANGE_FIELDS
 
 log = logging.getLogger("tidemark.cassandra.schema")
 
@@ -183,17 +184,30 @@ class SchemaCache:
         )
 
 
-def core_table(t: TableDef) -> Table:
+def core_table(t: TableDef, ranges: bool = False) -> Table:
     """The table as the core sees it: the primary key columns (plain values, the key), then
     the regular columns, each of which the converters turn into ``{value, deletion_ts,
-    set}``. Static columns are not captured (the seed lists them as unsupported)."""
+    set}``, then with ``ranges`` (``range.delete.handling.mode=emit``) the two range bound
+    fields. Static columns are not captured (the seed lists them as unsupported)."""
     cols: list[Column] = []
     for c in t.primary_key:
         cols.append(
             Column(
-                c.name, len(cols), c.type_text, optional=c.kind != "partition_key", native_type=0
+                c.name,
+                len(cols),
+                c.type_text,
+                optional=c.kind != "partition_key",
+                native_type=KEY_COLUMN,
             )
         )
     for c in t.regular:
-        cols.append(Column(c.name, len(cols), c.type_text, optional=True, native_type=1))
-    return Table(table_id(t), tuple(cols), tuple(c.name for c in t.primary_key))
+        cols.append(Column(c.name, len(cols), c.type_text, optional=True, native_type=CELL_COLUMN))
+    extra: dict[str, Any] = {}
+    if ranges:
+        for name in RANGE_FIELDS:
+            cols.append(Column(name, len(cols), "range_bound", native_type=RANGE_BOUND_COLUMN))
+        extra = {
+            "clustering": tuple(c.name for c in t.clustering),
+            "descending": tuple(c.name for c in t.clustering if c.descending),
+        }
+    return Table(table_id(t), tuple(cols), tuple(c.name for c in t.primary_key), extra=extra)

@@ -31,7 +31,7 @@ from cdc.spi import SnapshotSource, Snapshotter, SourceContext, TableId
 from connectors.cassandra.commitlog import list_segments, read_cdc_index
 from connectors.cassandra.cqltypes import CqlType
 from connectors.cassandra.offsets import START, CommitLogPosition
-from connectors.cassandra.schema import core_table, table_id
+from connectors.cassandra.schema import table_id
 from connectors.cassandra.snapshot_record import PENDING, record_for
 from connectors.cassandra.state import TaskState
 from connectors.cassandra.tabledef import TableDef
@@ -131,7 +131,7 @@ class _Steps:
 
     def structure(self) -> None:
         for t in self.state.schema().cdc_tables(self.ctx.is_included):
-            self.ctx.register_table(core_table(t))
+            self.ctx.register_table(self.state.core_table(t))
 
     def handover(self, resume: dict[str, Any]) -> dict[str, Any]:
         """Streaming starts where the first attempt of this snapshot was consistent, while
@@ -171,7 +171,14 @@ class _Steps:
             offset = {**self.pos.to_offset(), "snapshot": True}
             token_of = _TokenOf() if self.resumable else None
             out.append(
-                TableScan(core_table(t), source, offset, None, plan=(t, token_of), key_of=token_of)
+                TableScan(
+                    self.state.core_table(t),
+                    source,
+                    offset,
+                    None,
+                    plan=(t, token_of),
+                    key_of=token_of,
+                )
             )
         return out
 
@@ -210,9 +217,9 @@ def table_rows(
     after: str | None = None,
 ) -> Iterator[list[list[Any]]]:
     """A table's rows in batches, in the core table's column order: key values, then a
-    ``CellValue`` (``(value, None, True)``) per regular column. With ``token_of`` the
-    partition token of each batch's last row is kept there; ``after``: read the partitions
-    from that token on (that one included)."""
+    ``CellValue`` (``(value, None, True)``) per regular column (then null range bounds when
+    they are emitted). With ``token_of`` the partition token of each batch's last row is
+    kept there; ``after``: read the partitions from that token on (that one included)."""
     from cassandra import ConsistencyLevel
     from cassandra.query import SimpleStatement
 
@@ -227,12 +234,15 @@ def table_rows(
         fetch_size=state.cfg["snapshot.fetch.size"],
     )
     nkey = len(t.primary_key)
+    ranges = state.emits_ranges
     skip = 1 if token_of is not None else 0
     batch: list[list[Any]] = []
     r: Any = None
     for r in state.session().execute(stmt):
         row = [driver_value(c.type, v) for c, v in zip(cols, r[skip:], strict=True)]
         row[nkey:] = [(v, None, True) for v in row[nkey:]]
+        if ranges:
+            row += (None, None)  # no range bounds (range.delete.handling.mode=emit)
         batch.append(row)
         if len(batch) >= 1024:
             if token_of is not None:

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from cdc.config import Config
+from cdc.spi import Table
 from connectors.cassandra.config import cdc_raw_dir
-from connectors.cassandra.schema import SchemaCache, connect
+from connectors.cassandra.schema import SchemaCache, connect, core_table
+from connectors.cassandra.tabledef import TableDef
 
 
 @dataclass
@@ -72,6 +74,15 @@ class TaskState:
     @property
     def server(self) -> str:
         return str(self.cfg["database.server.name"])
+
+    @property
+    def emits_ranges(self) -> bool:
+        """``range.delete.handling.mode=emit``: range deletes are events, and every event's
+        ``after`` has the range bound fields."""
+        return bool(self.cfg["range.delete.handling.mode"] == "emit")
+
+    def core_table(self, t: TableDef) -> Table:
+        return core_table(t, ranges=self.emits_ranges)
 
     def session(self) -> Any:
         with self._lock:

@@ -36,11 +36,12 @@ from connectors.cassandra.commitlog import (
 )
 from connectors.cassandra.mutation import MutationError, RowChange, UnknownTable
 from connectors.cassandra.offsets import CommitLogPosition
-from connectors.cassandra.schema import SYSTEM_KEYSPACES, core_table, table_id
+from connectors.cassandra.schema import SYSTEM_KEYSPACES, table_id
 from connectors.cassandra.snapshot_record import PENDING, record_for
 from connectors.cassandra.state import TaskState
 from connectors.cassandra.tabledef import TableDef
 from connectors.cassandra.transfer import CommitLogTransfer
+from connectors.cassandra.types import RANGE_FIELDS
 
 log = logging.getLogger("tidemark.cassandra.streaming")
 
@@ -49,7 +50,27 @@ _OPS = {
     "update": Operation.UPDATE,
     "row_delete": Operation.DELETE,
     "partition_delete": Operation.DELETE,
+    "range_delete": Operation.DELETE,
 }
+_START, _END = RANGE_FIELDS
+_START_METHODS = {"range_start_incl": "INCL_START_BOUND", "range_start_excl": "EXCL_START_BOUND"}
+_END_METHODS = {"range_end_incl": "INCL_END_BOUND", "range_end_excl": "EXCL_END_BOUND"}
+
+
+def _range_delete(t: TableDef, first: RowChange | None, last: RowChange | None) -> RowChange:
+    """One range delete from the markers that open and close it (None: unbounded on that
+    side), as a row of kind ``range_delete`` whose cells are the two bounds ``(method,
+    prefix)`` and whose timestamp is the deletion's."""
+    some = first if first is not None else last
+    assert some is not None
+    start = (
+        (_START_METHODS[first[1]], first[3] or [])
+        if first is not None
+        else ("INCL_START_BOUND", [])
+    )
+    end = (_END_METHODS[last[1]], last[3] or []) if last is not None else ("INCL_END_BOUND", [])
+    bounds: dict[str, Any] = {_START: start, _END: end}  # not cells: the converter's input
+    return (t, "range_delete", some[2], None, bounds, some[5], False)
 
 
 class CommitLogFailed(FatalError):
@@ -68,6 +89,8 @@ class CassandraStreaming(StreamingSource):
         self.transfer = transfer
         self.mode = str(self.cfg["event.processing.failure.handling.mode"])
         self.unknown_mode = str(self.cfg["inconsistent.schema.handling.mode"])
+        self.range_mode = str(self.cfg["range.delete.handling.mode"])
+        self.ranges = state.emits_ranges
         self.poll_s = self.cfg["cdc.dir.poll.interval.ms"] / 1000
         #: finished segments, by id: (path, end position) waiting for Kafka's acknowledgement
         self.finished: dict[int, tuple[Path, int]] = {}
@@ -131,7 +154,7 @@ class CassandraStreaming(StreamingSource):
             if t.id in self.registered:
                 log.info("schema of %s changed; its events use the new columns", t.qualified)
                 self.registered[t.id] = t
-                ctx.register_table(core_table(t))
+                ctx.register_table(self.state.core_table(t))
         for t in self.state.schema().cdc_tables(ctx.is_included):
             if t.id in self.cdc_ids:
                 continue
@@ -147,7 +170,7 @@ class CassandraStreaming(StreamingSource):
         from connectors.cassandra.snapshot import table_rows
 
         self.registered[t.id] = t
-        ctx.register_table(core_table(t))
+        ctx.register_table(self.state.core_table(t))
         record = record_for(self.state)
         record.mark(t.qualified, PENDING)
         source = {
@@ -259,23 +282,19 @@ class CassandraStreaming(StreamingSource):
         if error is not None:
             self._bad(file, start, error)
             return
-        # a row is (table, kind, key, clustering, cells, timestamp, static): static rows
-        # and range tombstones are not captured (the seed lists them as unsupported)
-        rows = [r for t, t_rows, _ in updates if self._captured(t) for r in t_rows if not r[6]]
-        m.unsupported += sum(ranges for _, _, ranges in updates)
-        for t, _, ranges in updates:
-            if ranges and t.id not in self._range_warned and self._captured(t):
-                self._range_warned.add(t.id)
-                log.warning(
-                    "%s: a range delete (DELETE ... WHERE <clustering column> > ...) at %s:%d "
-                    "is not captured, as Cassandra range tombstones are not emitted: the rows "
-                    "it deleted stay in downstream copies until written or deleted again "
-                    "(counted in number-of-unsupported-changes; logged once per table)",
-                    t.qualified,
-                    file,
-                    start,
-                )
-        m.unsupported += sum(1 for _, t_rows, _ in updates for r in t_rows if r[6])
+        # a row is (table, kind, key, clustering, cells, timestamp, static): static rows are
+        # not captured (the seed lists them as unsupported), range deletes per the mode
+        rows: list[RowChange] = []
+        for t, t_rows, markers in updates:
+            if not self._captured(t):
+                continue
+            if markers:
+                t_rows = self._range_deletes(t, t_rows, file, start)
+            for r in t_rows:
+                if r[6]:
+                    m.unsupported += 1
+                else:
+                    rows.append(r)
         last = len(rows) - 1
         for i, row in enumerate(rows):
             if i < skip_rows:
@@ -291,6 +310,55 @@ class CassandraStreaming(StreamingSource):
             # the newest write timestamp is the client's clock: never report a negative lag
             gauges.ms_behind_source = max(0, now_ms - max(r[5] for r in rows) // 1000)
 
+    def _range_deletes(
+        self, t: TableDef, rows: list[RowChange], file: str, start: int
+    ) -> list[RowChange]:
+        """``rows`` with the range tombstone markers paired into range deletes, each where
+        its range opens (before the rows inside it), per ``range.delete.handling.mode``:
+        emitted, or counted (and the table's first logged) and left out, or the task fails
+        before any row of the mutation is sent."""
+        out: list[RowChange] = []
+        opened: tuple[int, RowChange] | None = None
+        for r in rows:
+            kind = r[1]
+            if not kind.startswith("range_"):
+                out.append(r)
+            elif kind.startswith("range_start"):
+                opened = (len(out), r)
+                out.append(r)  # replaced when the range closes
+            else:
+                at, first = opened if opened is not None else (len(out), None)
+                if first is None:
+                    out.append(r)
+                out[at] = _range_delete(t, first, r)
+                opened = None
+        if opened is not None:  # not closed in this mutation: up to the partition's end
+            at, first = opened
+            out[at] = _range_delete(t, first, None)
+        deletes = sum(1 for r in out if r[1] == "range_delete")
+        mode = self.range_mode
+        if mode == "emit":
+            return out
+        if mode == "fail":
+            raise CommitLogFailed(
+                f"{t.qualified}: a range delete (DELETE ... WHERE <clustering column> > ...) "
+                f"at {file}:{start}, and range.delete.handling.mode=fail. The offset stays "
+                f"before it; emit sends range deletes as events, warn or skip passes over them"
+            )
+        self.state.metrics.unsupported += deletes
+        if mode == "warn" and t.id not in self._range_warned:
+            self._range_warned.add(t.id)
+            log.warning(
+                "%s: a range delete (DELETE ... WHERE <clustering column> > ...) at %s:%d is "
+                "not captured (range.delete.handling.mode=warn; emit sends it as an event): "
+                "the rows it deleted stay in downstream copies until written or deleted again "
+                "(counted in number-of-unsupported-changes; logged once per table)",
+                t.qualified,
+                file,
+                start,
+            )
+        return [r for r in out if r[1] != "range_delete"]
+
     def _decoded_table(self, first: TableDef) -> bool:
         """Whether to decode a mutation whose first table is ``first``: only those of
         keyspaces with a captured table (a mutation holds one keyspace's tables)."""
@@ -304,7 +372,7 @@ class CassandraStreaming(StreamingSource):
             return False
         if self.registered.get(t.id) != t:
             self.registered[t.id] = t
-            self.ctx.register_table(core_table(t))
+            self.ctx.register_table(self.state.core_table(t))
         return True
 
     def _emit(
@@ -323,6 +391,8 @@ class CassandraStreaming(StreamingSource):
             values = key + [None] * len(t.regular)
         else:
             values = key + [cells.get(c.name) for c in t.regular]
+        if self.ranges:  # every after has the range bound fields, null but for a range delete
+            values += (cells[_START], cells[_END]) if kind == "range_delete" else (None, None)
         source = {
             "ts_ms": timestamp // 1000,
             "snapshot": False,

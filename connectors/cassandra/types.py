@@ -190,16 +190,74 @@ def _cell_converter(inner: ValueConverter | None) -> ValueConverter:
     return convert
 
 
+#: ``native_type`` of the columns of the core table (:func:`~.schema.core_table`)
+KEY_COLUMN, CELL_COLUMN, RANGE_BOUND_COLUMN = 0, 1, 2
+#: the range bound fields of ``after`` with ``range.delete.handling.mode=emit`` (Debezium's
+#: names; its agent has them in every ``after`` too)
+RANGE_FIELDS = ("_range_start", "_range_end")
+
+
+def _clustering(table: Table) -> list[Column]:
+    names = table.extra.get("clustering", ())
+    return [c for c in table.columns if c.name in names]
+
+
+_CLUSTERING_COLUMN = struct([("name", STRING), ("type", STRING), ("descending", BOOLEAN)])
+
+
+def range_bound_schema(table: Table, modes: NumberModes = _TEXT) -> Schema:
+    """A range delete's bound: ``method`` (Debezium's names: ``INCL_START_BOUND``,
+    ``EXCL_START_BOUND``, ``INCL_END_BOUND``, ``EXCL_END_BOUND``), ``values`` the bound's
+    clustering prefix as typed values (the columns past the prefix null; no prefix at all:
+    unbounded on that side) and ``clustering`` the table's clustering columns with their CQL
+    type and order: bounds are in clustering order, and a consumer comparing values must
+    know which columns are descending and how their type orders (a ``uuid`` does not order as
+    its text does)."""
+    values = struct(
+        [
+            (c.name, connect_schema(parse_type(c.type_name), modes).as_optional())
+            for c in _clustering(table)
+        ]
+    )
+    return struct(
+        [("method", STRING), ("values", values), ("clustering", array(_CLUSTERING_COLUMN))]
+    ).as_optional()
+
+
+def _range_bound_converter(table: Table, modes: NumberModes) -> ValueConverter:
+    clustering = _clustering(table)
+    cols = [(c.name, _plain(parse_type(c.type_name), modes)) for c in clustering]
+    descending = set(table.extra.get("descending", ()))
+    described = [
+        {"name": c.name, "type": c.type_name, "descending": c.name in descending}
+        for c in clustering
+    ]
+
+    def convert(bound: tuple[str, list[Any]]) -> dict[str, Any]:
+        method, prefix = bound
+        values: dict[str, Any] = dict.fromkeys(name for name, _ in cols)
+        for (name, conv), v in zip(cols, prefix, strict=False):
+            values[name] = v if conv is None else conv(v)
+        return {"method": method, "values": values, "clustering": described}
+
+    return convert
+
+
 class CassandraValueConverters:
-    """``native_type`` 0: a key column (plain value); 1: a cell column (struct)."""
+    """By ``native_type``: a key column (plain value), a cell column (struct) or a range
+    bound."""
 
     def __init__(self, modes: NumberModes = _TEXT) -> None:
         self.modes = modes
 
     def schema_for(self, table: Table, column: Column) -> Schema | None:
+        if column.native_type == RANGE_BOUND_COLUMN:
+            return range_bound_schema(table, self.modes)
         base = connect_schema(parse_type(column.type_name), self.modes)
-        return base if column.native_type == 0 else cell_schema(base)
+        return base if column.native_type == KEY_COLUMN else cell_schema(base)
 
     def converter_for(self, table: Table, column: Column) -> ValueConverter | None:
+        if column.native_type == RANGE_BOUND_COLUMN:
+            return _range_bound_converter(table, self.modes)
         inner = _plain(parse_type(column.type_name), self.modes)
-        return inner if column.native_type == 0 else _cell_converter(inner)
+        return inner if column.native_type == KEY_COLUMN else _cell_converter(inner)

@@ -438,6 +438,113 @@ def test_range_deletes_and_static_writes_are_counted_and_warned_not_lost_silentl
     assert len(warned) == 1 and f"{h.keyspace}.ranged" in warned[0].getMessage()
 
 
+def _bound(method: str, **values: Any) -> dict[str, Any]:
+    return {
+        "method": method,
+        "values": {"a": values.get("a"), "b": values.get("b")},
+        "clustering": [
+            {"name": "a", "type": "int", "descending": False},
+            {"name": "b", "type": "text", "descending": True},
+        ],
+    }
+
+
+def test_range_deletes_are_events_with_their_bounds_under_emit(h: CassandraHarness) -> None:
+    """``range.delete.handling.mode=emit``: each range delete is a ``d`` whose ``after``
+    carries the bounds in clustering order (typed prefix values, ``b`` descending), and every
+    other event's ``after`` has the two fields null. Two overlapping range deletes of one
+    batch reach the commit log as a boundary marker: two events, each with its own time."""
+    h.cql(
+        f"CREATE TABLE {h.keyspace}.spans (id int, a int, b text, v text, "
+        "PRIMARY KEY (id, a, b)) WITH CLUSTERING ORDER BY (a ASC, b DESC) AND cdc = true"
+    )
+    h.cql(f"INSERT INTO {h.keyspace}.spans (id, a, b, v) VALUES (0, 1, 'x', 'snap')")
+    cfg = h.config(
+        **{"table.include.list": rf"{h.keyspace}\.spans", "range.delete.handling.mode": "emit"}
+    )
+    time.sleep(1.2)  # durable before the snapshot position: no streamed copy
+    with h.running(cfg) as run:
+        h.wait_streaming(run)
+        t = f"{h.keyspace}.spans"
+        h.cql(f"INSERT INTO {t} (id, a, b, v) VALUES (1, 1, 'x', 'kept')")
+        h.cql(f"DELETE FROM {t} USING TIMESTAMP 1000 WHERE id = 1 AND a > 0")
+        h.cql(f"DELETE FROM {t} WHERE id = 1 AND a >= 5 AND a < 9")
+        h.cql(f"DELETE FROM {t} WHERE id = 1 AND a = 3 AND b > 'm'")
+        h.cql(
+            "BEGIN UNLOGGED BATCH "
+            f"DELETE FROM {t} USING TIMESTAMP 100 WHERE id = 2 AND a >= 1 AND a <= 5; "
+            f"DELETE FROM {t} USING TIMESTAMP 200 WHERE id = 2 AND a >= 3 AND a <= 8; "
+            "APPLY BATCH"
+        )
+        h.cql(f"INSERT INTO {t} (id, a, b, v) VALUES (9, 9, 'z', 'sentinel')")
+        events = h.read(cfg, "spans", min_count=9)
+        unsupported = run.engine.metrics.extra["number-of-unsupported-changes"]()
+    values = [e for e in events if e.value is not None]
+    assert [(e.op, e.key) for e in values] == [
+        ("r", {"id": 0, "a": 1, "b": "x"}),
+        ("c", {"id": 1, "a": 1, "b": "x"}),
+        *[("d", {"id": i, "a": None, "b": None}) for i in (1, 1, 1, 2, 2)],
+        ("c", {"id": 9, "a": 9, "b": "z"}),
+    ]
+    assert unsupported == 0
+    for e in (values[0], values[1], values[-1]):
+        assert e.after["_range_start"] is None and e.after["_range_end"] is None
+    ranges = [(e.after["_range_start"], e.after["_range_end"]) for e in values[2:7]]
+    assert ranges == [
+        (_bound("EXCL_START_BOUND", a=0), _bound("INCL_END_BOUND")),
+        (_bound("INCL_START_BOUND", a=5), _bound("EXCL_END_BOUND", a=9)),
+        # b is descending: b > 'm' comes first in clustering order
+        (_bound("INCL_START_BOUND", a=3), _bound("EXCL_END_BOUND", a=3, b="m")),
+        (_bound("INCL_START_BOUND", a=1), _bound("EXCL_END_BOUND", a=3)),
+        (_bound("INCL_START_BOUND", a=3), _bound("INCL_END_BOUND", a=8)),
+    ]
+    for e in values[2:7]:
+        cells = {k: v for k, v in e.after.items() if k not in ("_range_start", "_range_end")}
+        assert cells == {"id": e.key["id"], "a": None, "b": None, "v": None}
+    times = [e.value["source"]["ts_micro"] for e in values[2:7]]
+    assert times[0] == 1000 and times[3:] == [100, 200]
+
+
+def test_a_range_delete_fails_the_task_under_fail_and_is_read_again_after(
+    h: CassandraHarness,
+) -> None:
+    """``range.delete.handling.mode=fail``: the task stops at the range delete with its table
+    and position; the stored offset stays before it, so a restart with ``emit`` sends it."""
+    h.cql(
+        f"CREATE TABLE {h.keyspace}.strict (id int, c int, v text, PRIMARY KEY (id, c)) "
+        "WITH cdc = true"
+    )
+    cfg = h.config(
+        **{
+            "snapshot.mode": "never",
+            "table.include.list": rf"{h.keyspace}\.strict",
+            "range.delete.handling.mode": "fail",
+        }
+    )
+    store = MemoryOffsetStore()
+    run = h.start(cfg, store)
+    try:
+        h.wait_streaming(run)
+        h.cql(f"INSERT INTO {h.keyspace}.strict (id, c, v) VALUES (1, 1, 'before')")
+        h.cql(f"DELETE FROM {h.keyspace}.strict WHERE id = 1 AND c > 0")
+        h.cql(f"INSERT INTO {h.keyspace}.strict (id, c, v) VALUES (1, 2, 'after')")
+        h.wait_for(lambda: bool(run.errors) or not run.thread.is_alive(), timeout=60)
+    finally:
+        run.stop()
+    assert run.errors, "the task did not fail"
+    message = str(run.errors[0])
+    assert f"{h.keyspace}.strict" in message and "range.delete.handling.mode" in message
+    first = h.read(cfg, "strict", min_count=1)
+    assert [(e.op, e.key) for e in first] == [("c", {"id": 1, "c": 1})]
+    emit = {**cfg, "range.delete.handling.mode": "emit"}
+    with h.running(emit, store):
+        events = h.read(cfg, "strict", min_count=4)
+    assert [(e.op, e.key) for e in events if e.value is not None][-2:] == [
+        ("d", {"id": 1, "c": None}),
+        ("c", {"id": 1, "c": 2}),
+    ]
+
+
 def test_field_exclude_list_leaves_a_column_out_of_snapshot_and_stream(
     h: CassandraHarness,
 ) -> None:

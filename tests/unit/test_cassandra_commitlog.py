@@ -84,12 +84,15 @@ def test_golden_segment_decodes_every_operation(name: str) -> None:
         ("row_delete", [1], ["a"], False),
         ("insert", [2], ["b"], False),
         ("update", [2], None, True),
+        # DELETE ... WHERE id = 2 AND ck > 'a': its range tombstone's two bounds
+        ("range_start_excl", [2], ["a"], False),
+        ("range_end_incl", [2], [], False),
         ("partition_delete", [3], None, False),
         ("insert", [4], [""], False),
     ]
-    # USING TIMESTAMP 1700000000000001..10 (the range delete, ...08, is not a row)
+    # USING TIMESTAMP 1700000000000001..10 (the range delete's two bounds: ...08)
     assert [r.timestamp for r in rows] == [
-        1700000000000000 + i for i in (1, 2, 3, 4, 5, 6, 7, 9, 10)
+        1700000000000000 + i for i in (1, 2, 3, 4, 5, 6, 7, 8, 8, 9, 10)
     ]
     assert _cells(rows[0]) == {
         "v": "hello",
@@ -111,7 +114,8 @@ def test_golden_segment_decodes_every_operation(name: str) -> None:
     value, deletion_ts, _ = rows[5].cells["v"]
     assert value == "ttl" and deletion_ts is not None  # expires: when, in µs
     assert _cells(rows[6]) == {"st": "static"}
-    assert _cells(rows[8]) == {"v": "last"}
+    assert rows[7].cells == rows[8].cells == {}
+    assert _cells(rows[10]) == {"v": "last"}
 
 
 @pytest.mark.parametrize("name", ["plain", "lz4", "deflate", "cassandra4"])
