@@ -25,8 +25,8 @@ which schema fields are cells from their shape, so the value schema gives the co
 ``op`` is ``i`` for an insert and for a snapshot read (then ``source.snapshot`` is ``"true"``),
 key columns are cells as well, ``after`` carries ``_range_start``/``_range_end`` (null but for
 a range delete) and there is no ``before``. Its ``r`` is a *range delete*
-(``DELETE ... WHERE ck > x``), not a snapshot read: the job does not apply range deletes, so
-such an event is bad input (``on.error``), never a row upserted with null clustering columns.
+(``DELETE ... WHERE ck > x``), not a snapshot read: it is applied as one (ranges.py), never
+as a row upserted with null clustering columns.
 """
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ def debezium_op(op: str, payload: Mapping[str, Any]) -> str:
     """The common op code of an ``i`` or ``r`` event of Debezium's Cassandra connector: ``i``
     is ``c``, or ``r`` when ``source.snapshot`` says it is a snapshot read. Its ``r`` (an
     ``after`` with the range bound fields: Debezium's ``r`` is only ever a range tombstone) is
-    a range delete, refused here. Other connectors' ops are returned as they are (tidemark's
-    Cassandra connector writes ``c``/``r``, with no range fields)."""
+    a range delete, ``d`` (read as one by ranges.py). Other connectors' ops are returned as
+    they are (tidemark's Cassandra connector writes ``c``/``r`` for rows, and ``d`` with
+    bounds for a range delete)."""
     from cdc.apply.ordering import is_snapshot
 
     source = payload.get("source")
@@ -60,14 +61,14 @@ def debezium_op(op: str, payload: Mapping[str, Any]) -> str:
         return op
     if op == "i":
         return "r" if is_snapshot(source, None) else "c"
+    if "ts_micro" in source:
+        return op  # tidemark's: a snapshot read (with null range bounds under emit)
     after = payload.get("after")
     if isinstance(after, Mapping) and any(f in after for f in RANGE_FIELDS):
-        raise CellError(
-            "a Cassandra range delete (Debezium's op 'r' with _range_start/_range_end, from "
-            "DELETE ... WHERE <clustering column> > ...) cannot be applied: the apply job "
-            "applies row and partition deletes only. on.error=quarantine sets it aside; the "
-            "rows it deleted stay in the table until they are written or deleted again"
-        )
+        if not isinstance(after.get("_range_start"), Mapping):
+            # never a partition delete by accident: a range delete needs its bounds
+            raise CellError("Debezium's Cassandra op 'r' (a range delete) without its bounds")
+        return "d"
     return op
 
 
@@ -135,7 +136,7 @@ def unwrap(
             row[col] = cell.get("value") if is_cell else cell
             continue
         if col in RANGE_FIELDS and (cell is None or isinstance(cell, Mapping)):
-            continue  # Debezium's range bounds: null here (a range delete is refused earlier)
+            continue  # the range bounds: null here (a range delete is read by ranges.py)
         if cell is None:
             row[col] = None
             unset.append(col)

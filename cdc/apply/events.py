@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from cdc.apply import cells, documents
+from cdc.apply import cells, documents, ranges
 from cdc.apply import sparktypes as st
 from cdc.apply.ordering import (
     OrderingError,
@@ -108,6 +108,8 @@ class Change:
     new_key: str | None = None
     #: a MongoDB update's patch steps (position, ops) when it carries no document (documents.py)
     patch: list[tuple[tuple[int, ...], dict[str, Any]]] | None = None
+    #: a Cassandra range delete's bounds (ranges.py); such a change is no row
+    range: dict[str, Any] | None = None
 
     @property
     def key_json(self) -> str:
@@ -287,28 +289,24 @@ class Parser:
         table = self._table_name(topic, source)
         source_ts, ts, tx = _meta(payload, source)
         position = native_position_text(source, connector)
+        # a truncate and a Cassandra range delete change no row: no image, no row shape
+        meta = (pos, source_ts, ts, tx, snapshot, position)
         if op == "t":
-            shape = RowShape((), {}, {}, {}, "truncate")
-            return Change(
-                topic,
-                partition,
-                offset,
-                table,
-                op,
-                None,
-                (),
-                {},
-                _NONE,
-                pos,
-                source_ts,
-                ts,
-                tx,
-                snapshot,
-                position,
-                shape,
-                layout,
-            )
+            return _no_row(topic, partition, offset, table, op, meta, "truncate", layout)
         key_payload, key_schema = self._key(key)
+        if op == "d" and cells.is_cassandra(source, connector):
+            after = payload.get("after")
+            if isinstance(after, dict) and ranges.is_range_delete(after):  # WHERE ck > x
+                after_shape = shapes[0] if shapes is not None else None
+                bare = _no_row(topic, partition, offset, table, op, meta, "range", layout)
+                try:
+                    bare.range = ranges.parse(
+                        after, key_payload, after_shape.normalizers if after_shape else {}
+                    )
+                except (ranges.RangeError, KeyError, TypeError, ValueError) as exc:
+                    raise BadInput(f"Cassandra range delete: {exc}") from None
+                bare.key, bare.key_fields = key_payload, tuple(key_payload)
+                return bare
         image = payload.get("before") if op == "d" else payload.get("after")
         after_shape, before_shape = shapes if shapes is not None else (None, None)
         known: RowShape | None = before_shape if op == "d" else after_shape
@@ -491,6 +489,26 @@ class Parser:
         if "{db}" not in template and "{schema}" not in template and "{table}" not in template:
             self._tables[topic] = name  # depends on the topic only: cache it
         return name
+
+
+def _no_row(
+    topic: str,
+    partition: int,
+    offset: int,
+    table: str,
+    op: str,
+    meta: tuple[Any, ...],
+    kind: str,
+    layout: str,
+) -> Change:
+    """A change of no row (a truncate, a Cassandra range delete): no image, an empty shape;
+    ``meta``: position, source and event times, transaction id, snapshot flag, position text."""
+    pos, source_ts, ts, tx, snapshot, position = meta
+    shape = RowShape((), {}, {}, {}, kind)
+    return Change(
+        topic, partition, offset, table, op, None, (), {}, _NONE, pos, source_ts, ts, tx,
+        snapshot, position, shape, layout,
+    )  # fmt: skip
 
 
 def _meta(

@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from cdc.apply import cells, changelog, document_patches, documents
+from cdc.apply import cells, changelog, document_patches, documents, ranges
 from cdc.apply import keychanges as kc
 from cdc.apply import policy as pol
 from cdc.apply.config import ApplyConfig
@@ -114,6 +114,8 @@ class _Side:
     descriptors: dict[str, pol.Descriptor] = field(default_factory=dict)
     worker_verdicts: dict[str, str | None] = field(default_factory=dict)
     truncates: dict[str, list[int]] = field(default_factory=dict)
+    #: table -> the batch's Cassandra range deletes: (position, bounds) (ranges.py)
+    ranges: dict[str, list[tuple[list[int], dict[str, Any]]]] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
     max_source_ts_ms: int | None = None
     #: table -> Kafka (topic, partition)s its rows came from
@@ -363,7 +365,7 @@ class ApplyJob:
 
     def _side(self, parsed: Any) -> _Side:
         side = _Side()
-        rows = parsed.filter("kind IN ('schema', 'truncate', 'stats')").collect()
+        rows = parsed.filter("kind IN ('schema', 'truncate', 'range_delete', 'stats')").collect()
         for r in rows:
             if r["kind"] == "stats":
                 info = orjson.loads(r["info"])
@@ -382,6 +384,10 @@ class ApplyJob:
                     side.patches[table] = side.patches.get(table, 0) + int(per.get("patches", 0))
                     if int(per["rows"]):
                         side.tasks[table] = side.tasks.get(table, 0) + 1
+            elif r["kind"] == "range_delete":
+                side.ranges.setdefault(r["tbl"], []).append(
+                    (list(r["pos"]), orjson.loads(r["info"]))
+                )
             elif r["kind"] == "truncate":
                 pos = list(r["pos"])
                 old = side.truncates.get(r["tbl"])
@@ -415,7 +421,7 @@ class ApplyJob:
             plans[table] = pol.plan_table(
                 table, self.catalog.state(table), descs, self.cfg.schema_evolution, pol.RESERVED
             )
-        for table in side.truncates:
+        for table in [*side.truncates, *side.ranges]:
             if table not in plans and self.catalog.state(table) is not None:
                 plans[table] = pol.plan_table(
                     table, self.catalog.state(table), [], self.cfg.schema_evolution
@@ -491,6 +497,8 @@ class ApplyJob:
                 self._save_keychanges(table, keys)
             sources = side.sources.get(table, set())
             if not sources:
+                if side.ranges.get(table):
+                    self._delete_ranges(table, plan, path, side)
                 continue
             if table in logged:
                 # Merge-on-read: no per-key reduction either, the compaction's fold does it.
@@ -550,6 +558,8 @@ class ApplyJob:
             )
             if side.deletes.get(table, 0) and cells.is_cell_table(plan):
                 cells.delete_partitions(self.spark, typed, plan, path)  # Cassandra (cells.py)
+            if side.ranges.get(table):
+                self._delete_ranges(table, plan, path, side)
             if side.deletes.get(table, 0):
                 counts.deletes_recorded = side.deletes[table]
                 self.catalog.mark_deletes(table)
@@ -561,6 +571,12 @@ class ApplyJob:
             if every and info.deletes_nonempty and batch_id % every == every - 1:
                 compact_deletes(self.spark, path, dpath, list(plan.key))
                 clock.lap("compact")
+
+    def _delete_ranges(self, table: str, plan: pol.TablePlan, path: str, side: _Side) -> None:
+        """The batch's Cassandra range deletes of ``table``, after its rows are merged."""
+        found = side.ranges[table]
+        removed = ranges.delete_ranges(self.spark, plan, path, found)
+        log.info("table %s: %d range delete(s) removed %d row(s)", table, len(found), removed)
 
     # -- merge-on-read (changelog.py) ------------------------------------------------------
     def _merge_on_read(

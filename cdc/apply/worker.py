@@ -8,7 +8,8 @@ show up in two tasks, after a topic's partition count changed, the driver reduce
 position before merging, each placeholder column taking its newest value: changelog.fold.)
 
 Besides the rows, a task emits a few small rows for the driver: one per row schema seen
-(``schema``), one per truncate (``truncate``), one per bad event (``error``, with the raw record
+(``schema``), one per truncate (``truncate``) and Cassandra range delete (``range_delete``,
+see ranges.py), one per bad event (``error``, with the raw record
 for the quarantine) and one with counters (``stats``). All share one Arrow schema,
 :data:`OUTPUT_DDL`, told apart by ``kind``.
 """
@@ -154,7 +155,7 @@ class PartitionProcessor:
         ts = change.source_ts_ms
         if ts is not None and (self.max_source_ts_ms is None or self.max_source_ts_ms < ts):
             self.max_source_ts_ms = ts
-        if change.op == "t":
+        if change.op == "t" or change.range is not None:  # truncates, range deletes: no rows
             self.truncates.append(change)
             self.stats["changes"] += 1
             return
@@ -330,15 +331,15 @@ class PartitionProcessor:
             )
         for ch in self.truncates:
             self.out.add(
-                kind="truncate",
+                kind="truncate" if ch.range is None else "range_delete",
                 topic=ch.topic,
                 partition=ch.partition,
                 offset=ch.offset,
                 tbl=ch.table,
-                op="t",
+                op=ch.op,
                 pos=list(ch.pos),
                 source_ts_ms=ch.source_ts_ms,
-                info=ch.layout,
+                info=ch.layout if ch.range is None else orjson.dumps(ch.range).decode(),
             )
         stats: dict[str, Any] = {
             "counts": self.stats,

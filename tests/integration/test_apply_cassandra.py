@@ -145,3 +145,53 @@ def test_cell_writes_and_deletes_apply_into_delta(
     job.run(timeout=240)
     assert lake(spark, job, table) == source(h)
     assert job.reports[-1].totals.inserted == 0
+
+
+def test_range_deletes_apply_into_delta(
+    spark: Any, h: CassandraHarness, kafka: str, tmp_path: Path
+) -> None:
+    """``range.delete.handling.mode=emit``: open, closed, prefixed and descending ranges
+    remove exactly the rows Cassandra removed, stored ones and ones the same batch wrote
+    before the delete, while a write inside a range after the delete stays. The Delta table
+    then equals ``SELECT *``."""
+    ks = h.keyspace
+    h.cql(
+        f"CREATE TABLE {ks}.spans (id int, a int, b text, v text, PRIMARY KEY (id, a, b)) "
+        "WITH CLUSTERING ORDER BY (a ASC, b DESC) AND cdc = true"
+    )
+    insert = f"INSERT INTO {ks}.spans (id, a, b, v) VALUES "
+    for i in (1, 2, 3):
+        for a in range(1, 6):
+            for b in ("c", "m", "x"):
+                h.cql(insert + f"({i}, {a}, '{b}', 'snap')")
+    cfg = h.config(**{"snapshot.mode": "initial", "range.delete.handling.mode": "emit"})
+    name = h.topic(cfg, "spans")
+    job = ApplyJob(spark, job_config(kafka, tmp_path, [name]))
+    columns = ("id", "a", "b", "v")
+
+    def lake_rows() -> dict[tuple[int, int, str], str]:
+        df = spark.read.format("delta").load(job.cfg.table_location(name.replace(".", "_")))
+        return {(r["id"], r["a"], r["b"]): r["v"] for r in df.select(*columns).collect()}
+
+    def source_rows() -> dict[tuple[int, int, str], str]:
+        return {(r.id, r.a, r.b): r.v for r in h.cql(f"SELECT * FROM {ks}.spans")}
+
+    with h.running(cfg, MemoryOffsetStore()) as run:
+        h.wait_streaming(run)
+        h.read(cfg, "spans", min_count=45)
+        job.run(timeout=240)
+        assert lake_rows() == source_rows() and len(source_rows()) == 45
+        # one batch: writes, then ranges over stored rows and over those writes
+        h.cql(insert + "(1, 9, 'q', 'new, then deleted')")
+        h.cql(f"DELETE FROM {ks}.spans WHERE id = 1 AND a > 3")
+        h.cql(f"DELETE FROM {ks}.spans WHERE id = 1 AND a = 2 AND b > 'f'")  # b descending
+        h.cql(f"DELETE FROM {ks}.spans WHERE id = 2 AND a >= 2 AND a < 4")
+        h.cql(f"DELETE FROM {ks}.spans WHERE id = 3 AND a = 5 AND b >= 'c' AND b <= 'm'")
+        h.cql(insert + "(2, 3, 'm', 'written after the range delete')")
+        h.read(cfg, "spans", min_count=45 + 1 + 4 * 2 + 1)
+        job.run(timeout=240)
+    rows = lake_rows()
+    assert rows == source_rows()
+    assert (2, 3, "m") in rows and (1, 9, "q") not in rows
+    assert sorted(k for k in rows if k[0] == 1 and k[1] == 2) == [(1, 2, "c")]
+    assert len(rows) == 45 + 1 - 2 * 3 - 2 - 2 * 3 - 2
