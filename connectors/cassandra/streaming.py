@@ -297,7 +297,7 @@ class CassandraStreaming(StreamingSource):
                     rows.append(r)
         last = len(rows) - 1
         for i, row in enumerate(rows):
-            if i < skip_rows:
+            if i < skip_rows or (row[1] == "range_delete" and not self.ranges):
                 continue
             offset: dict[str, Any] = {"file": file, "pos": end}
             if i < last:
@@ -315,7 +315,7 @@ class CassandraStreaming(StreamingSource):
     ) -> list[RowChange]:
         """``rows`` with the range tombstone markers paired into range deletes, each where
         its range opens (before the rows inside it), per ``range.delete.handling.mode``:
-        emitted, or counted (and the table's first logged) and left out, or the task fails
+        emitted, or counted (and the table's first logged) and not sent, or the task fails
         before any row of the mutation is sent."""
         out: list[RowChange] = []
         opened: tuple[int, RowChange] | None = None
@@ -357,7 +357,8 @@ class CassandraStreaming(StreamingSource):
                 file,
                 start,
             )
-        return [r for r in out if r[1] != "range_delete"]
+        return out  # kept in the list unsent, so a row's index within the mutation (the
+        # offset's "row") does not depend on the mode a restart runs with
 
     def _decoded_table(self, first: TableDef) -> bool:
         """Whether to decode a mutation whose first table is ``first``: only those of
