@@ -251,3 +251,41 @@ def delete_partitions(spark: Any, typed: Any, plan: TablePlan, path: str) -> int
         return int(deletes.count())
     finally:
         deletes.unpersist()
+
+
+# -- writes after a delete in the same batch -------------------------------------------------------
+#: the position of the newest partition or range delete of the batch that covers a row
+CUT = "_tm_cut"
+
+
+def with_cuts(spark: Any, typed: Any, plan: TablePlan, range_deletes: list[Any]) -> Any:
+    """``typed`` with :data:`CUT`: the position of the newest delete of this batch (a partition
+    delete, or a range delete: ``range_deletes`` as ranges.py parses them) that covers the
+    row's key, or null. A row written after such a delete lives anew: what the fold took from
+    writes before the delete, and what the table stored before it, is gone (Cassandra's
+    tombstone shadows those cells), so the MERGE must not keep it (merge.py's cut rules)."""
+    from pyspark.sql import functions as F
+
+    from cdc.apply import ranges
+
+    cuts = []
+    deletes = partition_deletes(typed, plan).select(*plan.key, "__pos")
+    for named in _patterns(deletes, plan):
+        latest = (
+            deletes.filter(_named_exactly(named, plan))
+            .groupBy(*named)
+            .agg(F.max("__pos").alias("_tm_c"))
+        )
+        cuts.append((named, latest))
+    if range_deletes:
+        cuts.append((list(plan.key), ranges.covering(spark, plan, typed, range_deletes)))
+    out = typed.withColumn(CUT, F.lit(None).cast("array<bigint>"))
+    for on, cut in cuts:
+        out = out.join(cut, on=on, how="left").withColumn(
+            CUT,
+            F.when(F.col(CUT).isNull() | (F.col("_tm_c") > F.col(CUT)), F.col("_tm_c")).otherwise(
+                F.col(CUT)
+            ),
+        )
+        out = out.drop("_tm_c")
+    return out

@@ -385,9 +385,9 @@ class ApplyJob:
                     if int(per["rows"]):
                         side.tasks[table] = side.tasks.get(table, 0) + 1
             elif r["kind"] == "range_delete":
-                side.ranges.setdefault(r["tbl"], []).append(
-                    (list(r["pos"]), orjson.loads(r["info"]))
-                )
+                bounds = orjson.loads(r["info"])
+                bounds["meta"] = [r["source_ts_ms"], r["topic"], r["partition"], r["offset"]]
+                side.ranges.setdefault(r["tbl"], []).append((list(r["pos"]), bounds))
             elif r["kind"] == "truncate":
                 pos = list(r["pos"])
                 old = side.truncates.get(r["tbl"])
@@ -498,7 +498,7 @@ class ApplyJob:
             sources = side.sources.get(table, set())
             if not sources:
                 if side.ranges.get(table):
-                    self._delete_ranges(table, plan, path, side)
+                    self._delete_ranges(table, plan, path, side, batch_id)
                 continue
             if table in logged:
                 # Merge-on-read: no per-key reduction either, the compaction's fold does it.
@@ -540,6 +540,9 @@ class ApplyJob:
                 typed = changelog.fold(typed_rows(table_rows, plan, dedupe=False), plan)
             else:
                 typed = typed_rows(table_rows, plan, dedupe=dedupe)
+            if cells.is_cell_table(plan) and (side.deletes.get(table) or side.ranges.get(table)):
+                # rows written after a partition or range delete of the batch start anew
+                typed = cells.with_cuts(self.spark, typed, plan, side.ranges.get(table, []))
             counts = merge_table(
                 self.spark,
                 typed,
@@ -559,7 +562,7 @@ class ApplyJob:
             if side.deletes.get(table, 0) and cells.is_cell_table(plan):
                 cells.delete_partitions(self.spark, typed, plan, path)  # Cassandra (cells.py)
             if side.ranges.get(table):
-                self._delete_ranges(table, plan, path, side)
+                self._delete_ranges(table, plan, path, side, batch_id)
             if side.deletes.get(table, 0):
                 counts.deletes_recorded = side.deletes[table]
                 self.catalog.mark_deletes(table)
@@ -572,10 +575,16 @@ class ApplyJob:
                 compact_deletes(self.spark, path, dpath, list(plan.key))
                 clock.lap("compact")
 
-    def _delete_ranges(self, table: str, plan: pol.TablePlan, path: str, side: _Side) -> None:
+    def _delete_ranges(
+        self, table: str, plan: pol.TablePlan, path: str, side: _Side, batch_id: int
+    ) -> None:
         """The batch's Cassandra range deletes of ``table``, after its rows are merged."""
         found = side.ranges[table]
-        removed = ranges.delete_ranges(self.spark, plan, path, found)
+        dpath = self.cfg.deletes_location(table)
+        removed = ranges.delete_ranges(
+            self.spark, plan, path, found, dpath, self._app_id(), batch_id
+        )
+        self.catalog.mark_deletes(table)  # the removed keys are recorded there
         log.info("table %s: %d range delete(s) removed %d row(s)", table, len(found), removed)
 
     # -- merge-on-read (changelog.py) ------------------------------------------------------

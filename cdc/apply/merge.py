@@ -165,6 +165,10 @@ def merge_table(
     }
     update_set.update({q(m): f"s.{q(m)}" for m in META_TYPES})
     insert_values: dict[str, Any] = {q(c): f"s.{q(c)}" for c in [*data_cols, *META_TYPES]}
+    if cells.CUT in source.columns:  # Cassandra: writes after a delete in the batch (cells.py)
+        for c in data_cols:
+            update_set[q(c)] = _cut_update(c, update_set[q(c)])
+            insert_values[q(c)] = _cut_insert(c)
     result = (
         DeltaTable.forPath(spark, path)
         .alias("t")
@@ -270,6 +274,25 @@ def _update_expr(col: str, t: Any, absent_in: Iterable[str] | None, *, every: bo
         ids = ", ".join(sql_string(d) for d in sorted(absent_in))
         expr = f"CASE WHEN s.{_DESCRIPTOR} IN ({ids}) THEN t.{c} ELSE {expr} END"
     return expr
+
+
+def _cut_update(col: str, expr: str) -> str:
+    """``expr`` (the update of ``col``) for a row the batch wrote after a partition or range
+    delete covering it (``cells.CUT``): when the stored row is older than that delete, its
+    value is gone, and so is a value the fold took from a write before the delete."""
+    cut, lit = f"s.{cells.CUT}", sql_string(col)
+    return (
+        f"CASE WHEN {cut} IS NOT NULL AND t.__pos < {cut} AND (array_contains("
+        f"s.{_UNAVAILABLE}, {lit}) OR s.{_FILLS}[{lit}] < {cut}) THEN NULL ELSE {expr} END"
+    )
+
+
+def _cut_insert(col: str) -> str:
+    """The insert of ``col``: a value the fold took from before a covering delete is null."""
+    cut, lit = f"s.{cells.CUT}", sql_string(col)
+    return (
+        f"CASE WHEN {cut} IS NOT NULL AND s.{_FILLS}[{lit}] < {cut} THEN NULL ELSE s.{q(col)} END"
+    )
 
 
 def _absent_by_column(plan: TablePlan) -> dict[str, set[str]]:

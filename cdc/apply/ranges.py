@@ -19,7 +19,8 @@ dates and times); a bound that needs ordering on another type (``uuid``, ``timeu
 by a wrong order.
 
 The driver (:func:`delete_ranges`) runs after the batch's MERGE: rows the batch wrote before
-the delete are removed with the stored ones, rows written after it (a higher position) stay.
+the delete are removed with the stored ones, rows written after it (a higher position) stay,
+and start anew (:func:`covering` marks them for the MERGE: cells.with_cuts).
 """
 
 from __future__ import annotations
@@ -210,15 +211,94 @@ def _normal(normalizers: Mapping[str, Any], col: str, value: Any) -> Any:
 
 # -- the driver ----------------------------------------------------------------------------------
 def delete_ranges(
-    spark: Any, plan: TablePlan, path: str, ranges: list[tuple[list[int], dict[str, Any]]]
+    spark: Any,
+    plan: TablePlan,
+    path: str,
+    ranges: list[tuple[list[int], dict[str, Any]]],
+    deletes_path: str,
+    app_id: str,
+    batch_id: int,
 ) -> int:
     """Removes the stored rows each range delete of the batch covers whose position is below
-    the delete's; ``ranges`` holds ``(position, parsed)`` pairs (:func:`parse`). The rows are
-    found by joining the table with the range deletes on the partition key (the bounds read
-    as the table's columns by ``from_json``, as the batch's rows are), then deleted by key.
-    Returns the number of rows removed."""
-    import orjson
+    the delete's; ``ranges`` holds ``(position, parsed)`` pairs (:func:`parse`, with the
+    event's ``meta``: source time, topic, partition, offset). The rows are found by joining
+    the table with the range deletes (:func:`_matches`), then deleted by key, and their keys
+    are recorded in the deleted-keys side table at the delete's position: an older write of
+    such a row arriving in a later batch (replayed, or written with an older timestamp) is
+    then dropped by the guard, as after a row delete. Returns the number of rows removed."""
     from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from cdc.apply.sparktypes import quote as q
+
+    stored = spark.read.format("delta").load(path)
+    doomed = (
+        _matches(spark, plan, stored, ranges, older=True)
+        .groupBy(*[F.col(f"t.{q(k)}").alias(k) for k in plan.key])
+        .agg(
+            F.max("t.__pos").alias("_tm_row_pos"),
+            F.max_by(F.struct("s.rpos", "s.meta"), F.col("s.rpos")).alias("_tm_by"),
+        )
+    )
+    # The keys first, read from the table before the delete (a DataFrame on a Delta table
+    # reads its newest version: after the MERGE it would find nothing). A replayed batch
+    # appends nothing twice (Delta's idempotent writes) and deletes the same rows again.
+    (
+        doomed.select(
+            *plan.key,
+            F.col("_tm_by.rpos").alias("__pos"),
+            F.col("_tm_by.meta.source_ts_ms").alias("__source_ts_ms"),
+            F.col("_tm_by.meta.topic").alias("__topic"),
+            F.col("_tm_by.meta.partition").alias("__partition"),
+            F.col("_tm_by.meta.offset").alias("__offset"),
+        )
+        .write.format("delta")
+        .mode("append")
+        .option("txnAppId", f"{app_id}-range-deletes")
+        .option("txnVersion", batch_id)
+        .save(deletes_path)
+    )
+    keys = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in plan.key)
+    result = (
+        DeltaTable.forPath(spark, path)
+        .alias("t")
+        .merge(doomed.alias("s"), keys)
+        .whenMatchedDelete(condition="t.__pos = s._tm_row_pos")
+        .execute()
+    )
+    metrics = result.collect()[0] if result is not None else None
+    return int(metrics["num_deleted_rows"] or 0) if metrics is not None else 0
+
+
+def covering(
+    spark: Any, plan: TablePlan, rows: Any, ranges: list[tuple[list[int], dict[str, Any]]]
+) -> Any:
+    """The keys of ``rows`` (the batch's typed rows) that a range delete of the batch covers,
+    with the newest such delete's position as ``_tm_c`` (cells.with_cuts)."""
+    from pyspark.sql import functions as F
+
+    from cdc.apply.sparktypes import quote as q
+
+    return (
+        _matches(spark, plan, rows, ranges, older=False)
+        .groupBy(*[F.col(f"t.{q(k)}").alias(k) for k in plan.key])
+        .agg(F.max("s.rpos").alias("_tm_c"))
+    )
+
+
+def _matches(
+    spark: Any,
+    plan: TablePlan,
+    rows: Any,
+    ranges: list[tuple[list[int], dict[str, Any]]],
+    *,
+    older: bool,
+) -> Any:
+    """``rows`` (as ``t``) joined with each range delete that covers them (as ``s``: its
+    position ``rpos`` and bounds), only those older than it with ``older``. The bounds are
+    read as the table's columns by ``from_json``, as the batch's rows are, and the join is on
+    the partition key (the deletes are few: broadcast)."""
+    import orjson
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -226,24 +306,29 @@ def delete_ranges(
     from cdc.apply.sparktypes import quote as q
 
     struct = T.StructType.fromJson(st.struct_of(list(plan.read_types().items())))
-    rows = []
+    rows_of_bounds = []
     for i, (pos, r) in enumerate(ranges):
         names = [c for c, _ in r["cols"]]
-        rows.append(
+        source_ts, topic, partition, offset = r.get("meta") or (None, None, None, None)
+        rows_of_bounds.append(
             (
                 i,
                 [int(p) for p in pos],
+                (source_ts, topic, partition, offset),
                 orjson.dumps(r["eq"]).decode(),
                 orjson.dumps(dict(zip(names, r["start"], strict=False))).decode(),
                 orjson.dumps(dict(zip(names, r["end"], strict=False))).decode(),
             )
         )
     opts = {"mode": "FAILFAST"}
+    meta = "struct<source_ts_ms: bigint, topic: string, partition: int, offset: bigint>"
     bounds = spark.createDataFrame(
-        rows, "i int, rpos array<bigint>, eq string, st string, en string"
+        rows_of_bounds,
+        f"i int, rpos array<bigint>, meta {meta}, eq string, st string, en string",
     ).select(
         "i",
         "rpos",
+        "meta",
         F.from_json("eq", struct, opts).alias("eq"),
         F.from_json("st", struct, opts).alias("st"),
         F.from_json("en", struct, opts).alias("en"),
@@ -254,33 +339,19 @@ def delete_ranges(
         on = on & (F.col(f"t.{q(k)}") == F.col(f"s.eq.{q(k)}"))
     covered = F.lit(False)
     for i, (_, r) in enumerate(ranges):
-        covered = covered | ((F.col("s.i") == i) & _covers(r, partition))
-    stored = spark.read.format("delta").load(path).alias("t")
-    doomed = (
-        stored.join(F.broadcast(bounds.alias("s")), on & covered, "inner")
-        .select(*[F.col(f"t.{q(k)}").alias(k) for k in plan.key], F.col("t.__pos").alias("__pos"))
-        .distinct()
-    )
-    keys = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in plan.key)
-    result = (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(doomed.alias("s"), keys)
-        .whenMatchedDelete(condition="t.__pos = s.__pos")
-        .execute()
-    )
-    metrics = result.collect()[0] if result is not None else None
-    return int(metrics["num_deleted_rows"] or 0) if metrics is not None else 0
+        covered = covered | ((F.col("s.i") == i) & _covers(r, partition, older))
+    return rows.alias("t").join(F.broadcast(bounds.alias("s")), on & covered, "inner")
 
 
-def _covers(r: dict[str, Any], partition: list[str]) -> Any:
-    """A stored row ``t`` is in range delete ``s``'s bounds (and older than it): ``r`` is its
-    parsed form, which says the shape (which columns are equal, compared, how far)."""
+def _covers(r: dict[str, Any], partition: list[str], older: bool) -> Any:
+    """A row ``t`` is in range delete ``s``'s bounds (and, with ``older``, older than it):
+    ``r`` is its parsed form, which says the shape (which columns are equal, compared, how
+    far)."""
     from pyspark.sql import functions as F
 
     from cdc.apply.sparktypes import quote as q
 
-    cond = F.col("t.__pos") < F.col("s.rpos")
+    cond = F.col("t.__pos") < F.col("s.rpos") if older else F.lit(True)
     for col in r["eq"]:
         if col not in partition:
             cond = cond & (F.col(f"t.{q(col)}") == F.col(f"s.eq.{q(col)}"))

@@ -152,46 +152,66 @@ def test_range_deletes_apply_into_delta(
 ) -> None:
     """``range.delete.handling.mode=emit``: open, closed, prefixed and descending ranges
     remove exactly the rows Cassandra removed, stored ones and ones the same batch wrote
-    before the delete, while a write inside a range after the delete stays. The Delta table
-    then equals ``SELECT *``."""
+    before the delete, while a write inside a range after the delete stays, as a new row: the
+    cells written before the delete (stored, or earlier in the batch) are gone, as Cassandra
+    has them. The same for a write after a partition delete. The Delta table then equals
+    ``SELECT *``, also after older writes of range-deleted rows are sent again."""
     ks = h.keyspace
     h.cql(
-        f"CREATE TABLE {ks}.spans (id int, a int, b text, v text, PRIMARY KEY (id, a, b)) "
-        "WITH CLUSTERING ORDER BY (a ASC, b DESC) AND cdc = true"
+        f"CREATE TABLE {ks}.spans (id int, a int, b text, v text, w text, "
+        "PRIMARY KEY (id, a, b)) WITH CLUSTERING ORDER BY (a ASC, b DESC) AND cdc = true"
     )
-    insert = f"INSERT INTO {ks}.spans (id, a, b, v) VALUES "
-    for i in (1, 2, 3):
+    insert = f"INSERT INTO {ks}.spans (id, a, b, v, w) VALUES "
+    for i in (1, 2, 3, 4):
         for a in range(1, 6):
             for b in ("c", "m", "x"):
-                h.cql(insert + f"({i}, {a}, '{b}', 'snap')")
+                h.cql(insert + f"({i}, {a}, '{b}', 'snap', 'snap')")
     cfg = h.config(**{"snapshot.mode": "initial", "range.delete.handling.mode": "emit"})
     name = h.topic(cfg, "spans")
     job = ApplyJob(spark, job_config(kafka, tmp_path, [name]))
-    columns = ("id", "a", "b", "v")
+    columns = ("id", "a", "b", "v", "w")
+    update = f"UPDATE {ks}.spans SET "
 
-    def lake_rows() -> dict[tuple[int, int, str], str]:
+    def lake_rows() -> dict[tuple[int, int, str], tuple[str, str]]:
         df = spark.read.format("delta").load(job.cfg.table_location(name.replace(".", "_")))
-        return {(r["id"], r["a"], r["b"]): r["v"] for r in df.select(*columns).collect()}
+        return {(r["id"], r["a"], r["b"]): (r["v"], r["w"]) for r in df.select(*columns).collect()}
 
-    def source_rows() -> dict[tuple[int, int, str], str]:
-        return {(r.id, r.a, r.b): r.v for r in h.cql(f"SELECT * FROM {ks}.spans")}
+    def source_rows() -> dict[tuple[int, int, str], tuple[str, str]]:
+        return {(r.id, r.a, r.b): (r.v, r.w) for r in h.cql(f"SELECT * FROM {ks}.spans")}
 
     with h.running(cfg, MemoryOffsetStore()) as run:
         h.wait_streaming(run)
-        h.read(cfg, "spans", min_count=45)
+        h.read(cfg, "spans", min_count=60)
         job.run(timeout=240)
-        assert lake_rows() == source_rows() and len(source_rows()) == 45
-        # one batch: writes, then ranges over stored rows and over those writes
-        h.cql(insert + "(1, 9, 'q', 'new, then deleted')")
+        assert lake_rows() == source_rows() and len(source_rows()) == 60
+        # one batch: writes, then ranges over stored rows and over those writes, then writes
+        # inside deleted ranges and partitions
+        h.cql(insert + "(1, 9, 'q', 'new, then deleted', null)")
+        h.cql(update + "w = 'before' WHERE id = 2 AND a = 3 AND b = 'c'")
         h.cql(f"DELETE FROM {ks}.spans WHERE id = 1 AND a > 3")
         h.cql(f"DELETE FROM {ks}.spans WHERE id = 1 AND a = 2 AND b > 'f'")  # b descending
         h.cql(f"DELETE FROM {ks}.spans WHERE id = 2 AND a >= 2 AND a < 4")
         h.cql(f"DELETE FROM {ks}.spans WHERE id = 3 AND a = 5 AND b >= 'c' AND b <= 'm'")
-        h.cql(insert + "(2, 3, 'm', 'written after the range delete')")
-        h.read(cfg, "spans", min_count=45 + 1 + 4 * 2 + 1)
+        h.cql(f"DELETE FROM {ks}.spans WHERE id = 4")  # a partition
+        h.cql(insert + "(2, 3, 'm', 'written after the range delete', null)")
+        h.cql(update + "v = 'after' WHERE id = 2 AND a = 3 AND b = 'c'")  # w was set before
+        h.cql(update + "v = 'after' WHERE id = 2 AND a = 2 AND b = 'x'")  # w only stored
+        h.cql(update + "v = 'after' WHERE id = 4 AND a = 1 AND b = 'c'")  # after the partition
+        events = h.read(cfg, "spans", min_count=60 + 2 + 5 * 2 + 4)
         job.run(timeout=240)
     rows = lake_rows()
     assert rows == source_rows()
-    assert (2, 3, "m") in rows and (1, 9, "q") not in rows
+    assert (1, 9, "q") not in rows
     assert sorted(k for k in rows if k[0] == 1 and k[1] == 2) == [(1, 2, "c")]
-    assert len(rows) == 45 + 1 - 2 * 3 - 2 - 2 * 3 - 2
+    assert rows[(2, 3, "m")] == ("written after the range delete", None)
+    assert rows[(2, 3, "c")] == rows[(2, 2, "x")] == rows[(4, 1, "c")] == ("after", None)
+    assert sorted(k for k in rows if k[0] == 4) == [(4, 1, "c")]
+
+    # the connector sends writes the range deletes removed again (as after a hard kill): the
+    # snapshot read of a stored row, and the batch's own write; both stay deleted
+    for key, op in (({"id": 1, "a": 4, "b": "c"}, "r"), ({"id": 1, "a": 9, "b": "q"}, "c")):
+        again = next(e for e in events if e.op == op and e.key == key)
+        resend(kafka, name, again.offset)
+    job.run(timeout=240)
+    assert lake_rows() == source_rows()
+    assert job.reports[-1].totals.inserted == 0
