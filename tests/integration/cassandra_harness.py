@@ -6,6 +6,10 @@ connector deletes the segments it has delivered, so the node's cdc_raw is shared
 from __future__ import annotations
 
 import copy
+import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,7 +27,8 @@ from connectors.cassandra import CassandraConnector
 from tests.integration.conftest import CassandraInfo
 from tests.integration.engine_runner import RunningConnector, running, start_engine, wait_streaming
 
-__all__ = ["CassandraHarness", "Event", "RunningConnector"]
+__all__ = ["CassandraHarness", "Event", "RunningConnector", "child_process"]
+ROOT = Path(__file__).parents[2]
 
 
 class CassandraHarness:
@@ -119,3 +124,19 @@ def module_harness(
     )
     yield h
     h.drop()
+
+
+def child_process(h: CassandraHarness, cfg: dict[str, str], offsets: Path) -> subprocess.Popen[str]:
+    """The connector in a process of its own (tests/integration/cassandra_child.py), its
+    offsets in ``offsets``, streaming once this returns: a test can SIGKILL it."""
+    spec = h.tmp / f"{cfg['name']}-{time.monotonic_ns()}.json"
+    spec.write_text(json.dumps({"config": cfg, "bootstrap": h.kafka, "offsets": str(offsets)}))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.cassandra_child", str(spec)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
+    return proc

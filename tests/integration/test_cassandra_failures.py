@@ -4,11 +4,8 @@ restart resumes without loss (AC-41)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,14 +14,13 @@ from pathlib import Path
 import pytest
 
 from cdc.offsets.memory import MemoryOffsetStore
-from tests.integration.cassandra_harness import CassandraHarness, module_harness
+from tests.integration.cassandra_harness import CassandraHarness, child_process, module_harness
 from tests.integration.conftest import CassandraInfo
 from tests.integration.test_kafka_outage import free_port_pair
 from worker.dev import Stack
 from worker.dev.kafka import KafkaService
 
 pytestmark = [pytest.mark.cassandra, pytest.mark.kafka]
-ROOT = Path(__file__).parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -32,20 +28,6 @@ def h(
     cassandra: CassandraInfo, kafka: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[CassandraHarness]:
     yield from module_harness(cassandra, kafka, tmp_path_factory, "csfail")
-
-
-def _child(h: CassandraHarness, cfg: dict[str, str], offsets: Path) -> subprocess.Popen[str]:
-    spec = h.tmp / f"{cfg['name']}-{time.monotonic_ns()}.json"
-    spec.write_text(json.dumps({"config": cfg, "bootstrap": h.kafka, "offsets": str(offsets)}))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.cassandra_child", str(spec)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
-    return proc
 
 
 def test_hard_kill_duplicates_only(h: CassandraHarness) -> None:
@@ -65,7 +47,7 @@ def test_hard_kill_duplicates_only(h: CassandraHarness) -> None:
             i += 1
             time.sleep(0.005)
 
-    proc = _child(h, cfg, offsets)
+    proc = child_process(h, cfg, offsets)
     time.sleep(2)  # streaming
     thread = threading.Thread(target=writer)
     thread.start()
@@ -74,7 +56,7 @@ def test_hard_kill_duplicates_only(h: CassandraHarness) -> None:
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=10)  # reaped, its stdout pipe closed
         time.sleep(1)
-        proc = _child(h, cfg, offsets)
+        proc = child_process(h, cfg, offsets)
         time.sleep(2)
     finally:
         stop.set()
