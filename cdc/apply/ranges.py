@@ -13,10 +13,11 @@ the worker, to one form the driver needs no schema knowledge for (:func:`parse`)
   whether each bound includes rows equal to it.
 
 Bounds are in clustering order, so a descending column compares the other way. Comparing in
-Spark gives Cassandra's order only where a type's order is its value's (numbers, text, blobs,
-dates and times); a bound that needs ordering on another type (``uuid``, ``timeuuid``,
-``inet``, a ``decimal``/``varint`` sent as text) is bad input (``on.error``), never applied
-by a wrong order.
+Spark gives Cassandra's order where a type's order is its value's (numbers, text, blobs,
+dates and times); ``uuid`` and ``timeuuid`` compare by a sort key built from their text as
+Cassandra orders them (:func:`_uuid_key`). A bound that needs ordering on another type
+(``inet``, a ``decimal``/``varint`` sent as text, ...) is bad input (``on.error``), never
+applied by a wrong order.
 
 The driver (:func:`delete_ranges`) runs after the batch's MERGE: rows the batch wrote before
 the delete are removed with the stored ones, rows written after it (a higher position) stay,
@@ -53,6 +54,8 @@ _ORDERED = frozenset(
         "blob",
     }
 )
+#: CQL types compared by a sort key built from their text (their order is not the text's)
+_UUIDS = frozenset({"uuid", "timeuuid"})
 #: Debezium's bound value types (Cassandra's marshal classes) the job reads, as CQL types with
 #: how their text becomes the value (others: only as an equality it cannot read, so refused)
 _DEBEZIUM_TYPES: dict[str, tuple[str, Any]] = {
@@ -66,6 +69,8 @@ _DEBEZIUM_TYPES: dict[str, tuple[str, Any]] = {
     "BooleanType": ("boolean", lambda s: s == "true"),
     "UTF8Type": ("text", str),
     "AsciiType": ("ascii", str),
+    "UUIDType": ("uuid", str),
+    "TimeUUIDType": ("timeuuid", str),
 }
 _REVERSED = "org.apache.cassandra.db.marshal.ReversedType("
 
@@ -177,7 +182,7 @@ def parse(
     return {
         "partition": list(partition),
         "eq": eq,
-        "cols": [[name, types.get(name, ("?", False))[1]] for name in cols],
+        "cols": [[name, types.get(name, ("?", False))[1], _key_of(types, name)] for name in cols],
         "start": [_normal(normalizers, c, v) for c, v in zip(cols, start[common:], strict=False)],
         "start_incl": _incl(m_start, "start"),
         "end": [_normal(normalizers, c, v) for c, v in zip(cols, end[common:], strict=False)],
@@ -185,8 +190,15 @@ def parse(
     }
 
 
+def _key_of(types: Mapping[str, tuple[str, bool]], name: str) -> str | None:
+    """How a column's values are compared: by themselves (None), or by a sort key derived
+    from their text (``uuid``, ``timeuuid``: :func:`_uuid_key`)."""
+    cql = types.get(name, ("?", False))[0]
+    return cql if cql in _UUIDS else None
+
+
 def _orders(cql: str, start: list[Any], end: list[Any], i: int) -> bool:
-    if cql in _ORDERED:
+    if cql in _ORDERED or cql in _UUIDS:
         return True
     if cql in ("varint", "decimal"):  # numbers only in their numeric modes, not as text
         vals = [b[i] for b in (start, end) if i < len(b)]
@@ -308,7 +320,7 @@ def _matches(
     struct = T.StructType.fromJson(st.struct_of(list(plan.read_types().items())))
     rows_of_bounds = []
     for i, (pos, r) in enumerate(ranges):
-        names = [c for c, _ in r["cols"]]
+        names = [c[0] for c in r["cols"]]
         source_ts, topic, partition, offset = r.get("meta") or (None, None, None, None)
         rows_of_bounds.append(
             (
@@ -355,12 +367,14 @@ def _covers(r: dict[str, Any], partition: list[str], older: bool) -> Any:
     for col in r["eq"]:
         if col not in partition:
             cond = cond & (F.col(f"t.{q(col)}") == F.col(f"s.eq.{q(col)}"))
-    cols = [(str(name), bool(desc)) for name, desc in r["cols"]]
+    cols = [(str(c[0]), bool(c[1]), c[2] if len(c) > 2 else None) for c in r["cols"]]
     cond = cond & _beyond(cols[: len(r["start"])], "s.st", r["start_incl"], after=True)
     return cond & _beyond(cols[: len(r["end"])], "s.en", r["end_incl"], after=False)
 
 
-def _beyond(cols: list[tuple[str, bool]], bound: str, incl: bool, *, after: bool) -> Any:
+def _beyond(
+    cols: list[tuple[str, bool, str | None]], bound: str, incl: bool, *, after: bool
+) -> Any:
     """Rows after (or before) a bound in clustering order: beyond it on the first column that
     differs, a descending column the other way; equal on the whole prefix counts when
     ``incl``. No columns: unbounded on that side."""
@@ -372,8 +386,38 @@ def _beyond(cols: list[tuple[str, bool]], bound: str, incl: bool, *, after: bool
         return F.lit(True)
     beyond = F.lit(False)
     same = F.lit(True)
-    for name, desc in cols:
+    for name, desc, key in cols:
         c, v = F.col(f"t.{q(name)}"), F.col(f"{bound}.{q(name)}")
-        beyond = beyond | (same & ((c > v) if after != desc else (c < v)))
+        ck, vk = (c, v) if key is None else (_uuid_key(c, key), _uuid_key(v, key))
+        beyond = beyond | (same & ((ck > vk) if after != desc else (ck < vk)))
         same = same & (c == v)
     return beyond | same if incl else beyond
+
+
+#: a hex digit with its top bit flipped: a byte compared as signed, compared as text
+_SIGN_FLIP = ("0123456789abcdef", "89abcdef01234567")
+
+
+def _uuid_key(col: Any, cql: str) -> Any:
+    """A text whose order is Cassandra's order of the ``uuid``/``timeuuid`` in ``col``
+    (canonical text). ``timeuuid`` (TimeUUIDType): the 60-bit time first (the time-high,
+    time-mid, time-low groups), then the clock sequence and node as *signed* bytes. ``uuid``
+    (UUIDType): the version first; a version 1 then by time as above and the rest as unsigned
+    bytes, any other version by its bytes unsigned (its text in order)."""
+    from pyspark.sql import functions as F
+
+    u = F.lower(col)
+    time_first = F.concat(F.substring(u, 15, 4), F.substring(u, 10, 4), F.substring(u, 1, 8))
+    rest = F.concat(F.substring(u, 20, 4), F.substring(u, 25, 12))
+    if cql == "timeuuid":
+        signed = [
+            F.concat(
+                F.translate(F.substring(rest, 2 * i + 1, 1), *_SIGN_FLIP),
+                F.substring(rest, 2 * i + 2, 1),
+            )
+            for i in range(8)
+        ]
+        return F.concat(time_first, *signed)
+    version = F.substring(u, 15, 1)
+    as_bytes = F.concat(F.substring(u, 1, 8), F.substring(u, 10, 4), F.substring(u, 15, 4))
+    return F.concat(version, F.when(version == "1", time_first).otherwise(as_bytes), rest)

@@ -90,7 +90,7 @@ def test_a_range_delete_is_read_with_its_bounds_not_as_a_snapshot_row(parsed: An
     assert ranged.range == {
         "partition": ["id"],
         "eq": {"id": 3},
-        "cols": [["ck", False]],
+        "cols": [["ck", False, None]],
         "start": ["a"],
         "start_incl": False,
         "end": [],
