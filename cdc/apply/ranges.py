@@ -246,10 +246,13 @@ def delete_ranges(
     stored = spark.read.format("delta").load(path)
     doomed = (
         _matches(spark, plan, stored, ranges, older=True)
-        .groupBy(*[F.col(f"t.{q(k)}").alias(k) for k in plan.key])
+        .groupBy(*plan.key)
         .agg(
-            F.max("t.__pos").alias("_tm_row_pos"),
-            F.max_by(F.struct("s.rpos", "s.meta"), F.col("s.rpos")).alias("_tm_by"),
+            F.max("_tm_row_pos").alias("_tm_row_pos"),
+            F.max_by(
+                F.struct(F.col("_tm_rpos").alias("rpos"), F.col("_tm_meta").alias("meta")),
+                F.col("_tm_rpos"),
+            ).alias("_tm_by"),
         )
     )
     # The keys first, read from the table before the delete (a DataFrame on a Delta table
@@ -289,12 +292,10 @@ def covering(
     with the newest such delete's position as ``_tm_c`` (cells.with_cuts)."""
     from pyspark.sql import functions as F
 
-    from cdc.apply.sparktypes import quote as q
-
     return (
         _matches(spark, plan, rows, ranges, older=False)
-        .groupBy(*[F.col(f"t.{q(k)}").alias(k) for k in plan.key])
-        .agg(F.max("s.rpos").alias("_tm_c"))
+        .groupBy(*plan.key)
+        .agg(F.max("_tm_rpos").alias("_tm_c"))
     )
 
 
@@ -306,10 +307,11 @@ def _matches(
     *,
     older: bool,
 ) -> Any:
-    """``rows`` (as ``t``) joined with each range delete that covers them (as ``s``: its
-    position ``rpos`` and bounds), only those older than it with ``older``. The bounds are
-    read as the table's columns by ``from_json``, as the batch's rows are, and the join is on
-    the partition key (the deletes are few: broadcast)."""
+    """The keys of ``rows`` each range delete covers (only those older than it with
+    ``older``), with the row's position ``_tm_row_pos``, the delete's ``_tm_rpos`` and its
+    event's ``_tm_meta``. The bounds are read as the table's columns by ``from_json``, as
+    the batch's rows are, and the join is on the partition key (the deletes are few:
+    broadcast)."""
     import orjson
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -349,10 +351,28 @@ def _matches(
     on = F.lit(True)
     for k in partition:
         on = on & (F.col(f"t.{q(k)}") == F.col(f"s.eq.{q(k)}"))
-    covered = F.lit(False)
+    # One join per shape of range delete (the same columns equal and compared, as far, with
+    # the same inclusiveness): a thousand `t < x` deletes of a batch are one condition, not
+    # a thousand-deep OR.
+    by_shape: dict[str, list[int]] = {}
     for i, (_, r) in enumerate(ranges):
-        covered = covered | ((F.col("s.i") == i) & _covers(r, partition, older))
-    return rows.alias("t").join(F.broadcast(bounds.alias("s")), on & covered, "inner")
+        shape = [list(r["eq"]), r["cols"], len(r["start"]), len(r["end"])]
+        key = orjson.dumps([*shape, r["start_incl"], r["end_incl"]]).decode()
+        by_shape.setdefault(key, []).append(i)
+    out = None
+    for members in by_shape.values():
+        some = bounds.filter(F.col("i").isin(members)).alias("s")
+        joined = rows.alias("t").join(
+            F.broadcast(some), on & _covers(ranges[members[0]][1], partition, older), "inner"
+        )
+        part = joined.select(
+            *[F.col(f"t.{q(k)}").alias(k) for k in plan.key],
+            F.col("t.__pos").alias("_tm_row_pos"),
+            F.col("s.rpos").alias("_tm_rpos"),
+            F.col("s.meta").alias("_tm_meta"),
+        )
+        out = part if out is None else out.unionByName(part)
+    return out
 
 
 def _covers(r: dict[str, Any], partition: list[str], older: bool) -> Any:
