@@ -296,6 +296,8 @@ class CassandraStreaming(StreamingSource):
                 else:
                     rows.append(r)
         last = len(rows) - 1
+        while not self.ranges and last >= 0 and rows[last][1] == "range_delete":
+            last -= 1  # the last row sent carries the offset past the mutation
         for i, row in enumerate(rows):
             if i < skip_rows or (row[1] == "range_delete" and not self.ranges):
                 continue

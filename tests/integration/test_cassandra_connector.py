@@ -438,6 +438,34 @@ def test_range_deletes_and_static_writes_are_counted_and_warned_not_lost_silentl
     assert len(warned) == 1 and f"{h.keyspace}.ranged" in warned[0].getMessage()
 
 
+def test_a_row_before_an_unsent_range_delete_moves_the_offset_past_the_mutation(
+    h: CassandraHarness,
+) -> None:
+    """Under the default ``warn``, a batch writing a row and then a range delete after it is
+    one mutation whose last entry is not sent: the row's event must carry the offset past
+    the whole mutation (else the segment would wait for a later one to be released)."""
+    h.cql(
+        f"CREATE TABLE {h.keyspace}.tail (id int, c int, v text, PRIMARY KEY (id, c)) "
+        "WITH cdc = true"
+    )
+    cfg = h.config(**{"snapshot.mode": "never", "table.include.list": rf"{h.keyspace}\.tail"})
+    store = MemoryOffsetStore()
+    with h.running(cfg, store) as run:
+        h.wait_streaming(run)
+        h.cql(
+            "BEGIN UNLOGGED BATCH "
+            f"INSERT INTO {h.keyspace}.tail (id, c, v) VALUES (1, 1, 'kept'); "
+            f"DELETE FROM {h.keyspace}.tail WHERE id = 1 AND c > 5; "
+            "APPLY BATCH"
+        )
+        events = h.read(cfg, "tail", min_count=1)
+        h.wait_for(lambda: any(o for _, o in store.all(cfg["name"])), run=run)
+    assert [(e.op, e.key) for e in events] == [("c", {"id": 1, "c": 1})]
+    assert events[0].value["source"]["pos"] > 0
+    (_, offset), *_ = [(p, o) for p, o in store.all(cfg["name"]) if o]
+    assert "row" not in offset and offset["pos"] == events[0].value["source"]["pos"]
+
+
 def _bound(method: str, **values: Any) -> dict[str, Any]:
     return {
         "method": method,
