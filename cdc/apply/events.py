@@ -290,14 +290,15 @@ class Parser:
         source_ts, ts, tx = _meta(payload, source)
         position = native_position_text(source, connector)
         # a truncate and a Cassandra range delete change no row: no image, no row shape
-        meta = (pos, source_ts, ts, tx, snapshot, position)
         if op == "t":
+            meta = (pos, source_ts, ts, tx, snapshot, position)
             return _no_row(topic, partition, offset, table, op, meta, "truncate", layout)
         key_payload, key_schema = self._key(key)
         if op == "d" and cells.is_cassandra(source, connector):
             after = payload.get("after")
             if isinstance(after, dict) and ranges.is_range_delete(after):  # WHERE ck > x
                 after_shape = shapes[0] if shapes is not None else None
+                meta = (pos, source_ts, ts, tx, snapshot, position)
                 bare = _no_row(topic, partition, offset, table, op, meta, "range", layout)
                 try:
                     bare.range = ranges.parse(
