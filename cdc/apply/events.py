@@ -302,7 +302,10 @@ class Parser:
                 bare = _no_row(topic, partition, offset, table, op, meta, "range", layout)
                 try:
                     bare.range = ranges.parse(
-                        after, key_payload, after_shape.normalizers if after_shape else {}
+                        after,
+                        key_payload,
+                        after_shape.normalizers if after_shape else {},
+                        after_shape.types if after_shape else {},
                     )
                 except (ranges.RangeError, KeyError, TypeError, ValueError) as exc:
                     raise BadInput(f"Cassandra range delete: {exc}") from None

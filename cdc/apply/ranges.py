@@ -14,10 +14,11 @@ the worker, to one form the driver needs no schema knowledge for (:func:`parse`)
 
 Bounds are in clustering order, so a descending column compares the other way. Comparing in
 Spark gives Cassandra's order where a type's order is its value's (numbers, text, blobs,
-dates and times); ``uuid`` and ``timeuuid`` compare by a sort key built from their text as
-Cassandra orders them (:func:`_uuid_key`). A bound that needs ordering on another type
-(``inet``, a ``decimal``/``varint`` sent as text, ...) is bad input (``on.error``), never
-applied by a wrong order.
+dates and times); ``uuid``, ``timeuuid``, ``inet`` and a ``decimal``/``varint`` the lake holds
+as exact text compare by a sort key built from their text as Cassandra orders them
+(:func:`sort_key`). A bound that needs ordering on another type (a tuple, a frozen
+collection, a UDT; ``duration`` cannot be a clustering column) is bad input (``on.error``),
+never applied by a wrong order.
 
 The driver (:func:`delete_ranges`) runs after the batch's MERGE: rows the batch wrote before
 the delete are removed with the stored ones, rows written after it (a higher position) stay,
@@ -26,7 +27,10 @@ and start anew (:func:`covering` marks them for the MERGE: cells.with_cuts).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import base64
+import datetime as dt
+import re
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -54,24 +58,13 @@ _ORDERED = frozenset(
         "blob",
     }
 )
-#: CQL types compared by a sort key built from their text (their order is not the text's)
-_UUIDS = frozenset({"uuid", "timeuuid"})
-#: Debezium's bound value types (Cassandra's marshal classes) the job reads, as CQL types with
-#: how their text becomes the value (others: only as an equality it cannot read, so refused)
-_DEBEZIUM_TYPES: dict[str, tuple[str, Any]] = {
-    "Int32Type": ("int", int),
-    "LongType": ("bigint", int),
-    "ShortType": ("smallint", int),
-    "ByteType": ("tinyint", int),
-    "IntegerType": ("varint", int),
-    "FloatType": ("float", float),
-    "DoubleType": ("double", float),
-    "BooleanType": ("boolean", lambda s: s == "true"),
-    "UTF8Type": ("text", str),
-    "AsciiType": ("ascii", str),
-    "UUIDType": ("uuid", str),
-    "TimeUUIDType": ("timeuuid", str),
-}
+#: CQL types compared by a sort key built from their text (their order is not the text's):
+#: ``uuid``/``timeuuid`` (:func:`_uuid_key`), ``inet`` (:func:`_inet_key`), and ``decimal``/
+#: ``varint`` where the lake holds them as exact text (:func:`_number_key`)
+_KEYED = frozenset({"uuid", "timeuuid", "inet"})
+_NUMBERS = frozenset({"decimal", "varint"})
+#: Spark types a ``decimal``/``varint`` column may have in the lake that order as numbers
+_NUMERIC_SPARK = re.compile(r"(tinyint|smallint|int|bigint|float|double|decimal\(\d+,\d+\))")
 _REVERSED = "org.apache.cassandra.db.marshal.ReversedType("
 
 
@@ -109,12 +102,90 @@ def _tidemark_columns(raw: Mapping[str, Any]) -> list[tuple[str, str, bool]]:
     return [(str(c["name"]), str(c["type"]), bool(c["descending"])) for c in cols]
 
 
+def _debezium_timestamp(text: str) -> int:
+    """``2024-01-02T03:04:05.678Z`` (TimestampType's text) as the epoch milliseconds Debezium
+    writes for the column."""
+    at = dt.datetime.fromisoformat(text)
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=dt.UTC)
+    return (at - _EPOCH) // dt.timedelta(milliseconds=1)
+
+
+def _debezium_date(text: str) -> int:
+    """``2024-05-06`` as days since the epoch (what the column's values mean; cells.raw_date
+    leaves such small numbers as they are)."""
+    return (dt.date.fromisoformat(text) - _EPOCH.date()).days
+
+
+def _debezium_time(text: str) -> int:
+    """``12:34:56.789000000`` as the nanoseconds of the day Debezium writes for a ``time``."""
+    clock, _, frac = text.partition(".")
+    h, m, s = (int(x) for x in clock.split(":"))
+    return ((h * 60 + m) * 60 + s) * 1_000_000_000 + int(frac.ljust(9, "0")[:9] or 0)
+
+
+def _debezium_blob(text: str) -> str:
+    """Hex (BytesType's text) as the base64 text a Connect ``bytes`` value is in JSON."""
+    return base64.b64encode(bytes.fromhex(text)).decode()
+
+
+def _debezium_number(text: str, spark: Any, cql: str) -> Any:
+    """A ``decimal``/``varint`` bound as the lake holds the column: Debezium sends a decimal
+    as a double and a varint as a 64-bit long (wrapping beyond it: such a bound cannot be
+    placed among the wrapped values, so it is refused); exact text if the lake holds that."""
+    import decimal
+
+    value = decimal.Decimal(text)
+    if spark == "double" or spark == "float":
+        return float(value)
+    if spark == "bigint" and cql == "varint":
+        if not -(1 << 63) <= int(value) < (1 << 63):
+            raise RangeError(
+                f"a range delete bound {text} on a varint column Debezium sends as a 64-bit "
+                "long (wrapping beyond it): the rows it covers cannot be told"
+            )
+        return int(value)
+    if spark == "string":
+        return format(value, "f")
+    raise RangeError(f"a {cql} bound on a column the lake holds as {spark}")
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+#: Debezium's bound value types (Cassandra's marshal classes, whose ``getString`` text it
+#: writes) with the CQL type and how the text becomes the value its records carry for the
+#: column (the record's form: the row normalizers then apply, as to a row's values)
+_DEBEZIUM_TYPES: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "Int32Type": ("int", int),
+    "LongType": ("bigint", int),
+    "ShortType": ("smallint", int),
+    "ByteType": ("tinyint", int),
+    "FloatType": ("float", float),
+    "DoubleType": ("double", float),
+    "BooleanType": ("boolean", lambda s: s == "true"),
+    "UTF8Type": ("text", str),
+    "AsciiType": ("ascii", str),
+    "UUIDType": ("uuid", str),
+    "TimeUUIDType": ("timeuuid", str),
+    "TimestampType": ("timestamp", _debezium_timestamp),
+    "SimpleDateType": ("date", _debezium_date),
+    "TimeType": ("time", _debezium_time),
+    "BytesType": ("blob", _debezium_blob),
+    "InetAddressType": ("inet", lambda s: "/" + s),  # Java's InetAddress.toString in rows
+    "DecimalType": ("decimal", str),  # by the lake's type: _debezium_number
+    "IntegerType": ("varint", str),
+}
+
+
 def _debezium_values(
-    values: Sequence[Any], order: Sequence[str], types: dict[str, tuple[str, bool]]
+    values: Sequence[Any],
+    order: Sequence[str],
+    types: dict[str, tuple[str, bool]],
+    spark: Mapping[str, Any],
 ) -> list[Any]:
     """A bound of Debezium's (``[{name, value, type}]``) as values in clustering order;
     ``types`` collects each column's CQL type and order. A value of a type whose text this
-    job does not read back is refused."""
+    job does not read back (a tuple, a frozen collection, a UDT) is refused."""
     by_name: dict[str, Any] = {}
     for v in values:
         marshal = str(v.get("type", ""))
@@ -128,8 +199,13 @@ def _debezium_values(
                 f"a range delete whose bound holds clustering column {name!r} of type "
                 f"{marshal}: Debezium writes its value as text this job does not read back"
             )
-        types[name] = (known[0], descending)
-        by_name[name] = known[1](str(v.get("value")))
+        cql, read = known
+        types[name] = (cql, descending)
+        text = str(v.get("value"))
+        if cql in _NUMBERS:
+            by_name[name] = _debezium_number(text, spark.get(name), cql)
+        else:
+            by_name[name] = read(text)
     out = []
     for name in order:
         if name not in by_name:
@@ -139,11 +215,16 @@ def _debezium_values(
 
 
 def parse(
-    after: Mapping[str, Any], key: Mapping[str, Any], normalizers: Mapping[str, Any]
+    after: Mapping[str, Any],
+    key: Mapping[str, Any],
+    normalizers: Mapping[str, Any],
+    spark: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The range delete of a Cassandra event's ``after`` in the driver's form (see the module
     docstring); ``key`` is the event key (the partition key set, clustering columns null),
-    ``normalizers`` the row shape's per-column value rewrites. Raises :class:`RangeError`."""
+    ``normalizers`` and ``spark`` the row shape's per-column value rewrites and Spark types.
+    Raises :class:`RangeError`."""
+    spark = spark or {}
     (m_start, v_start), (m_end, v_end) = (
         _bound_of(after.get(RANGE_FIELDS[0]), "start"),
         _bound_of(after.get(RANGE_FIELDS[1]), "end"),
@@ -158,8 +239,8 @@ def parse(
         end = _prefix(v_end if isinstance(v_end, Mapping) else {}, order)
     elif isinstance(v_start, list):  # Debezium: text values with their Cassandra types
         types = {}
-        start = _debezium_values(v_start, order, types)
-        end = _debezium_values(v_end if isinstance(v_end, list) else [], order, types)
+        start = _debezium_values(v_start, order, types, spark)
+        end = _debezium_values(v_end if isinstance(v_end, list) else [], order, types, spark)
     else:
         raise RangeError("the range delete's bound values are neither typed nor Debezium's")
     common = 0
@@ -167,9 +248,10 @@ def parse(
         common += 1
     eq = dict(partition)
     eq.update(zip(order[:common], start[:common], strict=True))
+    keys = {name: _key_of(types, spark, name) for name in order}
     for i in range(common, max(len(start), len(end))):
         cql = types.get(order[i], ("?", False))[0]
-        if not _orders(cql, start, end, i):
+        if cql not in _ORDERED and keys[order[i]] is None and not _numeric(cql, spark, order[i]):
             raise RangeError(
                 f"a range delete on clustering column {order[i]!r} of type {cql}: Spark does "
                 f"not order that type as Cassandra does, so the rows it deleted cannot be found"
@@ -182,7 +264,8 @@ def parse(
     return {
         "partition": list(partition),
         "eq": eq,
-        "cols": [[name, types.get(name, ("?", False))[1], _key_of(types, name)] for name in cols],
+        "eq_keys": {c: k for c in order[:common] if (k := keys[c]) is not None},
+        "cols": [[name, types.get(name, ("?", False))[1], keys[name]] for name in cols],
         "start": [_normal(normalizers, c, v) for c, v in zip(cols, start[common:], strict=False)],
         "start_incl": _incl(m_start, "start"),
         "end": [_normal(normalizers, c, v) for c, v in zip(cols, end[common:], strict=False)],
@@ -190,20 +273,23 @@ def parse(
     }
 
 
-def _key_of(types: Mapping[str, tuple[str, bool]], name: str) -> str | None:
+def _key_of(
+    types: Mapping[str, tuple[str, bool]], spark: Mapping[str, Any], name: str
+) -> str | None:
     """How a column's values are compared: by themselves (None), or by a sort key derived
-    from their text (``uuid``, ``timeuuid``: :func:`_uuid_key`)."""
+    from their text: ``uuid``, ``timeuuid``, ``inet``, or ``number`` (a ``decimal``/``varint``
+    the lake holds as exact text)."""
     cql = types.get(name, ("?", False))[0]
-    return cql if cql in _UUIDS else None
+    if cql in _KEYED:
+        return cql
+    if cql in _NUMBERS and spark.get(name) == "string":
+        return "number"
+    return None
 
 
-def _orders(cql: str, start: list[Any], end: list[Any], i: int) -> bool:
-    if cql in _ORDERED or cql in _UUIDS:
-        return True
-    if cql in ("varint", "decimal"):  # numbers only in their numeric modes, not as text
-        vals = [b[i] for b in (start, end) if i < len(b)]
-        return all(isinstance(v, int | float) and not isinstance(v, bool) for v in vals)
-    return False
+def _numeric(cql: str, spark: Mapping[str, Any], name: str) -> bool:
+    """A ``decimal``/``varint`` the lake holds as a number (Spark orders it as Cassandra)."""
+    return cql in _NUMBERS and bool(_NUMERIC_SPARK.fullmatch(str(spark.get(name))))
 
 
 def _prefix(values: Mapping[str, Any], order: Sequence[str]) -> list[Any]:
@@ -356,7 +442,7 @@ def _matches(
     # a thousand-deep OR.
     by_shape: dict[str, list[int]] = {}
     for i, (_, r) in enumerate(ranges):
-        shape = [list(r["eq"]), r["cols"], len(r["start"]), len(r["end"])]
+        shape = [list(r["eq"]), r.get("eq_keys"), r["cols"], len(r["start"]), len(r["end"])]
         key = orjson.dumps([*shape, r["start_incl"], r["end_incl"]]).decode()
         by_shape.setdefault(key, []).append(i)
     out = None
@@ -384,9 +470,12 @@ def _covers(r: dict[str, Any], partition: list[str], older: bool) -> Any:
     from cdc.apply.sparktypes import quote as q
 
     cond = F.col("t.__pos") < F.col("s.rpos") if older else F.lit(True)
+    eq_keys = r.get("eq_keys") or {}
     for col in r["eq"]:
         if col not in partition:
-            cond = cond & (F.col(f"t.{q(col)}") == F.col(f"s.eq.{q(col)}"))
+            c, v = F.col(f"t.{q(col)}"), F.col(f"s.eq.{q(col)}")
+            key = eq_keys.get(col)
+            cond = cond & (c == v if key is None else sort_key(c, key) == sort_key(v, key))
     cols = [(str(c[0]), bool(c[1]), c[2] if len(c) > 2 else None) for c in r["cols"]]
     cond = cond & _beyond(cols[: len(r["start"])], "s.st", r["start_incl"], after=True)
     return cond & _beyond(cols[: len(r["end"])], "s.en", r["end_incl"], after=False)
@@ -408,10 +497,22 @@ def _beyond(
     same = F.lit(True)
     for name, desc, key in cols:
         c, v = F.col(f"t.{q(name)}"), F.col(f"{bound}.{q(name)}")
-        ck, vk = (c, v) if key is None else (_uuid_key(c, key), _uuid_key(v, key))
+        ck, vk = (c, v) if key is None else (sort_key(c, key), sort_key(v, key))
         beyond = beyond | (same & ((ck > vk) if after != desc else (ck < vk)))
-        same = same & (c == v)
+        same = same & (ck == vk)
     return beyond | same if incl else beyond
+
+
+def sort_key(col: Any, key: str) -> Any:
+    """A text whose order is Cassandra's order of the values in ``col`` (``key``: what
+    :func:`parse` found the column needs)."""
+    if key in ("uuid", "timeuuid"):
+        return _uuid_key(col, key)
+    if key == "inet":
+        return _inet_key(col)
+    if key == "number":
+        return _number_key(col)
+    raise ValueError(f"no sort key for {key!r}")
 
 
 #: a hex digit with its top bit flipped: a byte compared as signed, compared as text
@@ -441,3 +542,76 @@ def _uuid_key(col: Any, cql: str) -> Any:
     version = F.substring(u, 15, 1)
     as_bytes = F.concat(F.substring(u, 1, 8), F.substring(u, 10, 4), F.substring(u, 15, 4))
     return F.concat(version, F.when(version == "1", time_first).otherwise(as_bytes), rest)
+
+
+def _inet_key(col: Any) -> Any:
+    """The address's bytes as hex (InetAddressType compares the bytes unsigned: 4 for IPv4,
+    16 for IPv6, a shorter one first when it is the other's prefix). Read from tidemark's text
+    (``10.0.0.1``, ``::1``, Python's compressed form) and Debezium's (Java's ``/10.0.0.1``,
+    ``/0:0:0:0:0:0:0:1``); an IPv6 text may end in a dotted IPv4 part."""
+    from pyspark.sql import functions as F
+
+    def dotted_hex(text: Any) -> Any:
+        return F.array_join(
+            F.transform(
+                F.split(text, r"\."), lambda p: F.lpad(F.lower(F.hex(p.cast("int"))), 2, "0")
+            ),
+            "",
+        )
+
+    s = F.lower(F.regexp_replace(col, "^[^/]*/", ""))
+    tail = F.substring_index(s, ":", -1)
+    tail_hex = dotted_hex(tail)
+    six = F.when(
+        F.instr(tail, ".") > 0,
+        F.concat(
+            s.substr(F.lit(1), F.length(s) - F.length(tail)),
+            tail_hex.substr(1, 4),
+            F.lit(":"),
+            tail_hex.substr(5, 4),
+        ),
+    ).otherwise(s)
+    gap = F.instr(six, "::") > 0
+    none = F.array().cast("array<string>")
+    left = F.substring_index(six, "::", 1)
+    right = F.when(gap, F.substring_index(six, "::", -1)).otherwise(F.lit(""))
+    lefts = F.when(left == "", none).otherwise(F.split(left, ":"))
+    rights = F.when(right == "", none).otherwise(F.split(right, ":"))
+    zeros = F.array_repeat(F.lit("0"), F.lit(8) - F.size(lefts) - F.size(rights))
+    groups = F.concat(lefts, F.when(gap, zeros).otherwise(none), rights)
+    v6 = F.array_join(F.transform(groups, lambda g: F.lpad(g, 4, "0")), "")
+    return F.when(F.instr(s, ":") > 0, v6).otherwise(dotted_hex(s))
+
+
+#: the exponent's offset and width in :func:`_number_key` (values within 10**±499999999)
+_EXP_OFFSET, _EXP_WIDTH = 500_000_000, 10
+
+
+def _number_key(col: Any) -> Any:
+    """A text whose order is the numeric order of the exact decimal text in ``col``
+    (``-12.50``: tidemark's ``decimal``/``varint`` in its default string mode). The number is
+    ``0.m * 10**e`` with ``m``'s digits free of leading and trailing zeros: a positive one is
+    ``2``, ``e`` (offset, fixed width), ``m``; zero is ``1``; a negative one is ``0``, then ``e``
+    and ``m`` complemented and a closing ``~`` (so a longer ``m``, more negative, sorts
+    first)."""
+    from pyspark.sql import functions as F
+
+    s = F.trim(col)
+    negative = s.startswith("-")
+    digits = F.regexp_replace(s, "^[-+]", "")
+    whole = F.regexp_replace(F.substring_index(digits, ".", 1), "^0+", "")
+    frac = F.when(F.instr(digits, ".") > 0, F.substring_index(digits, ".", -1)).otherwise("")
+    lead = F.length(frac) - F.length(F.regexp_replace(frac, "^0+", ""))
+    mantissa = F.regexp_replace(F.regexp_replace(F.concat(whole, frac), "^0+", ""), "0+$", "")
+    exp = F.when(F.length(whole) > 0, F.length(whole)).otherwise(-lead)
+    up = F.lpad((exp + _EXP_OFFSET).cast("string"), _EXP_WIDTH, "0")
+    down = F.lpad(
+        (F.lit(2 * _EXP_OFFSET - 1) - (exp + _EXP_OFFSET)).cast("string"), _EXP_WIDTH, "0"
+    )
+    flipped = F.translate(mantissa, "0123456789", "9876543210")
+    return (
+        F.when(s.isNull(), F.lit(None))
+        .when(mantissa == "", F.lit("1"))
+        .when(negative, F.concat(F.lit("0"), down, flipped, F.lit("~")))
+        .otherwise(F.concat(F.lit("2"), up, mantissa))
+    )

@@ -311,16 +311,60 @@ def _timeuuid(ticks: int, clock_low: int, node: int) -> uuid.UUID:
     )
 
 
-def test_range_deletes_over_timeuuid_and_uuid_clustering_apply_into_delta(
+#: range deletes over decimal, varint (tidemark's default: exact text in the lake) and inet
+#: clustering columns: (table, column, CQL type, values, the delete's condition on the column)
+_TEXT_ORDERED = [
+    (
+        "amounts",
+        "d",
+        "decimal",
+        ["-1.55", "-1.5", "-0.001", "0", "0.001", "1.5", "1.55", "10", "100.25", "1e-30"],
+        "d > -1.5 AND d <= 1.55",  # as text: '-0.001' > '-1.5' holds, '10' < '1.55' too
+    ),
+    (
+        "counts",
+        "n",
+        "varint",
+        [
+            "-100",
+            "-20",
+            "-3",
+            "0",
+            "5",
+            "40",
+            "99",
+            "12345678901234567890",
+            "-98765432109876543210",
+        ],
+        "n > -20 AND n < 99",
+    ),
+    (
+        "hosts",
+        "a",
+        "inet",
+        [
+            *("'::1'", "'9.255.255.255'", "'10.0.0.1'", "'10.0.0.2'", "'2001:db8::1'"),
+            *("'192.168.0.1'", "'192.168.0.2'", "'fe80::1'", "'::ffff:0:1'"),
+        ],
+        "a > '9.255.255.255' AND a <= '192.168.0.1'",  # 2001:db8::1's bytes are between
+    ),
+]
+
+
+def test_range_deletes_over_clustering_types_spark_orders_otherwise_apply_into_delta(
     spark: Any, h: CassandraHarness, kafka: str, tmp_path: Path
 ) -> None:
-    """Ranges over ``timeuuid`` and ``uuid`` clustering columns (the time-series pattern):
-    Cassandra orders them neither as text nor as bytes (a timeuuid by its time, then by signed
-    bytes; a uuid by version first), and the lake must remove exactly the rows it removed.
-    Bounds fall between UUIDs of one timestamp that differ in a byte's sign bit, and between
-    version 4 UUIDs whose text order has version 1 ones among them."""
+    """Ranges over clustering columns whose lake values Spark does not order as Cassandra:
+    ``timeuuid`` and ``uuid`` (the time-series pattern: a timeuuid by its time, then by signed
+    bytes; a uuid by version first), ``decimal`` and ``varint`` held as exact text, and
+    ``inet`` (by its bytes: an IPv6 address can fall between two IPv4 ones). The lake must
+    remove exactly the rows the node removed. UUID bounds fall between UUIDs of one timestamp
+    that differ in a byte's sign bit, and between version 4 UUIDs whose text order has version
+    1 ones among them; each other range would delete other rows if compared as text."""
     ks = h.keyspace
-    for table, col, cql in (("stamps", "t", "timeuuid"), ("ids", "u", "uuid")):
+    tables = [("stamps", "t", "timeuuid"), ("ids", "u", "uuid")]
+    tables += [(table, col, cql) for table, col, cql, _, _ in _TEXT_ORDERED]
+    for table, col, cql in tables:
         h.cql(
             f"CREATE TABLE {ks}.{table} (id int, {col} {cql}, v text, "
             f"PRIMARY KEY (id, {col})) WITH cdc = true"
@@ -340,15 +384,20 @@ def test_range_deletes_over_timeuuid_and_uuid_clustering_apply_into_delta(
         h.cql(f"INSERT INTO {ks}.stamps (id, t, v) VALUES (1, {t}, 'x')")
     for u in ids:
         h.cql(f"INSERT INTO {ks}.ids (id, u, v) VALUES (1, {u}, 'x')")
+    for table, col, _, values, _ in _TEXT_ORDERED:
+        for i, value in enumerate(values):
+            h.cql(f"INSERT INTO {ks}.{table} (id, {col}, v) VALUES (1, {value}, '{i}')")
     cfg = h.config(**{"snapshot.mode": "initial", "range.delete.handling.mode": "emit"})
-    topics = [h.topic(cfg, "stamps"), h.topic(cfg, "ids")]
+    topics = [h.topic(cfg, table) for table, _, _ in tables]
     job = ApplyJob(spark, job_config(kafka, tmp_path, topics))
     with h.running(cfg, MemoryOffsetStore()) as run:
         h.wait_streaming(run)
-        h.read(cfg, "ids", min_count=len(ids))
+        h.read(cfg, "hosts", min_count=len(_TEXT_ORDERED[2][3]))
         h.cql(f"DELETE FROM {ks}.stamps WHERE id = 1 AND t > {stamps[5]} AND t <= {stamps[18]}")
         h.cql(f"DELETE FROM {ks}.ids WHERE id = 1 AND u > {v4[3]} AND u < {v4[12]}")
-        for table in ("stamps", "ids"):  # (the inserts may arrive twice: snapshot and log)
+        for table, _, _, _, where in _TEXT_ORDERED:
+            h.cql(f"DELETE FROM {ks}.{table} WHERE id = 1 AND {where}")
+        for table, _, _ in tables:  # (the inserts may arrive twice: snapshot and log)
             h.wait_for(
                 lambda table=table: any(
                     e.value is not None and e.after["_range_start"] is not None
@@ -357,10 +406,15 @@ def test_range_deletes_over_timeuuid_and_uuid_clustering_apply_into_delta(
                 timeout=60,
             )
         job.run(timeout=240)
-    for table, col in (("stamps", "t"), ("ids", "u")):
+    totals = {"stamps": len(stamps), "ids": len(ids)}
+    totals.update((table, len(values)) for table, _, _, values, _ in _TEXT_ORDERED)
+    for table, col, _ in tables:
         name = h.topic(cfg, table).replace(".", "_")
         df = spark.read.format("delta").load(job.cfg.table_location(name))
-        lake_keys = sorted(str(r[col]) for r in df.collect())
-        source_keys = sorted(str(r[1]) for r in h.cql(f"SELECT id, {col} FROM {ks}.{table}"))
-        assert lake_keys == source_keys, table
-        assert 0 < len(source_keys) < (len(stamps) if table == "stamps" else len(ids))
+        # uuid rows by their key's text; the others by v (a number's or address's text may
+        # be written otherwise than in the statement)
+        tell = col if table in ("stamps", "ids") else "v"
+        got = sorted(str(r[tell]) for r in df.collect())
+        source = sorted(str(r[0]) for r in h.cql(f"SELECT {tell} FROM {ks}.{table}"))
+        assert got == source, table
+        assert 0 < len(source) < totals[table], table

@@ -42,6 +42,7 @@ def test_an_open_range_compares_its_column_only() -> None:
     assert got == {
         "partition": ["id"],
         "eq": {"id": 1},
+        "eq_keys": {},
         "cols": [["a", False, None], ["b", True, None]],
         "start": [0],
         "start_incl": False,
@@ -71,44 +72,44 @@ def test_values_go_through_the_row_normalizers() -> None:
     assert got["eq"] == {"id": "1"} and (got["start"], got["end"]) == ([50], [90])
 
 
-def test_uuids_compare_by_a_sort_key() -> None:
-    after = _after(("EXCL_START_BOUND", {"a": "u"}), ("INCL_END_BOUND", {}))
+def _typed(after: dict[str, Any], first: dict[str, Any]) -> dict[str, Any]:
     for bound in (after["_range_start"], after["_range_end"]):
-        bound["clustering"] = [{"name": "a", "type": "timeuuid", "descending": False}]
-    assert ranges.parse(after, KEY, {})["cols"] == [["a", False, "timeuuid"]]
+        bound["clustering"] = [first, CLUSTERING[1]]
+    return after
 
 
 def test_a_range_on_a_type_spark_orders_differently_is_refused() -> None:
-    after = _after(
-        ("EXCL_START_BOUND", {"a": "5b6962dd-3f90-4c93-8f61-eabfa4a803e2"}), ("INCL_END_BOUND", {})
-    )
-    for bound in (after["_range_start"], after["_range_end"]):
-        bound["clustering"] = [
-            {"name": "a", "type": "inet", "descending": False},
-            CLUSTERING[1],
-        ]
-    with pytest.raises(ranges.RangeError, match="'a' of type inet"):
-        ranges.parse(after, KEY, {})
+    after = _after(("EXCL_START_BOUND", {"a": "(1, 'x')"}), ("INCL_END_BOUND", {}))
+    tuple_col = {"name": "a", "type": "frozen<tuple<int, text>>", "descending": False}
+    with pytest.raises(ranges.RangeError, match="'a' of type frozen<tuple<int, text>>"):
+        ranges.parse(_typed(after, tuple_col), KEY, {})
     # an equality on it is fine: rows are matched by value, not ordered
     eq = _after(("INCL_START_BOUND", {"a": "u"}), ("EXCL_END_BOUND", {"a": "u", "b": "m"}))
-    for bound in (eq["_range_start"], eq["_range_end"]):
-        bound["clustering"] = [{"name": "a", "type": "uuid", "descending": False}, CLUSTERING[1]]
-    assert ranges.parse(eq, KEY, {})["eq"] == {"id": 1, "a": "u"}
+    assert ranges.parse(_typed(eq, tuple_col), KEY, {})["eq"] == {"id": 1, "a": "u"}
 
 
-def test_decimals_compare_only_as_numbers() -> None:
-    for values, ok in (({"a": "10.5"}, False), ({"a": 10.5}, True)):
-        after = _after(("EXCL_START_BOUND", values), ("INCL_END_BOUND", {}))
-        for bound in (after["_range_start"], after["_range_end"]):
-            bound["clustering"] = [
-                {"name": "a", "type": "decimal", "descending": False},
-                CLUSTERING[1],
-            ]
-        if ok:
-            assert ranges.parse(after, KEY, {})["start"] == [10.5]
-        else:
-            with pytest.raises(ranges.RangeError, match="decimal"):
-                ranges.parse(after, KEY, {})
+def test_uuids_and_inets_compare_by_a_sort_key_also_as_equalities() -> None:
+    for cql in ("uuid", "timeuuid", "inet"):
+        col = {"name": "a", "type": cql, "descending": False}
+        after = _after(("EXCL_START_BOUND", {"a": "x"}), ("INCL_END_BOUND", {}))
+        assert ranges.parse(_typed(after, col), KEY, {})["cols"][0] == ["a", False, cql]
+        eq = _after(("INCL_START_BOUND", {"a": "x"}), ("EXCL_END_BOUND", {"a": "x", "b": "m"}))
+        assert ranges.parse(_typed(eq, col), KEY, {})["eq_keys"] == {"a": cql}
+
+
+def test_decimals_compare_as_numbers_or_by_a_key_of_their_exact_text() -> None:
+    """A ``decimal``/``varint`` the lake holds as a number compares as one; as exact text
+    (tidemark's default modes) by a sort key; as anything else it is refused."""
+    for cql in ("decimal", "varint"):
+        col = {"name": "a", "type": cql, "descending": False}
+        for value, spark, key in ((10.5, "double", None), ("10", "decimal(38,0)", None)):
+            after = _typed(_after(("EXCL_START_BOUND", {"a": value}), ("INCL_END_BOUND", {})), col)
+            got = ranges.parse(after, KEY, {}, {"a": spark})
+            assert got["cols"][0] == ["a", False, key] and got["start"] == [value]
+        after = _typed(_after(("EXCL_START_BOUND", {"a": "10.5"}), ("INCL_END_BOUND", {})), col)
+        assert ranges.parse(after, KEY, {}, {"a": "string"})["cols"][0] == ["a", False, "number"]
+        with pytest.raises(ranges.RangeError, match=cql):
+            ranges.parse(after, KEY, {}, {"a": "binary"})
 
 
 def test_only_a_bound_with_a_method_is_a_range_delete() -> None:
@@ -118,3 +119,64 @@ def test_only_a_bound_with_a_method_is_a_range_delete() -> None:
         after = _after(("INCL_START_BOUND", {}), ("INCL_END_BOUND", {}))
         after["_range_end"]["method"] = "INCL_START_BOUND"
         ranges.parse(after, KEY, {})
+
+
+_MARSHAL = "org.apache.cassandra.db.marshal."
+
+
+def _debezium(start: list[tuple[str, str, str]], end: list[tuple[str, str, str]]) -> dict[str, Any]:
+    """Debezium's range bounds: ``(name, getString text, marshal type)`` per column."""
+
+    def bound(method: str, values: list[tuple[str, str, str]]) -> dict[str, Any]:
+        return {
+            "method": method,
+            "values": [{"name": n, "value": v, "type": _MARSHAL + t} for n, v, t in values],
+        }
+
+    return {
+        "_range_start": bound("EXCL_START_BOUND", start),
+        "_range_end": bound("INCL_END_BOUND", end),
+    }
+
+
+@pytest.mark.parametrize(
+    ("marshal", "text", "spark", "value", "key"),
+    [
+        ("TimestampType", "2024-01-02T03:04:05.678Z", "timestamp_ntz", 1704164645678, None),
+        ("TimestampType", "1960-01-02T03:04:05.000Z", "timestamp_ntz", -315521755000, None),
+        ("SimpleDateType", "2024-05-06", "date", 19849, None),
+        ("TimeType", "12:34:56.789000000", "bigint", 45296789000000, None),
+        ("TimeType", "00:00:00.000000001", "bigint", 1, None),
+        ("BytesType", "cafe", "binary", "yv4=", None),
+        ("DecimalType", "3.14159", "double", 3.14159, None),
+        ("DecimalType", "1E-30", "string", "0." + "0" * 29 + "1", "number"),
+        ("IntegerType", "-5", "bigint", -5, None),
+        ("InetAddressType", "0:0:0:0:0:0:0:1", "string", "/0:0:0:0:0:0:0:1", "inet"),
+        ("ReversedType(org.apache.cassandra.db.marshal.Int32Type)", "7", "int", 7, None),
+    ],
+)
+def test_debeziums_text_bounds_read_as_the_records_values(
+    marshal: str, text: str, spark: str, value: Any, key: str | None
+) -> None:
+    """What Debezium's agent writes for each clustering type (Cassandra's ``getString``,
+    checked against the 5.0 classes) becomes the value its records carry for the column."""
+    after = _debezium([("c", text, marshal)], [])
+    got = ranges.parse(after, {"id": 1, "c": None}, {}, {"c": spark})
+    assert got["start"] == [value]
+    assert got["cols"] == [["c", marshal.startswith("Reversed"), key]]
+
+
+def test_a_debezium_varint_bound_beyond_a_long_is_refused() -> None:
+    """Debezium sends a varint as a long that wraps: a bound beyond 64 bits has no place
+    among the lake's values."""
+    after = _debezium([("c", "12345678901234567890", "IntegerType")], [])
+    with pytest.raises(ranges.RangeError, match="64-bit"):
+        ranges.parse(after, {"id": 1, "c": None}, {}, {"c": "bigint"})
+
+
+def test_debeziums_equal_prefix_of_any_read_type_is_an_equality() -> None:
+    """WHERE id = 1 AND d = '2024-05-06' AND c > 0x01: the date is matched, the blob compared."""
+    date = ("d", "2024-05-06", "SimpleDateType")
+    after = _debezium([date, ("c", "01", "BytesType")], [date])
+    got = ranges.parse(after, {"id": 1, "d": None, "c": None}, {}, {"d": "date", "c": "binary"})
+    assert got["eq"] == {"id": 1, "d": 19849} and got["start"] == ["AQ=="] and got["end"] == []
