@@ -63,8 +63,9 @@ _ORDERED = frozenset(
 #: ``varint`` where the lake holds them as exact text (:func:`_number_key`)
 _KEYED = frozenset({"uuid", "timeuuid", "inet"})
 _NUMBERS = frozenset({"decimal", "varint"})
-#: Spark types a ``decimal``/``varint`` column may have in the lake that order as numbers
-_NUMERIC_SPARK = re.compile(r"(tinyint|smallint|int|bigint|float|double|decimal\(\d+,\d+\))")
+#: Spark types (their JSON names, as sparktypes.spark_type gives them) a ``decimal``/``varint``
+#: column may have in the lake that order as numbers
+_NUMERIC_SPARK = re.compile(r"(byte|short|integer|long|float|double|decimal\(\d+,\d+\))")
 _REVERSED = "org.apache.cassandra.db.marshal.ReversedType("
 
 
@@ -138,7 +139,7 @@ def _debezium_number(text: str, spark: Any, cql: str) -> Any:
     value = decimal.Decimal(text)
     if spark == "double" or spark == "float":
         return float(value)
-    if spark == "bigint" and cql == "varint":
+    if spark == "long" and cql == "varint":
         if not -(1 << 63) <= int(value) < (1 << 63):
             raise RangeError(
                 f"a range delete bound {text} on a varint column Debezium sends as a 64-bit "

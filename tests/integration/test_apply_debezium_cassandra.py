@@ -12,7 +12,10 @@ range delete, which the job must apply as one, never as a row.
 Two apply runs, as in test_apply_cassandra.py: the snapshot with inserts and partial updates,
 then partial writes of stored rows, a cell deletion, an ``INSERT`` over a row, an ``UPDATE`` of
 a missing row, a row delete, a partition delete and a write after it. Then a range delete
-(its bounds as Debezium's text values) with a write in its range after it.
+(its bounds as Debezium's text values) with a write in its range after it, and range deletes
+over a second table clustered on every type whose bound Debezium writes as Cassandra's text
+(``timestamp`` descending, ``date``, ``time``, ``blob``, ``decimal``, ``varint``, ``inet``),
+each with the columns before it as equalities.
 """
 
 from __future__ import annotations
@@ -95,9 +98,11 @@ def test_debeziums_cassandra_records_apply_into_delta(
     h.cql(insert + "(1, 1, 'pen', 2, 1.5, %s, ['a', 'b'], %s, 12.5)", (at, day))
     h.cql(insert + "(1, 2, 'ink', 1, 4.25, %s, ['c'], '1969-12-31', 0.25)", (at,))
     h.cql(insert + "(2, 1, 'pad', 5, 2.0, null, null, null, null)")
+    _create_kinds(h)
     prefix = "dbz" + uuid.uuid4().hex[:8]
     topic = f"{prefix}.{ks}.orders"
     table = topic.replace(".", "_")
+    kinds = f"{prefix}.{ks}.kinds"
     with debezium_cassandra(cassandra, kafka, prefix, tmp_path / "agent"):
         # the snapshot: three reads, op "i" with source.snapshot "true"
         first = wait_events(
@@ -108,7 +113,7 @@ def test_debeziums_cassandra_records_apply_into_delta(
             ),
         )
         assert all(e.value["after"]["id"]["set"] for e in first)  # key columns are cells
-        job = ApplyJob(spark, job_config(kafka, tmp_path, [topic]))
+        job = ApplyJob(spark, job_config(kafka, tmp_path, [topic, kinds]))
 
         # batch 1: a new row with some columns, partial updates (one of that new row)
         h.cql(f"INSERT INTO {ks}.orders (id, line, item, qty) VALUES (3, 1, 'cup', 1)")
@@ -162,8 +167,85 @@ def test_debeziums_cassandra_records_apply_into_delta(
         h.cql(f"DELETE FROM {ks}.orders WHERE id = 1 AND line > 1")
         h.cql(f"UPDATE {ks}.orders SET qty = 4 WHERE id = 3 AND line = 1")
         h.cql(f"UPDATE {ks}.orders SET qty = 8 WHERE id = 1 AND line = 5")  # after it, in it
+        for where in _KINDS_DELETES:  # ranges over each clustering type, from Debezium's text
+            h.cql(f"DELETE FROM {ks}.kinds WHERE {where}")
         wait_events(kafka, topic, lambda ev: ev[-1].key == {"id": 1, "line": 5})
+        wait_events(kafka, kinds, lambda ev: sum(e.op == "r" for e in ev) == len(_KINDS_DELETES))
         job.run(timeout=240)
     rows = lake(spark, job, table)
     assert rows == source(h)
     assert set(rows) == {(1, 1), (1, 5), (3, 1), (4, 9), (5, 1)}
+    kept = spark.read.format("delta").load(job.cfg.table_location(kinds.replace(".", "_")))
+    survivors = sorted(r.v for r in h.cql(f"SELECT v FROM {ks}.kinds"))
+    assert sorted(r["v"] for r in kept.collect()) == survivors
+    for k, (_, values, _) in enumerate(_KINDS, start=1):  # each range deleted some, not all
+        assert 0 < sum(v.startswith(f"{k}-") for v in survivors) < len(values)
+
+
+#: the clustering columns of ``kinds`` in key order: (column, CQL type, values in Cassandra's
+#: order as CQL literals), and the range each partition's delete takes on its column
+_KINDS = [
+    (
+        "ts",
+        "timestamp",
+        [
+            *("'1960-01-02 03:04:05+0000'", "'2024-01-02 03:04:05.677+0000'"),
+            *("'2024-01-02 03:04:05.678+0000'", "'2024-01-02 03:04:05.679+0000'"),
+            "'2030-01-01 00:00:00+0000'",
+        ],
+    ),
+    ("d", "date", ["'1900-05-06'", "'2024-05-05'", "'2024-05-06'", "'2024-05-07'", "'2100-01-01'"]),
+    (
+        "tm",
+        "time",
+        ["'00:00:00.000000001'", "'12:34:56.789'", "'12:34:56.789000001'", "'23:59:59.999999999'"],
+    ),
+    ("b", "blob", ["0x00", "0x7f", "0x80", "0xcafe", "0xff", "0xff00"]),  # unsigned bytes
+    ("dec", "decimal", ["-1.55", "-1.5", "0", "1.5", "2.25", "100"]),
+    ("vi", "varint", ["-100", "-3", "0", "5", "40", "99"]),
+    (  # by the bytes: 2001:db8::1 between two IPv4 addresses
+        "ip",
+        "inet",
+        ["'::1'", "'9.255.255.255'", "'10.0.0.1'", "'2001:db8::1'", "'192.168.0.1'", "'fe80::1'"],
+    ),
+]
+_KINDS_RANGES = [
+    "ts > {1} AND ts <= {3}",  # ts is DESC: Debezium's ReversedType
+    "d >= {1} AND d < {4}",
+    "tm > {0} AND tm < {3}",
+    "b > {1} AND b <= {4}",
+    "dec > {0} AND dec < {4}",
+    "vi >= {1} AND vi < {4}",
+    "ip > {1} AND ip <= {4}",
+]
+
+
+def _base(k: int) -> list[str]:
+    """Partition ``k``'s fixed values of the columns before its ranged column."""
+    return [f"{col} = {values[2]}" for col, _, values in _KINDS[: k - 1]]
+
+
+_KINDS_DELETES = [
+    " AND ".join([f"id = {k}", *_base(k), rng.format(*_KINDS[k - 1][2])])
+    for k, rng in enumerate(_KINDS_RANGES, start=1)
+]
+
+
+def _create_kinds(h: CassandraHarness) -> None:
+    """A table clustered on every type Debezium writes range bounds of as text; partition
+    ``k`` holds rows varying on clustering column ``k`` (the others fixed, so its range delete
+    has the columns before it as equalities), each row's ``v`` naming it."""
+    cols = ", ".join(f"{c} {t}" for c, t, _ in _KINDS)
+    keys = ", ".join(c for c, _, _ in _KINDS)
+    h.cql(
+        f"CREATE TABLE {h.keyspace}.kinds (id int, {cols}, v text, PRIMARY KEY (id, {keys})) "
+        "WITH CLUSTERING ORDER BY (ts DESC) AND cdc = true"
+    )
+    for k, (_, _, values) in enumerate(_KINDS, start=1):
+        for i, value in enumerate(values):
+            row = [v[2] for _, _, v in _KINDS]
+            row[k - 1] = value
+            h.cql(
+                f"INSERT INTO {h.keyspace}.kinds (id, {keys}, v) "
+                f"VALUES ({k}, {', '.join(row)}, '{k}-{i}')"
+            )

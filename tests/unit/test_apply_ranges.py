@@ -145,14 +145,14 @@ def _debezium(start: list[tuple[str, str, str]], end: list[tuple[str, str, str]]
         ("TimestampType", "2024-01-02T03:04:05.678Z", "timestamp_ntz", 1704164645678, None),
         ("TimestampType", "1960-01-02T03:04:05.000Z", "timestamp_ntz", -315521755000, None),
         ("SimpleDateType", "2024-05-06", "date", 19849, None),
-        ("TimeType", "12:34:56.789000000", "bigint", 45296789000000, None),
-        ("TimeType", "00:00:00.000000001", "bigint", 1, None),
+        ("TimeType", "12:34:56.789000000", "long", 45296789000000, None),
+        ("TimeType", "00:00:00.000000001", "long", 1, None),
         ("BytesType", "cafe", "binary", "yv4=", None),
         ("DecimalType", "3.14159", "double", 3.14159, None),
         ("DecimalType", "1E-30", "string", "0." + "0" * 29 + "1", "number"),
-        ("IntegerType", "-5", "bigint", -5, None),
+        ("IntegerType", "-5", "long", -5, None),
         ("InetAddressType", "0:0:0:0:0:0:0:1", "string", "/0:0:0:0:0:0:0:1", "inet"),
-        ("ReversedType(org.apache.cassandra.db.marshal.Int32Type)", "7", "int", 7, None),
+        ("ReversedType(org.apache.cassandra.db.marshal.Int32Type)", "7", "integer", 7, None),
     ],
 )
 def test_debeziums_text_bounds_read_as_the_records_values(
@@ -171,7 +171,7 @@ def test_a_debezium_varint_bound_beyond_a_long_is_refused() -> None:
     among the lake's values."""
     after = _debezium([("c", "12345678901234567890", "IntegerType")], [])
     with pytest.raises(ranges.RangeError, match="64-bit"):
-        ranges.parse(after, {"id": 1, "c": None}, {}, {"c": "bigint"})
+        ranges.parse(after, {"id": 1, "c": None}, {}, {"c": "long"})
 
 
 def test_debeziums_equal_prefix_of_any_read_type_is_an_equality() -> None:
