@@ -2,7 +2,7 @@
 
 A user who keeps Debezium's Cassandra agent on the nodes and moves only the lake side to
 tidemark: the real agent (``debezium-connector-cassandra-5`` 3.4.0.Final, see
-debezium_cassandra.py) snapshots a table of the test node and streams the writes to it; the
+bench/debezium_cassandra.py) snapshots a table of the test node and streams the writes to it; the
 apply job merges its records into Delta, and the table must then equal ``SELECT *``. What its
 records have that tidemark's do not (recorded in tests/fixtures/cassandra/debezium): ``op`` ``i``
 for inserts and snapshot reads, key columns as cells, no ``before``, range bounds in every
@@ -24,16 +24,17 @@ import datetime as dt
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench.debezium_cassandra import AgentError, debezium_cassandra
 from cdc.apply.job import ApplyJob
 from cdc.testing.kafka_reader import Event, read_topic
 from tests.integration.cassandra_harness import CassandraHarness, module_harness
 from tests.integration.conftest import CassandraInfo
-from tests.integration.debezium_cassandra import debezium_cassandra
 from tests.integration.test_apply_acceptance import job_config
 from tests.integration.test_apply_cassandra import lake as cassandra_lake
 
@@ -79,6 +80,16 @@ def wait_events(
         time.sleep(0.5)
 
 
+@contextmanager
+def _agent(node: CassandraInfo, kafka: str, prefix: str, workdir: Path) -> Iterator[None]:
+    """Debezium's agent beside the test node; the test fails (never skips) if it cannot run."""
+    try:
+        with debezium_cassandra(node.host, node.port, node.config, kafka, prefix, workdir):
+            yield
+    except AgentError as exc:
+        pytest.fail(str(exc))
+
+
 def has(key: dict[str, Any], op: str) -> Callable[[list[Event]], bool]:
     return lambda events: any(e.key == key and e.op == op for e in events)
 
@@ -103,7 +114,7 @@ def test_debeziums_cassandra_records_apply_into_delta(
     topic = f"{prefix}.{ks}.orders"
     table = topic.replace(".", "_")
     kinds = f"{prefix}.{ks}.kinds"
-    with debezium_cassandra(cassandra, kafka, prefix, tmp_path / "agent"):
+    with _agent(cassandra, kafka, prefix, tmp_path / "agent"):
         # the snapshot: three reads, op "i" with source.snapshot "true"
         first = wait_events(
             kafka,

@@ -1,5 +1,7 @@
-"""Debezium's own Cassandra connector, run beside the test node for the tests that consume its
-records (it is the agent a user runs today: one JVM per node reading that node's ``cdc_raw``).
+"""Debezium's own Cassandra connector, run beside a node: for the tests that consume its records
+(tests/integration/test_apply_debezium_cassandra.py) and the side-by-side drain
+(bench/cassandra_compare.py). It is the agent a user runs today: one JVM per node reading that
+node's ``cdc_raw``.
 
 ``debezium-connector-cassandra-5`` 3.4.0.Final is the newest version of the artifact Maven
 Central serves here (3.5+ were not found); its ``jar-with-dependencies`` holds Cassandra 5.0.2
@@ -8,7 +10,8 @@ Java 17 the node uses, with the node's ``cassandra.yaml`` (it loads the schema f
 data directory, as Debezium documents), real-time processing of the live segment, and no
 post-processing: it never deletes segments, so the tidemark connectors of other tests keep
 theirs. It has no table filter: it captures every CDC table of the node, each to its own topic
-under the run's prefix. Never skipped: if the jar or Java cannot be had, the test fails.
+under the run's prefix. If the jar or Java cannot be had, :class:`AgentError` says why (the
+tests fail on it, never skip).
 """
 
 from __future__ import annotations
@@ -20,11 +23,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import pytest
+from typing import Any
 
 from bench.compare.common import stop_process
-from tests.integration.conftest import CassandraInfo
 from worker.dev.kafka import java, maven_cache
 
 VERSION = "3.4.0.Final"
@@ -52,6 +53,10 @@ _LOGBACK = """<configuration>
 """
 
 
+class AgentError(RuntimeError):
+    """The agent could not be fetched or did not start (the message has its log's tail)."""
+
+
 def agent_jar() -> Path:
     """The agent jar, copied from Maven Central into the shared cache once."""
     folder = maven_cache() / f"debezium-cassandra-{VERSION}"
@@ -60,7 +65,7 @@ def agent_jar() -> Path:
         return jar
     mvn = shutil.which("mvn")
     if mvn is None:
-        pytest.fail("Maven (mvn) is needed to fetch Debezium's Cassandra connector")
+        raise AgentError("Maven (mvn) is needed to fetch Debezium's Cassandra connector")
     # dependency:copy, not a pom: the artifact's parent pom is not served, its jar is
     proc = subprocess.run(
         [
@@ -77,7 +82,7 @@ def agent_jar() -> Path:
         check=False,
     )
     if proc.returncode != 0 or not jar.exists():
-        pytest.fail(f"fetching {ARTIFACT} failed:\n{(proc.stdout + proc.stderr)[-2000:]}")
+        raise AgentError(f"fetching {ARTIFACT} failed:\n{(proc.stdout + proc.stderr)[-2000:]}")
     return jar
 
 
@@ -89,10 +94,21 @@ def _free_port() -> int:
 
 @contextmanager
 def debezium_cassandra(
-    node: CassandraInfo, kafka: str, prefix: str, workdir: Path
-) -> Iterator[Path]:
-    """The agent running with topic prefix ``prefix``; yields its log file. Its snapshot of
-    the node's CDC tables starts at once (``snapshot.mode=INITIAL``)."""
+    host: str,
+    port: int,
+    cassandra_config: str,
+    kafka: str,
+    prefix: str,
+    workdir: Path,
+    *,
+    snapshot_mode: str = "INITIAL",
+    producer: dict[str, Any] | None = None,
+    heap: str = "512m",
+) -> Iterator[subprocess.Popen[bytes]]:
+    """The agent running with topic prefix ``prefix`` against the node at ``host:port``
+    (``cassandra_config``: its cassandra.yaml); yields its process, its log is
+    ``workdir/agent.log``. With ``snapshot.mode=INITIAL`` its snapshot of the node's CDC
+    tables starts at once. ``producer``: more ``kafka.producer.*`` settings."""
     jar = agent_jar()
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "offsets").mkdir(exist_ok=True)
@@ -100,7 +116,7 @@ def debezium_cassandra(
     (workdir / "logback.xml").write_text(_LOGBACK)
     (workdir / "driver.conf").write_text(
         "datastax-java-driver {\n"
-        f'  basic.contact-points = ["{node.host}:{node.port}"]\n'
+        f'  basic.contact-points = ["{host}:{port}"]\n'
         "  basic.load-balancing-policy.local-datacenter = datacenter1\n"
         "  basic.request.timeout = 20 seconds\n"
         "}\n"
@@ -108,7 +124,7 @@ def debezium_cassandra(
     props = {
         "connector.name": prefix,
         "topic.prefix": prefix,
-        "cassandra.config": node.config,
+        "cassandra.config": cassandra_config,
         "cassandra.driver.config.file": str(workdir / "driver.conf"),
         "commit.log.relocation.dir": str(workdir / "relocation"),
         "commit.log.post.processing.enabled": "false",
@@ -120,8 +136,14 @@ def debezium_cassandra(
         "key.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "http.port": str(_free_port()),
-        "snapshot.mode": "INITIAL",
+        "snapshot.mode": snapshot_mode,
     }
+    props.update(
+        {
+            f"kafka.producer.{k}": str(v).lower() if isinstance(v, bool) else str(v)
+            for k, v in (producer or {}).items()
+        }
+    )
     (workdir / "agent.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     log = workdir / "agent.log"
     with log.open("wb") as out:
@@ -129,7 +151,7 @@ def debezium_cassandra(
             [
                 java(),
                 f"-Dlogback.configurationFile={workdir / 'logback.xml'}",
-                "-Xmx512m",
+                f"-Xmx{heap}",
                 *_JVM_FLAGS,
                 "-jar",
                 str(jar),
@@ -143,9 +165,10 @@ def debezium_cassandra(
         deadline = time.monotonic() + 120
         while b"Reading existing commit logs" not in log.read_bytes():
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"Debezium's Cassandra connector did not start:\n{_tail(log)}")
+                stop_process(proc)
+                raise AgentError(f"Debezium's Cassandra connector did not start:\n{_tail(log)}")
             time.sleep(0.2)
-        yield log
+        yield proc
     finally:
         stop_process(proc)
 
