@@ -40,32 +40,37 @@ def _node(home: Path) -> Any:
     return CassandraService(home, int(os.environ.get("BENCH_CASSANDRA_PORT", "19142")))
 
 
+def fill(session: Any, rows: int) -> None:
+    """Creates ``bench.t`` (a CDC table) afresh and writes ``rows`` single-row INSERTs."""
+    from cassandra.concurrent import execute_concurrent_with_args
+
+    session.execute("DROP KEYSPACE IF EXISTS bench")
+    session.execute(
+        "CREATE KEYSPACE bench WITH replication = "
+        "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+    )
+    session.execute(
+        "CREATE TABLE bench.t (id int, ck int, v text, n bigint, d double, "
+        "PRIMARY KEY (id, ck)) WITH cdc = true"
+    )
+    stmt = session.prepare("INSERT INTO bench.t (id, ck, v, n, d) VALUES (?, ?, ?, ?, ?)")
+    t0 = time.monotonic()
+    for start in range(0, rows, 20000):
+        args = [
+            (i, i % 7, f"value-{i}", i * 3, i / 7) for i in range(start, min(rows, start + 20000))
+        ]
+        execute_concurrent_with_args(session, stmt, args, concurrency=64)
+    print(f"wrote {rows} rows in {time.monotonic() - t0:.1f} s")
+
+
 def write_segments(rows: int, home: Path, out: Path) -> list[Path]:
     from cassandra.cluster import Cluster
-    from cassandra.concurrent import execute_concurrent_with_args
 
     node = _node(home)
     node.start()
     try:
         session = Cluster([node.host], port=node.port, protocol_version=5).connect()
-        session.execute("DROP KEYSPACE IF EXISTS bench")
-        session.execute(
-            "CREATE KEYSPACE bench WITH replication = "
-            "{'class': 'SimpleStrategy', 'replication_factor': 1}"
-        )
-        session.execute(
-            "CREATE TABLE bench.t (id int, ck int, v text, n bigint, d double, "
-            "PRIMARY KEY (id, ck)) WITH cdc = true"
-        )
-        stmt = session.prepare("INSERT INTO bench.t (id, ck, v, n, d) VALUES (?, ?, ?, ?, ?)")
-        t0 = time.monotonic()
-        for start in range(0, rows, 20000):
-            args = [
-                (i, i % 7, f"value-{i}", i * 3, i / 7)
-                for i in range(start, min(rows, start + 20000))
-            ]
-            execute_concurrent_with_args(session, stmt, args, concurrency=64)
-        print(f"wrote {rows} rows in {time.monotonic() - t0:.1f} s")
+        fill(session, rows)
         session.cluster.shutdown()
     finally:
         node.stop(timeout=120)  # drains: segments are synced and closed

@@ -8,17 +8,28 @@ Central serves here (3.5+ were not found); its ``jar-with-dependencies`` holds C
 and the Kafka producer, and it reads the 5.0.9 node's commit log. It runs standalone on the
 Java 17 the node uses, with the node's ``cassandra.yaml`` (it loads the schema from the node's
 data directory, as Debezium documents), real-time processing of the live segment, and no
-post-processing: it never deletes segments, so the tidemark connectors of other tests keep
-theirs. It has no table filter: it captures every CDC table of the node, each to its own topic
-under the run's prefix. If the jar or Java cannot be had, :class:`AgentError` says why (the
-tests fail on it, never skip).
+post-processing. It has no table filter: it captures every CDC table of the node, each to its
+own topic under the run's prefix.
+
+**It reads a mirror of ``cdc_raw``, not the node's.** Whatever its post-processing setting, the
+agent *moves* each segment it has read to its relocation directory (``archive``): run on the
+node's own ``cdc_raw`` it would take the segments that tidemark connectors of tests running
+beside it (the other xdist lane) have not read yet, and the backlog of a side-by-side run.
+So it gets a copy of ``cassandra.yaml`` whose ``cdc_raw_directory`` is private, and
+:class:`CdcRawMirror` hard-links each new segment into it (the live one grows in both, one
+inode) and copies each ``_cdc.idx`` as Cassandra rewrites it.
+
+If the jar or Java cannot be had, :class:`AgentError` says why (the tests fail on it, never
+skip).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -92,6 +103,70 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class CdcRawMirror:
+    """Keeps ``private`` in step with the node's ``cdc_raw`` (see the module docstring): new
+    segments hard-linked, index files copied when they change. A segment the agent moved away
+    is not brought back."""
+
+    def __init__(self, source: Path, private: Path, interval: float = 0.05) -> None:
+        self.source, self.private, self.interval = source, private, interval
+        self.linked: set[str] = set()
+        self.idx: dict[str, bytes] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cdc-raw-mirror", daemon=True)
+
+    def sync(self) -> None:
+        for path in sorted(self.source.glob("CommitLog-*")):
+            name = path.name
+            try:
+                if name.endswith(".log"):
+                    if name not in self.linked:
+                        os.link(path, self.private / name)
+                        self.linked.add(name)
+                elif name.endswith("_cdc.idx"):
+                    segment = name.removesuffix("_cdc.idx") + ".log"
+                    data = path.read_bytes()
+                    alive = segment in self.linked and (self.private / segment).exists()
+                    if alive and self.idx.get(name) != data:
+                        tmp = self.private / f".{name}.tmp"
+                        tmp.write_bytes(data)
+                        os.replace(tmp, self.private / name)
+                        self.idx[name] = data
+            except FileNotFoundError:
+                continue  # Cassandra (or a tidemark connector) removed it meanwhile
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sync()
+
+    def __enter__(self) -> CdcRawMirror:
+        self.private.mkdir(parents=True, exist_ok=True)
+        self.sync()  # the segments already there, before the agent starts
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def _private_yaml(config: str, cdc_raw: Path, out: Path) -> Path:
+    """Writes the node's cassandra.yaml to ``out`` with ``cdc_raw_directory`` pointing at
+    ``cdc_raw``; returns the node's own ``cdc_raw`` (the caller mirrors it)."""
+    lines = Path(config).read_text().splitlines()
+    found = [ln for ln in lines if ln.startswith("cdc_raw_directory:")]
+    if len(found) != 1:
+        raise AgentError(f"{config} has no single cdc_raw_directory line")
+    out.write_text(
+        "\n".join(
+            f"cdc_raw_directory: {cdc_raw}" if ln.startswith("cdc_raw_directory:") else ln
+            for ln in lines
+        )
+        + "\n"
+    )
+    return Path(found[0].split(":", 1)[1].strip())
+
+
 @contextmanager
 def debezium_cassandra(
     host: str,
@@ -121,10 +196,12 @@ def debezium_cassandra(
         "  basic.request.timeout = 20 seconds\n"
         "}\n"
     )
+    private_raw = workdir / "cdc_raw"
+    node_raw = _private_yaml(cassandra_config, private_raw, workdir / "cassandra.yaml")
     props = {
         "connector.name": prefix,
         "topic.prefix": prefix,
-        "cassandra.config": cassandra_config,
+        "cassandra.config": str(workdir / "cassandra.yaml"),
         "cassandra.driver.config.file": str(workdir / "driver.conf"),
         "commit.log.relocation.dir": str(workdir / "relocation"),
         "commit.log.post.processing.enabled": "false",
@@ -146,7 +223,7 @@ def debezium_cassandra(
     )
     (workdir / "agent.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     log = workdir / "agent.log"
-    with log.open("wb") as out:
+    with CdcRawMirror(node_raw, private_raw), log.open("wb") as out:
         proc = subprocess.Popen(
             [
                 java(),
@@ -161,16 +238,15 @@ def debezium_cassandra(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-    try:
-        deadline = time.monotonic() + 120
-        while b"Reading existing commit logs" not in log.read_bytes():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                stop_process(proc)
-                raise AgentError(f"Debezium's Cassandra connector did not start:\n{_tail(log)}")
-            time.sleep(0.2)
-        yield proc
-    finally:
-        stop_process(proc)
+        try:
+            deadline = time.monotonic() + 120
+            while b"Reading existing commit logs" not in log.read_bytes():
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AgentError(f"Debezium's Cassandra connector did not start:\n{_tail(log)}")
+                time.sleep(0.2)
+            yield proc
+        finally:
+            stop_process(proc)
 
 
 def _tail(log: Path) -> str:

@@ -2,7 +2,8 @@
 
     python -m bench.compare.tidemark_child CONFIG_JSON SETTINGS_JSON
 
-SETTINGS_JSON names the connector (``postgres``, the default, or ``mysql``) and, optionally,
+SETTINGS_JSON names the connector (``postgres``, the default, ``mysql`` or ``cassandra``) and,
+optionally,
 an ``offsets_file``: the MariaDB drains prime a contender, stop it and resume it from its
 stored offset, which needs a file store (PostgreSQL resumes from its slot, memory suffices).
 
@@ -31,6 +32,11 @@ from cdc.spi import Connector
 def _connector(kind: str, cfg: dict[str, Any]) -> tuple[Connector, Config]:
     """Imported on demand: each child loads only the connector it runs, as a deployment
     would, so its RSS does not include the other one."""
+    if kind == "cassandra":
+        from connectors.cassandra import CassandraConnector
+
+        cassandra = CassandraConnector(cfg)
+        return cassandra, cassandra.config
     if kind == "mysql":
         from connectors.mysql import MySqlConnector
 
