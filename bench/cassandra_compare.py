@@ -2,6 +2,7 @@
 commit log backlog into Kafka.
 
     .venv/bin/python -m bench.cassandra_compare [--rows 500000] [--runs 3] [--quick]
+        [--profile default|tuned]
 
 1. starts a private Cassandra 5.0.9 node (``tidemark dev``'s launcher, its own home under
    ``bench/results/cassandra-compare-node``, CQL on ``BENCH_CASSANDRA_PORT`` or 19142, internode
@@ -14,7 +15,8 @@ commit log backlog into Kafka.
    processing off: it deletes nothing) and tidemark's connector in the Engine as its own OS
    process (bench.compare.tidemark_child, ``commit.log.transfer.class=keep``); both with the
    same Kafka producer settings (bench.compare.contenders.PRODUCER: acks=all, idempotence,
-   lz4, linger 5 ms) and JSON with schemas;
+   lz4, linger 5 ms) and JSON with schemas; the agent with its defaults or ``--profile
+   tuned`` (:data:`PROFILES`);
 3. a run ends when the contender's topic holds ``--rows`` records (Kafka's end offset); its
    figures: the wall time from spawn to the last record (start-up included), the time from
    its first record to its last (the drain rate), the CPU seconds of its process (utime +
@@ -44,6 +46,21 @@ from bench.compare.contenders import PRODUCER, spawn_tidemark
 from bench.debezium_cassandra import VERSION, debezium_cassandra
 
 TABLE = "bench.t"
+
+#: the agent's settings: its defaults (what a user runs unless told otherwise: the offset file
+#: is written after every record, ``offset.flush.interval.ms=0``) and a tuned set (offsets
+#: flushed every 10 s as tidemark's here, larger queue batches and a shorter poll, as the
+#: tuned Debezium Server profile of bench.compare)
+PROFILES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "tuned": {
+        "offset.flush.interval.ms": 10000,
+        "max.offset.flush.size": 1000000,
+        "max.batch.size": 20000,
+        "max.queue.size": 100000,
+        "poll.interval.ms": 100,
+    },
+}
 
 
 def _wait_drained(
@@ -79,7 +96,7 @@ def _wait_drained(
 
 
 def run_debezium(
-    node: Any, kafka: Kafka, rows: int, work: Path, timeout: float
+    node: Any, kafka: Kafka, rows: int, work: Path, timeout: float, profile: str
 ) -> dict[str, float]:
     prefix = "dbz" + uuid.uuid4().hex[:8]
     topic = f"{prefix}.{TABLE}"
@@ -94,17 +111,18 @@ def run_debezium(
         work / prefix,
         snapshot_mode="NEVER",
         producer=PRODUCER,
+        extra=PROFILES[profile],
         heap="1g",
     )
     with agent as proc:
         result = _wait_drained(kafka, topic, rows, proc.pid, started, timeout)
-    kafka.delete_topics([topic])
-    return result
+    return _sized(kafka, topic, result)
 
 
 def run_tidemark(
-    node: Any, kafka: Kafka, rows: int, work: Path, timeout: float
+    node: Any, kafka: Kafka, rows: int, work: Path, timeout: float, profile: str
 ) -> dict[str, float]:
+    del profile  # tidemark's settings are the same for both
     prefix = "tm" + uuid.uuid4().hex[:8]
     topic = f"{prefix}.{TABLE}"
     kafka.create_topics([topic])
@@ -135,11 +153,19 @@ def run_tidemark(
         raise BenchError(f"{exc}\n{log.read_text(errors='replace')[-3000:]}") from None
     finally:
         stop_process(proc)
+    return _sized(kafka, topic, result)
+
+
+def _sized(kafka: Kafka, topic: str, result: dict[str, float]) -> dict[str, float]:
+    """``result`` with the size of the topic's first record (key and value): both contenders
+    write JSON with schemas, the records should be alike), then the topic dropped."""
+    first = kafka.read(topic, 0, 1)[0]
+    result["record_bytes"] = len(first.key() or b"") + len(first.value() or b"")
     kafka.delete_topics([topic])
     return result
 
 
-CONTENDERS: dict[str, Callable[[Any, Kafka, int, Path, float], dict[str, float]]] = {
+CONTENDERS: dict[str, Callable[[Any, Kafka, int, Path, float, str], dict[str, float]]] = {
     "debezium": run_debezium,
     "tidemark": run_tidemark,
 }
@@ -149,24 +175,30 @@ def _show(name: str, rows: int, r: dict[str, float]) -> str:
     return (
         f"{name:9} {rows / r['wall_s']:>9,.0f} ev/s from spawn, {rows / r['drain_s']:>9,.0f} "
         f"ev/s first-to-last, {r['cpu_s'] / rows * 1e6:6.2f} CPU-s per 1M, "
-        f"peak RSS {r['peak_rss_mb']:.0f} MB"
+        f"peak RSS {r['peak_rss_mb']:.0f} MB, {r['record_bytes']:.0f} B per record"
     )
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Runs the benchmark; returns what it writes to the results file."""
     p = argparse.ArgumentParser(prog="python -m bench.cassandra_compare", description=__doc__)
     p.add_argument("--rows", type=int, default=None, help="backlog of INSERTs (500,000)")
     p.add_argument("--runs", type=int, default=None, help="runs per contender (3)")
     p.add_argument("--quick", action="store_true", help="50,000 rows, one run")
     p.add_argument("--timeout", type=float, default=1800.0, help="per run (1800 s)")
-    args = p.parse_args()
+    p.add_argument(
+        "--profile", choices=sorted(PROFILES), default="default", help="the agent's settings"
+    )
+    p.add_argument("--results", default=None, help=f"results folder (default {RESULTS})")
+    args = p.parse_args(argv)
+    results_dir = Path(args.results) if args.results else RESULTS
     rows = args.rows or (50_000 if args.quick else 500_000)
     runs = args.runs or (1 if args.quick else 3)
     env = stack_env([])
     kafka = Kafka(env["TIDEMARK_KAFKA_BOOTSTRAP"])
-    home = RESULTS / "cassandra-compare-node"
+    home = results_dir / "cassandra-compare-node"
     shutil.rmtree(home, ignore_errors=True)
-    work = RESULTS / f"cassandra-compare-work-{datetime.now(UTC):%Y%m%d-%H%M%S}"
+    work = results_dir / f"cassandra-compare-work-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     node = _node(home)
     node.start()
     results: dict[str, list[dict[str, float]]] = {name: [] for name in CONTENDERS}
@@ -182,7 +214,7 @@ def main() -> None:
         for i in range(runs):
             order = list(CONTENDERS) if i % 2 == 0 else list(reversed(CONTENDERS))
             for name in order:
-                r = CONTENDERS[name](node, kafka, rows, work, args.timeout)
+                r = CONTENDERS[name](node, kafka, rows, work, args.timeout, args.profile)
                 r["load_1m_after"] = loadavg()
                 results[name].append(r)
                 print(f"run {i + 1}: {_show(name, rows, r)}")
@@ -208,23 +240,21 @@ def main() -> None:
         f"{ratios['events_per_s_first_to_last']:.2f}x first-to-last, "
         f"{ratios['cpu_per_event']:.2f}x the CPU per event"
     )
-    out = RESULTS / f"cassandra_compare-{datetime.now(UTC):%Y%m%d-%H%M%S}.json"
+    report = {
+        "rows": rows,
+        "runs": runs,
+        "debezium": f"debezium-connector-cassandra-5 {VERSION}",
+        "profile": {args.profile: PROFILES[args.profile]},
+        "load_1m": load,
+        "results": results,
+        "medians": medians,
+        "ratios": ratios,
+    }
+    out = results_dir / f"cassandra_compare-{datetime.now(UTC):%Y%m%d-%H%M%S}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps(
-            {
-                "rows": rows,
-                "runs": runs,
-                "debezium": f"debezium-connector-cassandra-5 {VERSION}",
-                "load_1m": load,
-                "results": results,
-                "medians": medians,
-                "ratios": ratios,
-            },
-            indent=2,
-        )
-    )
+    out.write_text(json.dumps(report, indent=2))
     print(f"results: {out}")
+    return report
 
 
 if __name__ == "__main__":

@@ -34,10 +34,14 @@ RESULTS = Path(__file__).parent / "results"
 
 
 def _node(home: Path) -> Any:
-    os.environ.setdefault("TIDEMARK_CASSANDRA_STORAGE_PORT", "17100")
+    """A private node beside the shared one: CQL on ``BENCH_CASSANDRA_PORT`` (19142),
+    internode on ``BENCH_CASSANDRA_STORAGE_PORT`` (17100), whatever the stack's variables
+    say (a test run's own node keeps its ports)."""
     from worker.dev.cassandra import CassandraService
 
-    return CassandraService(home, int(os.environ.get("BENCH_CASSANDRA_PORT", "19142")))
+    node = CassandraService(home, int(os.environ.get("BENCH_CASSANDRA_PORT", "19142")))
+    node.storage_port = int(os.environ.get("BENCH_CASSANDRA_STORAGE_PORT", "17100"))
+    return node
 
 
 def fill(session: Any, rows: int) -> None:

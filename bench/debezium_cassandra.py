@@ -178,12 +178,14 @@ def debezium_cassandra(
     *,
     snapshot_mode: str = "INITIAL",
     producer: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
     heap: str = "512m",
 ) -> Iterator[subprocess.Popen[bytes]]:
     """The agent running with topic prefix ``prefix`` against the node at ``host:port``
     (``cassandra_config``: its cassandra.yaml); yields its process, its log is
     ``workdir/agent.log``. With ``snapshot.mode=INITIAL`` its snapshot of the node's CDC
-    tables starts at once. ``producer``: more ``kafka.producer.*`` settings."""
+    tables starts at once. ``producer``: more ``kafka.producer.*`` settings; ``extra``: more
+    of the agent's own properties."""
     jar = agent_jar()
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "offsets").mkdir(exist_ok=True)
@@ -221,6 +223,7 @@ def debezium_cassandra(
             for k, v in (producer or {}).items()
         }
     )
+    props.update({k: str(v) for k, v in (extra or {}).items()})
     (workdir / "agent.properties").write_text("".join(f"{k}={v}\n" for k, v in props.items()))
     log = workdir / "agent.log"
     with CdcRawMirror(node_raw, private_raw), log.open("wb") as out:
