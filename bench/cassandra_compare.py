@@ -96,7 +96,7 @@ def _wait_drained(
 
 
 def run_debezium(
-    node: Any, kafka: Kafka, rows: int, work: Path, timeout: float, profile: str
+    node: Any, kafka: Kafka, rows: int, work: Path, timeout: float, profile: str, snapshot: bool
 ) -> dict[str, float]:
     prefix = "dbz" + uuid.uuid4().hex[:8]
     topic = f"{prefix}.{TABLE}"
@@ -109,7 +109,7 @@ def run_debezium(
         kafka.bootstrap,
         prefix,
         work / prefix,
-        snapshot_mode="NEVER",
+        snapshot_mode="INITIAL" if snapshot else "NEVER",
         producer=PRODUCER,
         extra=PROFILES[profile],
         heap="1g",
@@ -120,7 +120,7 @@ def run_debezium(
 
 
 def run_tidemark(
-    node: Any, kafka: Kafka, rows: int, work: Path, timeout: float, profile: str
+    node: Any, kafka: Kafka, rows: int, work: Path, timeout: float, profile: str, snapshot: bool
 ) -> dict[str, float]:
     del profile  # tidemark's settings are the same for both
     prefix = "tm" + uuid.uuid4().hex[:8]
@@ -136,7 +136,7 @@ def run_tidemark(
         "cassandra.port": str(node.port),
         "cassandra.config": str(node.config),
         "table.include.list": r"bench\.t",
-        "snapshot.mode": "never",
+        "snapshot.mode": "initial" if snapshot else "never",
         "commit.log.transfer.class": "keep",
         "offset.backing.store.dir": str(run_dir / "offsets"),
         "cdc.dir.poll.interval.ms": "200",
@@ -165,7 +165,7 @@ def _sized(kafka: Kafka, topic: str, result: dict[str, float]) -> dict[str, floa
     return result
 
 
-CONTENDERS: dict[str, Callable[[Any, Kafka, int, Path, float, str], dict[str, float]]] = {
+CONTENDERS: dict[str, Callable[[Any, Kafka, int, Path, float, str, bool], dict[str, float]]] = {
     "debezium": run_debezium,
     "tidemark": run_tidemark,
 }
@@ -189,6 +189,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument(
         "--profile", choices=sorted(PROFILES), default="default", help="the agent's settings"
     )
+    p.add_argument(
+        "--workload",
+        choices=("drain", "snapshot"),
+        default="drain",
+        help="drain: the INSERTs from cdc_raw, no snapshot (default); snapshot: the table "
+        "(CDC turned on after the INSERTs, so cdc_raw holds none) by the initial snapshot",
+    )
     p.add_argument("--results", default=None, help=f"results folder (default {RESULTS})")
     args = p.parse_args(argv)
     results_dir = Path(args.results) if args.results else RESULTS
@@ -207,14 +214,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         from cassandra.cluster import Cluster
 
         cluster = Cluster([node.host], port=node.port, protocol_version=5)
-        fill(cluster.connect(), rows)
+        snapshot = args.workload == "snapshot"
+        fill(cluster.connect(), rows, cdc=not snapshot)
         cluster.shutdown()
         segments = len(list(node.cdc_raw.glob("CommitLog-*.log")))
-        print(f"backlog: {rows:,} INSERTs in {segments} segments of cdc_raw")
+        what = "rows to snapshot" if snapshot else "INSERTs"
+        print(f"{args.workload}: {rows:,} {what}, {segments} segments in cdc_raw")
         for i in range(runs):
             order = list(CONTENDERS) if i % 2 == 0 else list(reversed(CONTENDERS))
             for name in order:
-                r = CONTENDERS[name](node, kafka, rows, work, args.timeout, args.profile)
+                r = CONTENDERS[name](node, kafka, rows, work, args.timeout, args.profile, snapshot)
                 r["load_1m_after"] = loadavg()
                 results[name].append(r)
                 print(f"run {i + 1}: {_show(name, rows, r)}")
@@ -241,6 +250,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{ratios['cpu_per_event']:.2f}x the CPU per event"
     )
     report = {
+        "workload": args.workload,
         "rows": rows,
         "runs": runs,
         "debezium": f"debezium-connector-cassandra-5 {VERSION}",

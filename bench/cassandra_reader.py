@@ -44,8 +44,10 @@ def _node(home: Path) -> Any:
     return node
 
 
-def fill(session: Any, rows: int) -> None:
-    """Creates ``bench.t`` (a CDC table) afresh and writes ``rows`` single-row INSERTs."""
+def fill(session: Any, rows: int, cdc: bool = True) -> None:
+    """Creates ``bench.t`` afresh and writes ``rows`` single-row INSERTs. With ``cdc`` the
+    table is a CDC table from the start (the INSERTs reach ``cdc_raw``); without, CDC is
+    turned on after them (a table to snapshot with nothing in ``cdc_raw``)."""
     from cassandra.concurrent import execute_concurrent_with_args
 
     session.execute("DROP KEYSPACE IF EXISTS bench")
@@ -55,7 +57,7 @@ def fill(session: Any, rows: int) -> None:
     )
     session.execute(
         "CREATE TABLE bench.t (id int, ck int, v text, n bigint, d double, "
-        "PRIMARY KEY (id, ck)) WITH cdc = true"
+        f"PRIMARY KEY (id, ck)) WITH cdc = {str(cdc).lower()}"
     )
     stmt = session.prepare("INSERT INTO bench.t (id, ck, v, n, d) VALUES (?, ?, ?, ?, ?)")
     t0 = time.monotonic()
@@ -65,6 +67,8 @@ def fill(session: Any, rows: int) -> None:
         ]
         execute_concurrent_with_args(session, stmt, args, concurrency=64)
     print(f"wrote {rows} rows in {time.monotonic() - t0:.1f} s")
+    if not cdc:
+        session.execute("ALTER TABLE bench.t WITH cdc = true")
 
 
 def write_segments(rows: int, home: Path, out: Path) -> list[Path]:

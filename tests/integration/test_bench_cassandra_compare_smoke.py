@@ -1,9 +1,9 @@
-"""Smoke run of the Cassandra side-by-side drain (bench/cassandra_compare.py): a private node,
-2,000 INSERTs of backlog, then tidemark's connector and Debezium's own Cassandra agent (the real
-JVM, from Maven Central) each drain it into Kafka. It proves the harness, the agent's launch on
-its mirror of ``cdc_raw`` and that both deliver exactly the backlog (the bench fails on any
-other count); the figures mean nothing at this size. Never skipped: if the agent or Java
-cannot be had, the test fails and says why."""
+"""Smoke runs of the Cassandra side by side (bench/cassandra_compare.py): a private node, 2,000
+INSERTs, then tidemark's connector and Debezium's own Cassandra agent (the real JVM, from Maven
+Central) each drain them from the commit log into Kafka, or snapshot the table. It proves the
+harness, the agent's launch on its mirror of ``cdc_raw`` and that both deliver exactly the
+rows (the bench fails on any other count); the figures mean nothing at this size. Never
+skipped: if the agent or Java cannot be had, the test fails and says why."""
 
 from __future__ import annotations
 
@@ -16,9 +16,12 @@ from bench import cassandra_compare
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra]
 
 
-def test_cassandra_side_by_side_drain_runs(kafka: str, tmp_path: Path) -> None:
-    report = cassandra_compare.main(["--rows", "2000", "--runs", "1", "--results", str(tmp_path)])
-    assert report["rows"] == 2000
+@pytest.mark.parametrize("workload", ["drain", "snapshot"])
+def test_cassandra_side_by_side_runs(kafka: str, tmp_path: Path, workload: str) -> None:
+    report = cassandra_compare.main(
+        ["--rows", "2000", "--runs", "1", "--workload", workload, "--results", str(tmp_path)]
+    )
+    assert report["rows"] == 2000 and report["workload"] == workload
     for name in ("tidemark", "debezium"):
         (run,) = report["results"][name]
         assert 0 < run["drain_s"] <= run["wall_s"] < 300, name
