@@ -166,10 +166,12 @@ CONFIG_DEF = common_def().extend(
             ConfigField(
                 "snapshot.fetch.size",
                 Kind.INT,
-                1000,
+                5000,
                 validator=at_least(1),
                 group="Snapshot",
-                doc="Rows per page of the snapshot's SELECTs.",
+                doc="Rows per page of the snapshot's SELECTs (5000: the Java driver's page "
+                "size, which Debezium's agent reads with; the next page is requested while "
+                "one is being emitted).",
             ),
             ConfigField(
                 "offset.backing.store.dir",
