@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc.errors import FatalError
-from cdc.spi import Operation, PositionReached, SourceContext, StreamingSource
+from cdc.spi import Operation, PositionReached, SourceContext, StreamingSource, TableId
 from connectors.cassandra.commitlog import (
     CommitLogError,
     Cursor,
@@ -101,6 +101,8 @@ class CassandraStreaming(StreamingSource):
         self.registered: dict[uuid.UUID, TableDef] = {}
         #: captured tables whose uncaptured range delete was logged
         self._range_warned: set[uuid.UUID] = set()
+        #: per table: its definition, id and fixed source fields (_emitting)
+        self._emit_cache: dict[uuid.UUID, tuple[TableDef, TableId, dict[str, Any]]] = {}
 
     # -- the loop --------------------------------------------------------------------------
     def execute(self, ctx: SourceContext, offset: Mapping[str, Any] | None) -> None:
@@ -210,17 +212,21 @@ class CassandraStreaming(StreamingSource):
                 break
             after = pos.pos if seg == pos.segment else 0
             cursor = self.cursors.setdefault(seg, Cursor())
+            # the row to skip to is in the stored offset's mutation (at ``after``) only
+            resume = after if seg == pos.segment and skip_rows else -1
+            end = -1  # the position past the last mutation read (built into pos once)
             for entry in self._mutations(path, idx.offset, after, cursor):
                 if ctx.stop_event.is_set():
                     # a graceful stop in a backlog: what was emitted is flushed by the core,
                     # the rest is read again from the stored offset on the next start
                     self.cursors.pop(seg, None)
+                    if end >= 0:
+                        pos, skip_rows = CommitLogPosition(seg, end, path.name), 0
                     return pos, skip_rows, True
-                row_skip = skip_rows if seg == pos.segment and entry[0] == pos.pos else 0
-                self._mutation(ctx, path.name, entry, row_skip)
-                pos = CommitLogPosition(seg, entry[1], path.name)
-                skip_rows = 0
-                moved = True
+                self._mutation(ctx, path.name, entry, skip_rows if entry[0] == resume else 0)
+                end = entry[1]
+            if end >= 0:
+                pos, skip_rows, moved = CommitLogPosition(seg, end, path.name), 0, True
             if not idx.completed:
                 break
             # finished: everything up to the index's offset is read
@@ -396,19 +402,31 @@ class CassandraStreaming(StreamingSource):
             values = key + [cells.get(c.name) for c in t.regular]
         if self.ranges:  # every after has the range bound fields, null but for a range delete
             values += (cells[_START], cells[_END]) if kind == "range_delete" else (None, None)
+        tid, base = self._emitting(t)
         source = {
             "ts_ms": timestamp // 1000,
-            "snapshot": False,
-            "cluster": self.state.schema().cluster_name,
-            "keyspace": t.keyspace,
-            "db": t.keyspace,
-            "table": t.name,
+            **base,
             "file": file,
             "pos": pos,
             "ts_micro": timestamp,
             "ts_us": timestamp,  # envelope.version=3: the write time in µs
         }
-        ctx.emit_row(op, table_id(t), None, values, source, offset)
+        ctx.emit_row(op, tid, None, values, source, offset)
+
+    def _emitting(self, t: TableDef) -> tuple[TableId, dict[str, Any]]:
+        """The table's id and the fixed part of its events' ``source`` (per definition:
+        a schema change brings a new one)."""
+        got = self._emit_cache.get(t.id)
+        if got is None or got[0] is not t:
+            base = {
+                "snapshot": False,
+                "cluster": self.state.schema().cluster_name,
+                "keyspace": t.keyspace,
+                "db": t.keyspace,
+                "table": t.name,
+            }
+            got = self._emit_cache[t.id] = (t, table_id(t), base)
+        return got[1], got[2]
 
     def _bad(self, file: str, start: int, exc: MutationError) -> None:
         message = f"commit log {file} at position {start}: {exc}"
