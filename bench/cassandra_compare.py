@@ -19,8 +19,8 @@ commit log backlog into Kafka.
    tuned`` (:data:`PROFILES`);
 3. a run ends when the contender's topic holds ``--rows`` records (Kafka's end offset); its
    figures: the wall time from spawn to the last record (start-up included), the time from
-   its first record to its last (the drain rate), the CPU seconds of its process (utime +
-   stime from /proc, start-up included) and its peak RSS.
+   its first record (the record's timestamp) to its last (the drain rate), the CPU seconds
+   of its process (utime + stime from /proc, start-up included) and its peak RSS.
 
 Prints each run and the medians with the ratio tidemark/Debezium; the results go to
 ``bench/results/cassandra_compare-<time>.json``, docs/benchmarks.md quotes them.
@@ -67,15 +67,15 @@ def _wait_drained(
     kafka: Kafka, topic: str, rows: int, pid: int, started: float, timeout: float
 ) -> dict[str, float]:
     """Polls the topic's end offset until ``rows`` records are in; samples the process's CPU
-    and memory at that moment."""
-    first = None
+    and memory at that moment. The drain starts at the first record's timestamp (its
+    producer's clock, this machine's): polling from outside would start it late for a
+    contender whose records flow before the harness watches (the agent's start is awaited
+    in its log)."""
     peak = 0.0
     deadline = time.monotonic() + timeout
     while True:
         end = kafka.end_offset(topic)
         now = time.time()
-        if end > 0 and first is None:
-            first = now
         sample = proc_sample(pid)
         if sample is None:
             raise BenchError(f"the contender (pid {pid}) ended before draining {topic}")
@@ -83,7 +83,7 @@ def _wait_drained(
         if end >= rows:
             if end > rows:
                 raise BenchError(f"{topic} holds {end} records, expected {rows}")
-            assert first is not None
+            first = kafka.timestamp_at(topic, 0)
             return {
                 "wall_s": now - started,
                 "drain_s": max(now - first, 1e-9),
