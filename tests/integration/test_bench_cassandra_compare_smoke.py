@@ -12,12 +12,19 @@ from pathlib import Path
 import pytest
 
 from bench import cassandra_compare
+from tests.faults.private import free_port
 
 pytestmark = [pytest.mark.kafka, pytest.mark.cassandra]
 
 
 @pytest.mark.parametrize("workload", ["drain", "snapshot"])
-def test_cassandra_side_by_side_runs(kafka: str, tmp_path: Path, workload: str) -> None:
+def test_cassandra_side_by_side_runs(
+    kafka: str, tmp_path: Path, workload: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the bench's private node on free ports, not its fixed ones: a benchmark (or another
+    # test run) on this machine may hold those
+    monkeypatch.setenv("BENCH_CASSANDRA_PORT", str(free_port()))
+    monkeypatch.setenv("BENCH_CASSANDRA_STORAGE_PORT", str(free_port()))
     report = cassandra_compare.main(
         ["--rows", "2000", "--runs", "1", "--workload", workload, "--results", str(tmp_path)]
     )
