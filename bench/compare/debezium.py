@@ -297,6 +297,10 @@ def mariadb_properties(
             f"{src}schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
             f"{src}schema.history.internal.file.filename": str(history_file),
             f"{src}schema.history.internal.store.only.captured.databases.ddl": "true",
+            # It still parses every database's DDL in the binlog: a statement its grammar
+            # lacks in another database on the same server (MariaDB's inet4/inet6 columns,
+            # written by a test in the other lane) stopped the benchmark's contender.
+            f"{src}schema.history.internal.skip.unparseable.ddl": "true",
         }
     )
     return props
