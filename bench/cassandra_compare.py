@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.cassandra_reader import RESULTS, _node, fill
+from bench.cassandra_reader import RESULTS, fill, private_node
 from bench.compare.common import BenchError, Kafka, loadavg, proc_sample, stack_env, stop_process
 from bench.compare.contenders import PRODUCER, spawn_tidemark
 from bench.debezium_cassandra import VERSION, debezium_cassandra
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     home = results_dir / "cassandra-compare-node"
     shutil.rmtree(home, ignore_errors=True)
     work = results_dir / f"cassandra-compare-work-{datetime.now(UTC):%Y%m%d-%H%M%S}"
-    node = _node(home)
+    node = private_node(home)
     node.start()
     results: dict[str, list[dict[str, float]]] = {name: [] for name in CONTENDERS}
     load = [loadavg()]

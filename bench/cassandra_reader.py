@@ -33,7 +33,7 @@ ANCHOR = Path(__file__).with_name("cassandra_reader_anchor.java")
 RESULTS = Path(__file__).parent / "results"
 
 
-def _node(home: Path) -> Any:
+def private_node(home: Path) -> Any:
     """A private node beside the shared one: CQL on ``BENCH_CASSANDRA_PORT`` (19142),
     internode on ``BENCH_CASSANDRA_STORAGE_PORT`` (17100), whatever the stack's variables
     say (a test run's own node keeps its ports)."""
@@ -74,7 +74,7 @@ def fill(session: Any, rows: int, cdc: bool = True) -> None:
 def write_segments(rows: int, home: Path, out: Path) -> list[Path]:
     from cassandra.cluster import Cluster
 
-    node = _node(home)
+    node = private_node(home)
     node.start()
     try:
         session = Cluster([node.host], port=node.port, protocol_version=5).connect()
@@ -129,7 +129,7 @@ def schema_lookup(home: Path, saved: Path) -> Any:
 
         from connectors.cassandra.schema import SchemaCache
 
-        node = _node(home)
+        node = private_node(home)
         node.start()
         try:
             session = Cluster([node.host], port=node.port, protocol_version=5).connect()
@@ -153,7 +153,7 @@ def jvm_reader(segments: list[Path], home: Path, runs: int, work: Path) -> list[
         )
     lib = resolve_jars("cassandra", CASSANDRA_VERSION)
     subprocess.run([javac, "-cp", f"{lib}/*", "-d", str(work), str(ANCHOR)], check=True)
-    node = _node(home)
+    node = private_node(home)
     node.prepare()
     jamm = sorted(lib.glob("jamm-*.jar"))
     cmd = [

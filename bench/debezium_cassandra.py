@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -36,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.compare.common import stop_process
+from bench.compare.common import free_port, stop_process
 from worker.dev.kafka import java, maven_cache
 
 VERSION = "3.4.0.Final"
@@ -95,12 +94,6 @@ def agent_jar() -> Path:
     if proc.returncode != 0 or not jar.exists():
         raise AgentError(f"fetching {ARTIFACT} failed:\n{(proc.stdout + proc.stderr)[-2000:]}")
     return jar
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class CdcRawMirror:
@@ -214,7 +207,7 @@ def debezium_cassandra(
         "kafka.producer.acks": "all",
         "key.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-        "http.port": str(_free_port()),
+        "http.port": str(free_port()),
         "snapshot.mode": snapshot_mode,
     }
     props.update(
