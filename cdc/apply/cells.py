@@ -34,6 +34,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from cdc.apply import cell_merge
+from cdc.apply.policy import is_cell_layout
+
 if TYPE_CHECKING:
     from cdc.apply.policy import TablePlan
 
@@ -162,7 +165,7 @@ def keeps_stored(plan: TablePlan) -> bool:
 
 
 def is_cell_table(plan: TablePlan) -> bool:
-    return ":cassandra:" in plan.layout
+    return is_cell_layout(plan.layout)
 
 
 # -- partition deletes ---------------------------------------------------------------------------
@@ -225,8 +228,8 @@ def guard_partitions(spark: Any, source: Any, plan: TablePlan, deletes_path: str
 
 def delete_partitions(spark: Any, typed: Any, plan: TablePlan, path: str) -> int:
     """Removes the stored rows of each partition deleted in the batch whose position is below
-    the delete's (rows written after the delete stay). Returns how many partition deletes the
-    batch had."""
+    the delete's; rows written after the delete lose only their cells older than it
+    (cell_merge.py). Returns how many partition deletes the batch had."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
@@ -241,11 +244,16 @@ def delete_partitions(spark: Any, typed: Any, plan: TablePlan, path: str) -> int
                 .agg(F.max("__pos").alias("__pos"))
             )
             on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in named)
+            cols = [c for c in plan.columns if c not in plan.key]
             (
                 DeltaTable.forPath(spark, path)
                 .alias("t")
                 .merge(source.alias("s"), on)
-                .whenMatchedDelete(condition="t.__pos < s.__pos")
+                .whenMatchedDelete(condition=cell_merge.removes(cols, "s.__pos"))
+                .whenMatchedUpdate(
+                    condition=cell_merge.cut_condition("s.__pos"),
+                    set=cell_merge.cut_set(cols, "s.__pos"),
+                )
                 .execute()
             )
         return int(deletes.count())
@@ -254,8 +262,8 @@ def delete_partitions(spark: Any, typed: Any, plan: TablePlan, path: str) -> int
 
 
 # -- writes after a delete in the same batch -------------------------------------------------------
-#: the position of the newest partition or range delete of the batch that covers a row
-CUT = "_tm_cut"
+#: the position of the newest delete of the batch that covers a row (cell_merge.py)
+CUT = cell_merge.CUT
 
 
 def with_cuts(spark: Any, typed: Any, plan: TablePlan, range_deletes: list[Any]) -> Any:
@@ -279,7 +287,9 @@ def with_cuts(spark: Any, typed: Any, plan: TablePlan, range_deletes: list[Any])
         cuts.append((named, latest))
     if range_deletes:
         cuts.append((list(plan.key), ranges.covering(spark, plan, typed, range_deletes)))
-    out = typed.withColumn(CUT, F.lit(None).cast("array<bigint>"))
+    out = typed
+    if CUT not in out.columns:
+        out = out.withColumn(CUT, F.lit(None).cast("array<bigint>"))
     for on, cut in cuts:
         out = out.join(cut, on=on, how="left").withColumn(
             CUT,

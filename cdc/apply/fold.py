@@ -192,12 +192,16 @@ class Resolved:
     #: placeholder columns whose value another key hands over in a key change (column ->
     #: (position of the create, Ref)): the driver fills them, or holds the row until it can
     refs: dict[str, tuple[Pos, Ref]] = field(default_factory=dict)
+    #: the position of a delete of the key in the batch that the row was written after: the
+    #: row lives anew, so a Cassandra MERGE keeps no stored cell older than it (cell_merge.py)
+    cut: Pos | None = None
 
 
 def resolve(state: Folded) -> Resolved:
     change = state.winner
+    cut = state.delete_horizon if change.op != "d" else None
     if change.op == "d" or not change.unavailable:
-        return Resolved(change, change.row, (), {})
+        return Resolved(change, change.row, (), {}, cut=cut)
     row = dict(change.row)
     missing: list[str] = []
     positions: dict[str, Pos] = {}
@@ -214,7 +218,7 @@ def resolve(state: Folded) -> Resolved:
         else:
             row[col] = cand[1]
             positions[col] = cand[0]
-    return Resolved(change, row, tuple(missing), positions, refs)
+    return Resolved(change, row, tuple(missing), positions, refs, cut)
 
 
 def reduce_changes(changes: Iterable[Change]) -> dict[tuple[str, str], Resolved]:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from cdc.apply import cell_merge as cm
 from cdc.apply import cells
 from cdc.apply import sparktypes as st
 from cdc.apply.policy import DELETE_META_TYPES, META_TYPES, TablePlan
@@ -120,6 +121,8 @@ def typed_rows(rows: Any, plan: TablePlan, *, dedupe: bool) -> Any:
         F.col("fills").alias(_FILLS),
         F.col("descriptor").alias(_DESCRIPTOR),
     ]
+    if cells.is_cell_table(plan):  # a row written after a row delete of the batch (fold.py)
+        cols.append(F.col("cut").alias(cells.CUT))
     return parsed.select(*cols)
 
 
@@ -157,27 +160,24 @@ def merge_table(
         if cells.is_cell_table(plan):  # Cassandra partition deletes (cells.py)
             guarded = cells.guard_partitions(spark, guarded, plan, deletes_path)
 
-    data_cols = list(plan.columns)
     absent = _absent_by_column(plan) if policy == "ignore" else {}
-    every = cells.keeps_stored(plan)  # Cassandra: any column may be unset (cells.py)
-    update_set: dict[str, Any] = {
-        q(c): _update_expr(c, plan.columns[c], absent.get(c), every=every) for c in data_cols
-    }
-    update_set.update({q(m): f"s.{q(m)}" for m in META_TYPES})
-    insert_values: dict[str, Any] = {q(c): f"s.{q(c)}" for c in [*data_cols, *META_TYPES]}
-    if cells.CUT in source.columns:  # Cassandra: writes after a delete in the batch (cells.py)
-        for c in data_cols:
-            update_set[q(c)] = _cut_update(c, update_set[q(c)])
-            insert_values[q(c)] = _cut_insert(c)
-    result = (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(guarded.alias("s"), on)
-        .whenMatchedDelete(condition="s.__op = 'd' AND s.__pos > t.__pos")
-        .whenMatchedUpdate(condition="s.__op <> 'd' AND s.__pos > t.__pos", set=update_set)
-        .whenNotMatchedInsert(condition="s.__op <> 'd'", values=insert_values)
-        .execute()
-    )
+    merge = DeltaTable.forPath(spark, path).alias("t").merge(guarded.alias("s"), on)
+    if cells.is_cell_table(plan):
+        merge = _cell_clauses(merge, plan, absent)
+    else:
+        data_cols = list(plan.columns)
+        every = cells.keeps_stored(plan)  # custom ordering.fields: any column may be unset
+        update_set: dict[str, Any] = {
+            q(c): _update_expr(c, plan.columns[c], absent.get(c), every=every) for c in data_cols
+        }
+        update_set.update({q(m): f"s.{q(m)}" for m in META_TYPES})
+        insert_values: dict[str, Any] = {q(c): f"s.{q(c)}" for c in [*data_cols, *META_TYPES]}
+        merge = (
+            merge.whenMatchedDelete(condition="s.__op = 'd' AND s.__pos > t.__pos")
+            .whenMatchedUpdate(condition="s.__op <> 'd' AND s.__pos > t.__pos", set=update_set)
+            .whenNotMatchedInsert(condition="s.__op <> 'd'", values=insert_values)
+        )
+    result = merge.execute()
     metrics = result.collect()[0] if result is not None else None
     if metrics is not None:
         counts.inserted = int(metrics["num_inserted_rows"] or 0)
@@ -276,22 +276,23 @@ def _update_expr(col: str, t: Any, absent_in: Iterable[str] | None, *, every: bo
     return expr
 
 
-def _cut_update(col: str, expr: str) -> str:
-    """``expr`` (the update of ``col``) for a row the batch wrote after a partition or range
-    delete covering it (``cells.CUT``): when the stored row is older than that delete, its
-    value is gone, and so is a value the fold took from a write before the delete."""
-    cut, lit = f"s.{cells.CUT}", sql_string(col)
+def _cell_clauses(merge: Any, plan: TablePlan, absent: dict[str, set[str]]) -> Any:
+    """A Cassandra table's clauses: last write wins per cell (cell_merge.py). A delete newer
+    than the stored row, or after which nothing of it survives, removes it; an older one cuts
+    the cells it is newer than."""
+    cols = [c for c in plan.columns if c not in plan.key]
     return (
-        f"CASE WHEN {cut} IS NOT NULL AND t.__pos < {cut} AND (array_contains("
-        f"s.{_UNAVAILABLE}, {lit}) OR s.{_FILLS}[{lit}] < {cut}) THEN NULL ELSE {expr} END"
-    )
-
-
-def _cut_insert(col: str) -> str:
-    """The insert of ``col``: a value the fold took from before a covering delete is null."""
-    cut, lit = f"s.{cells.CUT}", sql_string(col)
-    return (
-        f"CASE WHEN {cut} IS NOT NULL AND s.{_FILLS}[{lit}] < {cut} THEN NULL ELSE s.{q(col)} END"
+        merge.whenMatchedDelete(condition="s.__op = 'd' AND " + cm.removes(cols, "s.__pos"))
+        .whenMatchedUpdate(
+            condition="s.__op = 'd' AND " + cm.cut_condition("s.__pos"),
+            set=cm.cut_set(cols, "s.__pos"),
+        )
+        .whenMatchedUpdate(
+            condition=cm.update_condition(cols, absent), set=cm.update_set(cols, absent)
+        )
+        .whenNotMatchedInsert(
+            condition="s.__op <> 'd'", values=cm.insert_values(plan.key, cols, absent)
+        )
     )
 
 

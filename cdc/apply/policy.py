@@ -230,7 +230,7 @@ def state_from_schema(
 ) -> TableState:
     """A table's state from its Spark schema (``StructType.jsonValue()["fields"]``) and the
     properties the job stored on it."""
-    cols = tuple((f["name"], f["type"]) for f in fields if f["name"] not in META_TYPES)
+    cols = tuple((f["name"], f["type"]) for f in fields if f["name"] not in RESERVED)
     key = tuple(k for k in properties.get(KEY_PROPERTY, "").split(",") if k)
     accepted = frozenset(a for a in properties.get(ACCEPTED_PROPERTY, "").split(",") if a)
     return TableState(cols, key, properties.get(LAYOUT_PROPERTY, ""), accepted)
@@ -250,7 +250,25 @@ META_TYPES: dict[str, Any] = {
     "__partition": "integer",
     "__offset": "long",
 }
-RESERVED = frozenset(META_TYPES)
+#: The column only Cassandra tables carry: each cell's position where it differs from the
+#: row's (cell_merge.py).
+CELLS = "__cells"
+CELL_META_TYPES: dict[str, Any] = {
+    CELLS: {
+        "type": "map",
+        "keyType": "string",
+        "valueType": st.array_of("long"),
+        "valueContainsNull": True,
+    }
+}
+RESERVED = frozenset(META_TYPES) | frozenset(CELL_META_TYPES)
+
+
+def is_cell_layout(layout: str) -> bool:
+    """A table ordered as Cassandra's: its columns are cells (cells.py, cell_merge.py)."""
+    return ":cassandra:" in layout
+
+
 #: Columns of the side table that remembers deleted keys (besides the key columns).
 DELETE_META_TYPES: dict[str, Any] = {
     "__pos": st.array_of("long"),

@@ -1,5 +1,6 @@
 """Cassandra range deletes (``DELETE ... WHERE ck > x``): every stored row of the partition
-whose clustering key lies between the two bounds, and that is older than the delete, goes.
+whose clustering key lies between the two bounds loses its cells older than the delete, and
+goes when none is left (cell_merge.py).
 
 Two producers write them: tidemark's Cassandra connector with
 ``range.delete.handling.mode=emit`` (a ``d`` whose ``after`` carries typed bounds and the
@@ -22,7 +23,8 @@ never applied by a wrong order.
 
 The driver (:func:`delete_ranges`) runs after the batch's MERGE: rows the batch wrote before
 the delete are removed with the stored ones, rows written after it (a higher position) stay,
-and start anew (:func:`covering` marks them for the MERGE: cells.with_cuts).
+and start anew (:func:`covering` marks them for the MERGE: cells.with_cuts); a stored row
+with cells newer than the delete (written with a newer time, arriving earlier) keeps those.
 """
 
 from __future__ import annotations
@@ -318,24 +320,25 @@ def delete_ranges(
     app_id: str,
     batch_id: int,
 ) -> int:
-    """Removes the stored rows each range delete of the batch covers whose position is below
-    the delete's; ``ranges`` holds ``(position, parsed)`` pairs (:func:`parse`, with the
+    """Applies the batch's range deletes to the stored rows they cover: a row older than the
+    newest delete covering it is removed, a newer one loses the cells older than it
+    (cell_merge.py); ``ranges`` holds ``(position, parsed)`` pairs (:func:`parse`, with the
     event's ``meta``: source time, topic, partition, offset). The rows are found by joining
-    the table with the range deletes (:func:`_matches`), then deleted by key, and their keys
+    the table with the range deletes (:func:`_matches`), then merged by key, and their keys
     are recorded in the deleted-keys side table at the delete's position: an older write of
     such a row arriving in a later batch (replayed, or written with an older timestamp) is
     then dropped by the guard, as after a row delete. Returns the number of rows removed."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
+    from cdc.apply import cell_merge
     from cdc.apply.sparktypes import quote as q
 
     stored = spark.read.format("delta").load(path)
-    doomed = (
-        _matches(spark, plan, stored, ranges, older=True)
+    covered = (
+        _matches(spark, plan, stored, ranges)
         .groupBy(*plan.key)
         .agg(
-            F.max("_tm_row_pos").alias("_tm_row_pos"),
             F.max_by(
                 F.struct(F.col("_tm_rpos").alias("rpos"), F.col("_tm_meta").alias("meta")),
                 F.col("_tm_rpos"),
@@ -344,9 +347,9 @@ def delete_ranges(
     )
     # The keys first, read from the table before the delete (a DataFrame on a Delta table
     # reads its newest version: after the MERGE it would find nothing). A replayed batch
-    # appends nothing twice (Delta's idempotent writes) and deletes the same rows again.
+    # appends nothing twice (Delta's idempotent writes) and merges the same deletes again.
     (
-        doomed.select(
+        covered.select(
             *plan.key,
             F.col("_tm_by.rpos").alias("__pos"),
             F.col("_tm_by.meta.source_ts_ms").alias("__source_ts_ms"),
@@ -361,11 +364,14 @@ def delete_ranges(
         .save(deletes_path)
     )
     keys = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in plan.key)
+    cols = [c for c in plan.columns if c not in plan.key]
+    at = "s._tm_by.rpos"
     result = (
         DeltaTable.forPath(spark, path)
         .alias("t")
-        .merge(doomed.alias("s"), keys)
-        .whenMatchedDelete(condition="t.__pos = s._tm_row_pos")
+        .merge(covered.alias("s"), keys)
+        .whenMatchedDelete(condition=cell_merge.removes(cols, at))
+        .whenMatchedUpdate(condition=cell_merge.cut_condition(at), set=cell_merge.cut_set(cols, at))
         .execute()
     )
     metrics = result.collect()[0] if result is not None else None
@@ -380,9 +386,7 @@ def covering(
     from pyspark.sql import functions as F
 
     return (
-        _matches(spark, plan, rows, ranges, older=False)
-        .groupBy(*plan.key)
-        .agg(F.max("_tm_rpos").alias("_tm_c"))
+        _matches(spark, plan, rows, ranges).groupBy(*plan.key).agg(F.max("_tm_rpos").alias("_tm_c"))
     )
 
 
@@ -391,11 +395,8 @@ def _matches(
     plan: TablePlan,
     rows: Any,
     ranges: list[tuple[list[int], dict[str, Any]]],
-    *,
-    older: bool,
 ) -> Any:
-    """The keys of ``rows`` each range delete covers (only those older than it with
-    ``older``), with the row's position ``_tm_row_pos``, the delete's ``_tm_rpos`` and its
+    """The keys of ``rows`` each range delete covers, with the delete's ``_tm_rpos`` and its
     event's ``_tm_meta``. The bounds are read as the table's columns by ``from_json``, as
     the batch's rows are, and the join is on the partition key (the deletes are few:
     broadcast)."""
@@ -450,11 +451,10 @@ def _matches(
     for members in by_shape.values():
         some = bounds.filter(F.col("i").isin(members)).alias("s")
         joined = rows.alias("t").join(
-            F.broadcast(some), on & _covers(ranges[members[0]][1], partition, older), "inner"
+            F.broadcast(some), on & _covers(ranges[members[0]][1], partition), "inner"
         )
         part = joined.select(
             *[F.col(f"t.{q(k)}").alias(k) for k in plan.key],
-            F.col("t.__pos").alias("_tm_row_pos"),
             F.col("s.rpos").alias("_tm_rpos"),
             F.col("s.meta").alias("_tm_meta"),
         )
@@ -462,15 +462,14 @@ def _matches(
     return out
 
 
-def _covers(r: dict[str, Any], partition: list[str], older: bool) -> Any:
-    """A row ``t`` is in range delete ``s``'s bounds (and, with ``older``, older than it):
-    ``r`` is its parsed form, which says the shape (which columns are equal, compared, how
-    far)."""
+def _covers(r: dict[str, Any], partition: list[str]) -> Any:
+    """A row ``t`` is in range delete ``s``'s bounds: ``r`` is its parsed form, which says the
+    shape (which columns are equal, compared, how far)."""
     from pyspark.sql import functions as F
 
     from cdc.apply.sparktypes import quote as q
 
-    cond = F.col("t.__pos") < F.col("s.rpos") if older else F.lit(True)
+    cond = F.lit(True)
     eq_keys = r.get("eq_keys") or {}
     for col in r["eq"]:
         if col not in partition:

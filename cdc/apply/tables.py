@@ -20,12 +20,14 @@ from cdc.apply import sparktypes as st
 from cdc.apply.config import ApplyConfig
 from cdc.apply.policy import (
     ACCEPTED_PROPERTY,
+    CELL_META_TYPES,
     DELETE_META_TYPES,
     KEY_PROPERTY,
     LAYOUT_PROPERTY,
     META_TYPES,
     TablePlan,
     TableState,
+    is_cell_layout,
     state_from_schema,
 )
 
@@ -84,6 +86,8 @@ class TableCatalog:
         props = dict(detail["properties"] or {})
         fields = self.spark.read.format("delta").load(path).schema.jsonValue()["fields"]
         state = state_from_schema(fields, props)
+        if is_cell_layout(state.layout):
+            self._add_cell_positions(path, {f["name"] for f in fields})
         if not state.key:
             raise RuntimeError(
                 f"{path} is a Delta table without the {KEY_PROPERTY} property: it was not "
@@ -95,6 +99,15 @@ class TableCatalog:
             ddetail = self.spark.sql(f"DESCRIBE DETAIL {sql_path(dpath)}").collect()[0]
             nonempty = int(ddetail["numFiles"] or 0) > 0
         return TableInfo(state, nonempty)
+
+    def _add_cell_positions(self, path: str, names: set[str]) -> None:
+        """A Cassandra table created before per-cell positions gets their column (null: every
+        stored cell is at its row's position, as the MERGE then assumed)."""
+        missing = [(n, t) for n, t in CELL_META_TYPES.items() if n not in names]
+        if missing:
+            cols = ", ".join(f"{st.quote(n)} {st.ddl(t)}" for n, t in missing)
+            self.spark.sql(f"ALTER TABLE {sql_path(path)} ADD COLUMNS ({cols})")
+            log.info("table at %s: added the per-cell position column", path)
 
     def mark_deletes(self, table: str) -> None:
         info = self._cache.get(table)
@@ -128,7 +141,10 @@ class TableCatalog:
         props = {KEY_PROPERTY: ",".join(plan.key), LAYOUT_PROPERTY: plan.layout, **extra}
         if self.cfg.schema_evolution == "evolve":
             props["delta.enableTypeWidening"] = "true"
-        self._create_table(path, [*data, *META_TYPES.items()], props)
+        meta = [*META_TYPES.items()]
+        if is_cell_layout(plan.layout):
+            meta += CELL_META_TYPES.items()
+        self._create_table(path, [*data, *meta], props)
         self._create_table(
             self.cfg.deletes_location(plan.table),
             [*keys, *DELETE_META_TYPES.items()],

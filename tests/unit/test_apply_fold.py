@@ -107,6 +107,21 @@ def test_fill_positions_travel_with_the_row() -> None:
     assert res.fill_positions == {"body": (1, 5, 0)}
 
 
+def test_a_row_written_after_a_delete_of_the_batch_carries_the_delete_as_its_cut() -> None:
+    """Whatever the arrival order: the MERGE of a Cassandra table keeps no stored cell at or
+    below the cut (cell_merge.py); a delete that wins has no cut, nor a row without one."""
+    changes = [change("c", 1, 0, body="old"), change("d", 2, 1), change("u", 4, 3, title="t")]
+    for order in itertools.permutations(changes):
+        (res,) = reduce_changes(list(order)).values()
+        assert res.change.op == "u" and res.cut == (1, 2, 1), order
+    (res,) = reduce_changes([change("c", 1, 0), change("d", 2, 1)]).values()
+    assert res.change.op == "d" and res.cut is None
+    (res,) = reduce_changes([change("d", 5, 1), change("u", 4, 0, title="t")]).values()
+    assert res.change.op == "d" and res.cut is None
+    (res,) = reduce_changes([change("c", 1, 0), change("u", 3, 1, title="t")]).values()
+    assert res.cut is None
+
+
 def test_duplicate_record_is_ignored() -> None:
     a = change("u", 5, 3, title="x")
     state = fold(fold(None, a), a)

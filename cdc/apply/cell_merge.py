@@ -1,0 +1,196 @@
+"""Cassandra tables: last write wins per *cell*, not per row.
+
+Cassandra keeps a write time per cell and resolves every column on its own: a write reaches
+the table whatever order it arrives in, and wins exactly the cells it wrote with a newer time.
+Commit logs hold writes in arrival order, not write-time order (client-side timestamps from
+hosts with skewed clocks, ``USING TIMESTAMP``, hints and repairs replayed late, one connector
+per replica), so a row-level "newer position wins" MERGE loses data: a late write of an older
+time that set a column the stored row's newer write did not touch was dropped whole, and a
+stale stored value could win over a newer in-batch value of the same column.
+
+So a Cassandra lake table carries one hidden column, ``__cells`` (column -> position), and the
+MERGE decides each column by comparing the batch's cell position with the stored one:
+
+* a column's stored position is ``__cells[c]`` when present, else the row's ``__pos`` when its
+  value is not null, else *no cell* (the empty array, below every position). Only positions
+  that differ from that default are stored, so a table written in order keeps the map empty;
+* ``__cells['']`` is the row's *deletion horizon*: the newest row, partition or range delete
+  that the row outlived (written after it, or a late delete older than some of its cells).
+  Nothing at or below it may come back, also after the deleted-keys side table was compacted;
+* a batch row's cell position is its fill position (``_tm_fills[c]``, the older write of the
+  batch the fold took the value from) or its own ``__pos``; its unset columns have no cell, and
+  ``_tm_cut`` is its own horizon (a delete of the batch it was written after: the fold's delete
+  horizon for a row delete, cells.with_cuts for partition and range deletes);
+* a delete older than the stored row (a *late* delete; also partition and range deletes, which
+  reach rows written after them) cuts the row: cells at or below it become null, and the row is
+  removed when nothing survives — no cell left with a value, and its newest write was not an
+  ``INSERT`` (whose row marker keeps even an all-null row alive in Cassandra; an ``UPDATE``
+  writes none). An older ``INSERT`` between the delete and the newest write is not remembered,
+  so such a row is removed where Cassandra would keep it with null columns.
+
+Everything here is SQL text for Delta's MERGE clauses (``t`` the table, ``s`` the source);
+positions are ``ARRAY<BIGINT>`` and compare element by element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from cdc.apply import sparktypes as st
+from cdc.apply.policy import CELLS, META_TYPES
+from cdc.apply.tables import sql_string
+
+#: the ``__cells`` key of the row's deletion horizon (no column is named by the empty string)
+HORIZON = ""
+NO_CELL = "CAST(array() AS array<bigint>)"
+
+# helper columns of the merge source (merge.py)
+_UNAVAILABLE = "_tm_unavailable"
+_FILLS = "_tm_fills"
+_DESCRIPTOR = "_tm_descriptor"
+#: the position of the newest delete of the batch a row was written after (cells.with_cuts)
+CUT = "_tm_cut"
+
+
+def _q(name: str) -> str:
+    return st.quote(name)
+
+
+def stored_pos(col: str) -> str:
+    """The position of the stored row's cell of ``col`` (see the module docstring)."""
+    return (
+        f"coalesce(t.{CELLS}[{sql_string(col)}], "
+        f"CASE WHEN t.{_q(col)} IS NULL THEN {NO_CELL} ELSE t.__pos END)"
+    )
+
+
+def stored_horizon() -> str:
+    return f"coalesce(t.{CELLS}[{sql_string(HORIZON)}], {NO_CELL})"
+
+
+#: column -> ids of the descriptors (event schemas) without it: such events did not write it
+Absent = Mapping[str, Iterable[str]]
+
+
+def _source_sets(col: str, absent: Absent) -> str:
+    out = f"NOT array_contains(coalesce(s.{_UNAVAILABLE}, array()), {sql_string(col)})"
+    if absent.get(col):
+        ids = ", ".join(sql_string(d) for d in sorted(absent[col]))
+        out += f" AND coalesce(s.{_DESCRIPTOR} NOT IN ({ids}), true)"
+    return out
+
+
+def _source_pos(col: str) -> str:
+    return f"coalesce(s.{_FILLS}[{sql_string(col)}], s.__pos)"
+
+
+def _source_horizon() -> str:
+    return f"coalesce(s.{CUT}, {NO_CELL})"
+
+
+def _new_horizon() -> str:
+    return f"greatest({stored_horizon()}, {_source_horizon()})"
+
+
+def _source_wins(col: str, absent: Absent) -> str:
+    """The batch's cell of ``col`` is newer than the stored one and than every delete."""
+    return (
+        f"({_source_sets(col, absent)} AND {_source_pos(col)} > "
+        f"greatest({stored_pos(col)}, {_new_horizon()}))"
+    )
+
+
+def _stored_lives(col: str) -> str:
+    return f"({stored_pos(col)} > {_new_horizon()})"
+
+
+def _entries(cols: dict[str, tuple[str, str]], row_pos: str, horizon: str) -> str:
+    """``__cells`` of a row whose column ``c`` has value ``cols[c][0]`` at position
+    ``cols[c][1]``: only the positions that differ from their default."""
+    parts = []
+    for col, (value, pos) in cols.items():
+        default = f"CASE WHEN ({value}) IS NULL THEN {NO_CELL} ELSE {row_pos} END"
+        parts.append(
+            f"CASE WHEN ({pos}) <=> ({default}) THEN NULL "
+            f"ELSE named_struct('k', {sql_string(col)}, 'v', {pos}) END"
+        )
+    parts.append(
+        f"CASE WHEN ({horizon}) <=> {NO_CELL} THEN NULL "
+        f"ELSE named_struct('k', {sql_string(HORIZON)}, 'v', {horizon}) END"
+    )
+    return f"map_from_entries(filter(array({', '.join(parts)}), e -> e IS NOT NULL))"
+
+
+# -- a write of the batch (op c, u or r) ------------------------------------------------------
+def update_condition(columns: Iterable[str], absent: Absent) -> str:
+    """A write changes the stored row when it is newer, wins some cell, or cuts it."""
+    wins = [_source_wins(c, absent) for c in columns]
+    cut = f"{_source_horizon()} > {stored_horizon()}"
+    return f"s.__op <> 'd' AND (s.__pos > t.__pos OR {cut}{''.join(' OR ' + w for w in wins)})"
+
+
+def update_set(columns: Iterable[str], absent: Absent) -> dict[str, Any]:
+    cols = list(columns)
+    newer = "s.__pos > t.__pos"
+    row_pos = "greatest(t.__pos, s.__pos)"
+    out: dict[str, Any] = {}
+    chosen: dict[str, tuple[str, str]] = {}
+    for c in cols:
+        wins, lives = _source_wins(c, absent), _stored_lives(c)
+        value = f"CASE WHEN {wins} THEN s.{_q(c)} WHEN {lives} THEN t.{_q(c)} ELSE NULL END"
+        pos = (
+            f"CASE WHEN {wins} THEN {_source_pos(c)} WHEN {lives} THEN {stored_pos(c)} "
+            f"ELSE {NO_CELL} END"
+        )
+        out[_q(c)] = value
+        chosen[c] = (value, pos)
+    for m in META_TYPES:
+        picked = f"CASE WHEN {newer} THEN s.{_q(m)} ELSE t.{_q(m)} END"
+        out[_q(m)] = row_pos if m == "__pos" else picked
+    out[_q(CELLS)] = _entries(chosen, row_pos, _new_horizon())
+    return out
+
+
+def insert_values(keys: Iterable[str], columns: Iterable[str], absent: Absent) -> dict[str, Any]:
+    """A new row: its key, and the batch's cells above its own horizon."""
+    out: dict[str, Any] = {_q(k): f"s.{_q(k)}" for k in keys}
+    chosen: dict[str, tuple[str, str]] = {}
+    for c in columns:
+        kept = f"({_source_sets(c, absent)} AND {_source_pos(c)} > {_source_horizon()})"
+        value = f"CASE WHEN {kept} THEN s.{_q(c)} ELSE NULL END"
+        pos = f"CASE WHEN {kept} THEN {_source_pos(c)} ELSE {NO_CELL} END"
+        out[_q(c)] = value
+        chosen[c] = (value, pos)
+    out.update({_q(m): f"s.{_q(m)}" for m in META_TYPES})
+    out[_q(CELLS)] = _entries(chosen, "s.__pos", _source_horizon())
+    return out
+
+
+# -- a delete that reaches the stored row ---------------------------------------------------
+def removes(columns: Iterable[str], delete_pos: str) -> str:
+    """The delete at ``delete_pos`` removes the stored row: it is newer than all of it, or no
+    cell with a value survives it and no ``INSERT`` after it keeps the row (module docstring)."""
+    survives = [f"(t.{_q(c)} IS NOT NULL AND {stored_pos(c)} > {delete_pos})" for c in columns]
+    alive = " OR ".join(survives) if survives else "false"
+    return f"(t.__pos <= {delete_pos} OR (t.__op <> 'c' AND NOT ({alive})))"
+
+
+def cut_set(columns: Iterable[str], delete_pos: str) -> dict[str, Any]:
+    """The stored row after a delete at ``delete_pos`` older than some of its cells."""
+    out: dict[str, Any] = {}
+    chosen: dict[str, tuple[str, str]] = {}
+    for c in columns:
+        gone = f"({stored_pos(c)} <= {delete_pos})"
+        value = f"CASE WHEN {gone} THEN NULL ELSE t.{_q(c)} END"
+        pos = f"CASE WHEN {gone} THEN {NO_CELL} ELSE {stored_pos(c)} END"
+        out[_q(c)] = value
+        chosen[c] = (value, pos)
+    horizon = f"greatest({stored_horizon()}, {delete_pos})"
+    out[_q(CELLS)] = _entries(chosen, "t.__pos", horizon)
+    return out
+
+
+def cut_condition(delete_pos: str) -> str:
+    """A delete reaches a stored row it does not remove only when it is above its horizon."""
+    return f"{delete_pos} > {stored_horizon()}"

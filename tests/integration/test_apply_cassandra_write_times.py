@@ -1,0 +1,180 @@
+"""End to end on the real node: writes whose write times (``USING TIMESTAMP``) are not in the
+order the commit log holds them — as client-side timestamps from hosts with skewed clocks,
+hints and repairs make them — apply into Delta cell by cell, as Cassandra resolves them, and
+the table equals ``SELECT *`` after every batch (cell_merge.py).
+
+Each statement names its write time relative to the test's start; the comments say what
+Cassandra makes of it. Before per-cell positions, every case below but the first batch's left
+a different table than Cassandra's (checked).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdc.apply.job import ApplyJob
+from cdc.offsets.memory import MemoryOffsetStore
+from tests.integration.cassandra_harness import CassandraHarness, module_harness
+from tests.integration.conftest import CassandraInfo
+from tests.integration.test_apply_acceptance import job_config
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.cassandra]
+
+COLUMNS = ("id", "line", "item", "qty", "price", "tags")
+
+
+@pytest.fixture(scope="module")
+def h(
+    cassandra: CassandraInfo, kafka: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CassandraHarness]:
+    yield from module_harness(cassandra, kafka, tmp_path_factory, "cswt")
+
+
+class Table:
+    """One Cassandra table, its topic and its Delta table."""
+
+    def __init__(self, h: CassandraHarness, spark: Any, name: str, cfg: dict[str, Any]) -> None:
+        self.h, self.spark, self.name, self.cfg = h, spark, name, cfg
+        self.start = int(time.time() * 1_000_000)
+        self.sent = 0
+        h.cql(
+            f"CREATE TABLE {h.keyspace}.{name} (id int, line int, item text, qty int, "
+            "price double, tags frozen<list<text>>, PRIMARY KEY (id, line)) WITH cdc = true"
+        )
+
+    @property
+    def topic(self) -> str:
+        return self.h.topic(self.cfg, self.name)
+
+    def write(self, at: int, statement: str, events: int = 1) -> None:
+        """``statement`` with ``{t}`` for the table and ``{at}`` for ``USING TIMESTAMP`` of the
+        test's start plus ``at`` microseconds; ``events``: how many it sends."""
+        ks_table = f"{self.h.keyspace}.{self.name}"
+        self.h.cql(statement.format(t=ks_table, at=f"USING TIMESTAMP {self.start + at}"))
+        self.sent += events
+
+    def wait_sent(self) -> None:
+        self.h.read(self.cfg, self.name, min_count=self.sent)
+
+    def lake(self, job: ApplyJob) -> dict[tuple[int, int], dict[str, Any]]:
+        path = job.cfg.table_location(self.topic.replace(".", "_"))
+        df = self.spark.read.format("delta").load(path)
+        return {(r["id"], r["line"]): {c: r[c] for c in COLUMNS} for r in df.collect()}
+
+    def source(self) -> dict[tuple[int, int], dict[str, Any]]:
+        out = {}
+        for r in self.h.cql(f"SELECT {', '.join(COLUMNS)} FROM {self.h.keyspace}.{self.name}"):
+            row = dict(zip(COLUMNS, r, strict=True))
+            row["tags"] = list(row["tags"]) if row["tags"] is not None else None
+            out[(r.id, r.line)] = row
+        return out
+
+
+def test_out_of_order_write_times_apply_cell_by_cell(
+    spark: Any, h: CassandraHarness, kafka: str, tmp_path: Path
+) -> None:
+    cfg = h.config(**{"snapshot.mode": "never", "range.delete.handling.mode": "emit"})
+    t = Table(h, spark, "orders", cfg)
+    # deletes.compact.every=1: the deleted-keys side table forgets a delete once the key is
+    # stored again above it, so the third batch's late writes meet the rows' own horizon
+    job = ApplyJob(spark, job_config(kafka, tmp_path, [t.topic], **{"deletes.compact.every": 1}))
+    w = t.write
+    with h.running(cfg, MemoryOffsetStore()) as run:
+        h.wait_streaming(run)
+        w(2000, "INSERT INTO {t} (id, line, item, qty) VALUES (1, 1, 'a', 1) {at}")
+        w(1000, "INSERT INTO {t} (id, line, item, qty) VALUES (3, 1, 'c', 1) {at}")
+        w(3000, "UPDATE {t} {at} SET qty = 3 WHERE id = 3 AND line = 1")
+        w(100, "INSERT INTO {t} (id, line, item, qty) VALUES (4, 1, 'd0', 1) {at}")
+        w(300, "UPDATE {t} {at} SET price = 4.0 WHERE id = 4 AND line = 1")
+        w(100, "INSERT INTO {t} (id, line, item, qty, price) VALUES (2, 1, 'b', 1, 2.0) {at}")
+        w(1000, "INSERT INTO {t} (id, line, item) VALUES (5, 1, 'p') {at}")
+        w(3000, "UPDATE {t} {at} SET qty = 5 WHERE id = 5 AND line = 2")
+        w(100, "INSERT INTO {t} (id, line, item) VALUES (5, 3, 'p') {at}")
+        w(1000, "INSERT INTO {t} (id, line, item) VALUES (6, 1, 'r') {at}")
+        w(100, "INSERT INTO {t} (id, line, item) VALUES (6, 2, 'r') {at}")
+        w(3000, "UPDATE {t} {at} SET qty = 6 WHERE id = 6 AND line = 2")
+        w(100, "INSERT INTO {t} (id, line, item) VALUES (6, 3, 'r') {at}")
+        t.wait_sent()
+        job.run(timeout=240)
+        assert t.lake(job) == t.source()
+
+        # late writes of older times: a column the newer write did not set is taken, one
+        # it did set is not
+        w(1000, "UPDATE {t} {at} SET price = 5.0 WHERE id = 1 AND line = 1")
+        w(1500, "UPDATE {t} {at} SET qty = 9 WHERE id = 1 AND line = 1")
+        # a late row delete: the cell older than it goes, the newer one stays, so does the row
+        w(2000, "DELETE FROM {t} {at} WHERE id = 3 AND line = 1", events=2)
+        # the batch's value of item (200) is newer than the stored one (100), though the
+        # stored row (300) is newer than it
+        w(200, "UPDATE {t} {at} SET item = 'd1' WHERE id = 4 AND line = 1")
+        w(400, "UPDATE {t} {at} SET tags = ['t'] WHERE id = 4 AND line = 1")
+        # in order, in one batch: a delete, then a write of one column: the others are gone
+        w(500, "DELETE FROM {t} {at} WHERE id = 2 AND line = 1", events=2)
+        w(600, "UPDATE {t} {at} SET qty = 2 WHERE id = 2 AND line = 1")
+        # a late partition delete: (5, 1) and (5, 3) go; (5, 2) keeps its newer qty
+        w(2000, "DELETE FROM {t} {at} WHERE id = 5", events=2)
+        # a late range delete: (6, 1) goes, (6, 2) keeps its newer qty, (6, 3) is outside
+        w(1500, "DELETE FROM {t} {at} WHERE id = 6 AND line >= 1 AND line <= 2", events=2)
+        t.wait_sent()
+        job.run(timeout=240)
+        rows = t.lake(job)
+        assert rows == t.source()
+        assert rows[(1, 1)]["price"] == 5.0 and rows[(1, 1)]["qty"] == 1
+        assert rows[(3, 1)] == {**dict.fromkeys(COLUMNS), "id": 3, "line": 1, "qty": 3}
+        assert rows[(4, 1)]["item"] == "d1" and rows[(4, 1)]["price"] == 4.0
+        assert rows[(2, 1)] == {**dict.fromkeys(COLUMNS), "id": 2, "line": 1, "qty": 2}
+        assert sorted(k for k in rows if k[0] in (5, 6)) == [(5, 2), (6, 2), (6, 3)]
+        assert rows[(6, 2)] == {**dict.fromkeys(COLUMNS), "id": 6, "line": 2, "qty": 6}
+
+        # writes older than those deletes arrive (shadowed, nothing changes), one between a
+        # row's delete and its newer write (taken), and one older than everything stored, of
+        # a column never written (taken)
+        w(1800, "UPDATE {t} {at} SET item = 'late' WHERE id = 3 AND line = 1")
+        w(1500, "UPDATE {t} {at} SET item = 'late' WHERE id = 5 AND line = 2")
+        w(1400, "UPDATE {t} {at} SET item = 'late' WHERE id = 6 AND line = 2")
+        w(550, "UPDATE {t} {at} SET price = 0.5 WHERE id = 2 AND line = 1")
+        w(50, "UPDATE {t} {at} SET tags = ['late'], qty = 0 WHERE id = 1 AND line = 1")
+        t.wait_sent()
+        job.run(timeout=240)
+    rows = t.lake(job)
+    assert rows == t.source()
+    assert rows[(1, 1)]["tags"] == ["late"] and rows[(1, 1)]["qty"] == 1
+    assert rows[(3, 1)]["item"] is None and rows[(2, 1)]["price"] == 0.5
+
+
+def test_a_table_from_before_cell_positions_gets_them(
+    spark: Any, h: CassandraHarness, kafka: str, tmp_path: Path
+) -> None:
+    """A lake table written before per-cell positions (no ``__cells`` column) gets the column
+    when a job loads it, and takes late writes cell by cell from then on."""
+    cfg = h.config(**{"snapshot.mode": "never"})
+    t = Table(h, spark, "older", cfg)
+    config = job_config(kafka, tmp_path, [t.topic])
+    job = ApplyJob(spark, config)
+    with h.running(cfg, MemoryOffsetStore()) as run:
+        h.wait_streaming(run)
+        t.write(2000, "INSERT INTO {t} (id, line, item, qty) VALUES (1, 1, 'a', 1) {at}")
+        t.wait_sent()
+        job.run(timeout=240)
+        path = job.cfg.table_location(t.topic.replace(".", "_"))
+        stored = spark.read.format("delta").load(path)
+        assert "__cells" in stored.columns
+        (
+            stored.drop("__cells")
+            .write.format("delta")
+            .mode("overwrite")
+            .option("overwriteSchema", "true")
+            .save(path)
+        )
+        t.write(1000, "UPDATE {t} {at} SET price = 5.0 WHERE id = 1 AND line = 1")
+        t.write(1000, "UPDATE {t} {at} SET qty = 5 WHERE id = 1 AND line = 1")
+        t.wait_sent()
+        ApplyJob(spark, config).run(timeout=240)
+    assert "__cells" in spark.read.format("delta").load(path).columns
+    assert t.lake(job) == t.source()
+    assert t.lake(job)[(1, 1)]["price"] == 5.0 and t.lake(job)[(1, 1)]["qty"] == 1
