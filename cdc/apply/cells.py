@@ -14,8 +14,8 @@ others, whose value is unknown, not null. In the lake the table's columns are th
 * ``d`` of a row removes the row (the ordinary delete). A partition delete on a table with
   clustering columns has those key columns null: after the MERGE, :func:`delete_partitions`
   removes every stored row of the partition older than the delete. The deleted-keys side table
-  records it with its null key columns, and :func:`guard_partitions` drops later-arriving
-  writes of that partition that are older than it (the per-key guard cannot match nulls).
+  records it with its null key columns, and :func:`guard` drops later-arriving writes of that
+  partition that are older than it (the per-key guard cannot match nulls).
 
 Which envelopes are Cassandra's is read from ``source.connector`` (or the position fields), and
 which schema fields are cells from their shape, so the value schema gives the column types.
@@ -205,25 +205,34 @@ def _named_exactly(named: list[str], plan: TablePlan) -> Any:
     return cond
 
 
-def guard_partitions(spark: Any, source: Any, plan: TablePlan, deletes_path: str) -> Any:
-    """Drops the batch's rows that a partition delete recorded in an earlier batch supersedes
-    (the row's position is not above the delete's): a replayed or late older write of a deleted
-    partition must not bring its row back. The deleted-keys side table holds partition deletes
-    with their null key columns, which the ordinary per-key guard cannot match."""
+def guard(spark: Any, source: Any, plan: TablePlan, deletes_path: str) -> Any:
+    """The batch's rows against the deletes recorded in earlier batches (the deleted-keys side
+    table: row deletes by key, partition deletes with their null key columns, which a per-key
+    match cannot find). A row not above the newest delete of its key or partition is dropped
+    (a replayed or late older write must not bring the row back); a newer one gets that
+    delete as its cut (:data:`CUT`), since the fold may have taken some of its cells from an
+    older write of the batch, which the delete shadows (cell_merge.py)."""
     from pyspark.sql import functions as F
 
-    log = spark.read.format("delta").load(deletes_path).filter(_null_key(plan))
-    for named in _patterns(log, plan):
+    log = spark.read.format("delta").load(deletes_path)
+    patterns = [list(plan.key), *_patterns(log.filter(_null_key(plan)), plan)]
+    out = source
+    if CUT not in out.columns:
+        out = out.withColumn(CUT, F.lit(None).cast("array<bigint>"))
+    for named in patterns:
         latest = (
             log.filter(_named_exactly(named, plan))
             .groupBy(*named)
-            .agg(F.max("__pos").alias("_tm_part_deleted"))
+            .agg(F.max("__pos").alias("_tm_gone"))
         )
-        source = source.join(latest, on=named, how="left")
-        source = source.filter(
-            F.col("_tm_part_deleted").isNull() | (F.col("__pos") > F.col("_tm_part_deleted"))
-        ).drop("_tm_part_deleted")
-    return source
+        gone = F.col("_tm_gone")
+        out = (
+            out.join(latest, on=named, how="left")
+            .filter(gone.isNull() | (F.col("__pos") > gone))
+            .withColumn(CUT, F.greatest(F.col(CUT), gone))
+            .drop("_tm_gone")
+        )
+    return out
 
 
 def delete_partitions(spark: Any, typed: Any, plan: TablePlan, path: str) -> int:

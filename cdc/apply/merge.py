@@ -156,9 +156,10 @@ def merge_table(
     on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in keys)
     guarded = source
     if deletes_nonempty:
-        guarded = guard_deleted(spark, source, keys, deletes_path)
-        if cells.is_cell_table(plan):  # Cassandra partition deletes (cells.py)
-            guarded = cells.guard_partitions(spark, guarded, plan, deletes_path)
+        if cells.is_cell_table(plan):  # partition deletes, and cuts (cells.py)
+            guarded = cells.guard(spark, source, plan, deletes_path)
+        else:
+            guarded = guard_deleted(spark, source, keys, deletes_path)
 
     absent = _absent_by_column(plan) if policy == "ignore" else {}
     merge = DeltaTable.forPath(spark, path).alias("t").merge(guarded.alias("s"), on)

@@ -99,6 +99,7 @@ def test_out_of_order_write_times_apply_cell_by_cell(
         w(100, "INSERT INTO {t} (id, line, item) VALUES (6, 2, 'r') {at}")
         w(3000, "UPDATE {t} {at} SET qty = 6 WHERE id = 6 AND line = 2")
         w(100, "INSERT INTO {t} (id, line, item) VALUES (6, 3, 'r') {at}")
+        w(100, "INSERT INTO {t} (id, line, item, qty) VALUES (7, 1, 'z', 7) {at}")
         t.wait_sent()
         job.run(timeout=240)
         assert t.lake(job) == t.source()
@@ -120,6 +121,7 @@ def test_out_of_order_write_times_apply_cell_by_cell(
         w(2000, "DELETE FROM {t} {at} WHERE id = 5", events=2)
         # a late range delete: (6, 1) goes, (6, 2) keeps its newer qty, (6, 3) is outside
         w(1500, "DELETE FROM {t} {at} WHERE id = 6 AND line >= 1 AND line <= 2", events=2)
+        w(500, "DELETE FROM {t} {at} WHERE id = 7 AND line = 1", events=2)
         t.wait_sent()
         job.run(timeout=240)
         rows = t.lake(job)
@@ -128,7 +130,7 @@ def test_out_of_order_write_times_apply_cell_by_cell(
         assert rows[(3, 1)] == {**dict.fromkeys(COLUMNS), "id": 3, "line": 1, "qty": 3}
         assert rows[(4, 1)]["item"] == "d1" and rows[(4, 1)]["price"] == 4.0
         assert rows[(2, 1)] == {**dict.fromkeys(COLUMNS), "id": 2, "line": 1, "qty": 2}
-        assert sorted(k for k in rows if k[0] in (5, 6)) == [(5, 2), (6, 2), (6, 3)]
+        assert sorted(k for k in rows if k[0] in (5, 6, 7)) == [(5, 2), (6, 2), (6, 3)]
         assert rows[(6, 2)] == {**dict.fromkeys(COLUMNS), "id": 6, "line": 2, "qty": 6}
 
         # writes older than those deletes arrive (shadowed, nothing changes), one between a
@@ -139,12 +141,20 @@ def test_out_of_order_write_times_apply_cell_by_cell(
         w(1400, "UPDATE {t} {at} SET item = 'late' WHERE id = 6 AND line = 2")
         w(550, "UPDATE {t} {at} SET price = 0.5 WHERE id = 2 AND line = 1")
         w(50, "UPDATE {t} {at} SET tags = ['late'], qty = 0 WHERE id = 1 AND line = 1")
+        # a deleted row and partition: a write older than the delete recorded in the last
+        # batch (shadowed), then a newer one of another column (a new row with just that)
+        w(300, "UPDATE {t} {at} SET item = 'late' WHERE id = 7 AND line = 1")
+        w(600, "UPDATE {t} {at} SET price = 7.0 WHERE id = 7 AND line = 1")
+        w(1900, "UPDATE {t} {at} SET item = 'late' WHERE id = 5 AND line = 9")
+        w(2500, "UPDATE {t} {at} SET qty = 9 WHERE id = 5 AND line = 9")
         t.wait_sent()
         job.run(timeout=240)
     rows = t.lake(job)
     assert rows == t.source()
     assert rows[(1, 1)]["tags"] == ["late"] and rows[(1, 1)]["qty"] == 1
     assert rows[(3, 1)]["item"] is None and rows[(2, 1)]["price"] == 0.5
+    assert rows[(7, 1)] == {**dict.fromkeys(COLUMNS), "id": 7, "line": 1, "price": 7.0}
+    assert rows[(5, 9)] == {**dict.fromkeys(COLUMNS), "id": 5, "line": 9, "qty": 9}
 
 
 def test_a_table_from_before_cell_positions_gets_them(
