@@ -13,7 +13,8 @@ MERGE decides each column by comparing the batch's cell position with the stored
 
 * a column's stored position is ``__cells[c]`` when present, else the row's ``__pos`` when its
   value is not null, else *no cell* (the empty array, below every position). Only positions
-  that differ from that default are stored, so a table written in order keeps the map empty;
+  that differ from that default are stored: rows written whole keep the map empty, a row
+  updated in part holds the older positions of the columns the update did not write;
 * ``__cells['']`` is the row's *deletion horizon*: the newest row, partition or range delete
   that the row outlived (written after it, or a late delete older than some of its cells).
   Nothing at or below it may come back, also after the deleted-keys side table was compacted;
@@ -29,7 +30,8 @@ MERGE decides each column by comparing the batch's cell position with the stored
   so such a row is removed where Cassandra would keep it with null columns.
 
 Everything here is SQL text for Delta's MERGE clauses (``t`` the table, ``s`` the source);
-positions are ``ARRAY<BIGINT>`` and compare element by element.
+positions are ``ARRAY<BIGINT>`` and compare element by element. Measured ad hoc (250k partial
+updates into 1M rows, local[2]): the MERGE takes about 1.3-1.6x the row-level one.
 """
 
 from __future__ import annotations
@@ -105,21 +107,35 @@ def _stored_lives(col: str) -> str:
     return f"({stored_pos(col)} > {_new_horizon()})"
 
 
-def _entries(cols: dict[str, tuple[str, str]], row_pos: str, horizon: str) -> str:
-    """``__cells`` of a row whose column ``c`` has value ``cols[c][0]`` at position
-    ``cols[c][1]``: only the positions that differ from their default."""
+#: how a column's new cell is chosen: the first branch whose condition holds gives its value
+#: and position (plain column references and positions); none: no cell, null
+Branches = list[tuple[str, str, str]]
+
+
+def _value(branches: Branches) -> str:
+    whens = " ".join(f"WHEN {cond} THEN {value}" for cond, value, _ in branches)
+    return f"CASE {whens} ELSE NULL END"
+
+
+def _entries(cols: dict[str, Branches], row_pos: str, horizon: str) -> str:
+    """``__cells`` of a row whose columns' cells are chosen by ``cols``: only the positions
+    that differ from their default. Each branch's entry is built from its own plain value and
+    position, so no column's choice is evaluated twice over (it is the MERGE's main cost)."""
     parts = []
-    for col, (value, pos) in cols.items():
-        default = f"CASE WHEN ({value}) IS NULL THEN {NO_CELL} ELSE {row_pos} END"
-        parts.append(
-            f"CASE WHEN ({pos}) <=> ({default}) THEN NULL "
-            f"ELSE named_struct('k', {sql_string(col)}, 'v', {pos}) END"
-        )
+    for col, branches in cols.items():
+        whens = []
+        for cond, value, pos in branches:
+            default = f"CASE WHEN {value} IS NULL THEN {NO_CELL} ELSE {row_pos} END"
+            entry = f"named_struct('k', {sql_string(col)}, 'v', {pos})"
+            whens.append(
+                f"WHEN {cond} THEN CASE WHEN {pos} <=> {default} THEN NULL ELSE {entry} END"
+            )
+        parts.append(f"CASE {' '.join(whens)} ELSE NULL END")
     parts.append(
         f"CASE WHEN ({horizon}) <=> {NO_CELL} THEN NULL "
         f"ELSE named_struct('k', {sql_string(HORIZON)}, 'v', {horizon}) END"
     )
-    return f"map_from_entries(filter(array({', '.join(parts)}), e -> e IS NOT NULL))"
+    return f"map_from_entries(array_compact(array({', '.join(parts)})))"
 
 
 # -- a write of the batch (op c, u or r) ------------------------------------------------------
@@ -131,20 +147,16 @@ def update_condition(columns: Iterable[str], absent: Absent) -> str:
 
 
 def update_set(columns: Iterable[str], absent: Absent) -> dict[str, Any]:
-    cols = list(columns)
     newer = "s.__pos > t.__pos"
     row_pos = "greatest(t.__pos, s.__pos)"
     out: dict[str, Any] = {}
-    chosen: dict[str, tuple[str, str]] = {}
-    for c in cols:
-        wins, lives = _source_wins(c, absent), _stored_lives(c)
-        value = f"CASE WHEN {wins} THEN s.{_q(c)} WHEN {lives} THEN t.{_q(c)} ELSE NULL END"
-        pos = (
-            f"CASE WHEN {wins} THEN {_source_pos(c)} WHEN {lives} THEN {stored_pos(c)} "
-            f"ELSE {NO_CELL} END"
-        )
-        out[_q(c)] = value
-        chosen[c] = (value, pos)
+    chosen: dict[str, Branches] = {}
+    for c in columns:
+        chosen[c] = [
+            (_source_wins(c, absent), f"s.{_q(c)}", _source_pos(c)),
+            (_stored_lives(c), f"t.{_q(c)}", stored_pos(c)),
+        ]
+        out[_q(c)] = _value(chosen[c])
     for m in META_TYPES:
         picked = f"CASE WHEN {newer} THEN s.{_q(m)} ELSE t.{_q(m)} END"
         out[_q(m)] = row_pos if m == "__pos" else picked
@@ -155,13 +167,11 @@ def update_set(columns: Iterable[str], absent: Absent) -> dict[str, Any]:
 def insert_values(keys: Iterable[str], columns: Iterable[str], absent: Absent) -> dict[str, Any]:
     """A new row: its key, and the batch's cells above its own horizon."""
     out: dict[str, Any] = {_q(k): f"s.{_q(k)}" for k in keys}
-    chosen: dict[str, tuple[str, str]] = {}
+    chosen: dict[str, Branches] = {}
     for c in columns:
         kept = f"({_source_sets(c, absent)} AND {_source_pos(c)} > {_source_horizon()})"
-        value = f"CASE WHEN {kept} THEN s.{_q(c)} ELSE NULL END"
-        pos = f"CASE WHEN {kept} THEN {_source_pos(c)} ELSE {NO_CELL} END"
-        out[_q(c)] = value
-        chosen[c] = (value, pos)
+        chosen[c] = [(kept, f"s.{_q(c)}", _source_pos(c))]
+        out[_q(c)] = _value(chosen[c])
     out.update({_q(m): f"s.{_q(m)}" for m in META_TYPES})
     out[_q(CELLS)] = _entries(chosen, "s.__pos", _source_horizon())
     return out
@@ -179,13 +189,10 @@ def removes(columns: Iterable[str], delete_pos: str) -> str:
 def cut_set(columns: Iterable[str], delete_pos: str) -> dict[str, Any]:
     """The stored row after a delete at ``delete_pos`` older than some of its cells."""
     out: dict[str, Any] = {}
-    chosen: dict[str, tuple[str, str]] = {}
+    chosen: dict[str, Branches] = {}
     for c in columns:
-        gone = f"({stored_pos(c)} <= {delete_pos})"
-        value = f"CASE WHEN {gone} THEN NULL ELSE t.{_q(c)} END"
-        pos = f"CASE WHEN {gone} THEN {NO_CELL} ELSE {stored_pos(c)} END"
-        out[_q(c)] = value
-        chosen[c] = (value, pos)
+        chosen[c] = [(f"{stored_pos(c)} > {delete_pos}", f"t.{_q(c)}", stored_pos(c))]
+        out[_q(c)] = _value(chosen[c])
     horizon = f"greatest({stored_horizon()}, {delete_pos})"
     out[_q(CELLS)] = _entries(chosen, "t.__pos", horizon)
     return out
