@@ -154,16 +154,28 @@ def compact(
 
 def fold(rows: Any, plan: TablePlan) -> Any:
     """One row per key, as if the rows had been applied in position order (module docstring).
-    ``rows`` has the columns of :func:`cdc.apply.merge.typed_rows`."""
+    ``rows`` has the columns of :func:`cdc.apply.merge.typed_rows`.
+
+    A Cassandra table's rows (a key folded by two worker tasks) are folded the same way with
+    every column a placeholder column (any may be unset), and the row's cut
+    (:data:`cells.CUT`) is the newest delete or cut of any of the key's rows: a value one task
+    took from before a delete the other task saw is then not kept (cell_merge.py)."""
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
 
     keys = [F.col(k) for k in plan.key]
     latest = Window.partitionBy(*keys).orderBy(F.col("__pos").desc())
     everything = Window.partitionBy(*keys)
+    every = cells.is_cell_table(plan)
     placeholder_cols = [
-        c for c, t in plan.columns.items() if c not in plan.key and st.can_hold_placeholder(t)
+        c
+        for c, t in plan.columns.items()
+        if c not in plan.key and (every or st.can_hold_placeholder(t))
     ]
+    if cells.CUT in rows.columns:
+        deleted_at = F.when(F.col("__op") == "d", F.col("__pos"))
+        cut = F.max(F.greatest(F.col(cells.CUT), deleted_at)).over(everything)
+        rows = rows.withColumn(cells.CUT, cut)
     unavailable = F.coalesce(F.col(_UNAVAILABLE), F.array().cast("array<string>"))
     fills = F.coalesce(F.col(_FILLS), F.create_map().cast(_FILLS_TYPE))
     # The row number first: its sort (key, position) also serves the per-key windows below,
@@ -190,12 +202,24 @@ def fold(rows: Any, plan: TablePlan) -> Any:
     taken = {
         c: F.col(best[c]).isNotNull() & ~F.col(best[c]).getField("gone") for c in placeholder_cols
     }
+    # A Cassandra column whose newest candidate is a delete: the winner's value is a fill from
+    # before it (its own write would be newer), so it has no cell.
+    gone = {
+        c: F.col(best[c]).isNotNull() & F.col(best[c]).getField("gone") if every else F.lit(False)
+        for c in placeholder_cols
+    }
     out = rows
     for c in placeholder_cols:
         out = out.withColumn(
-            c, F.when(taken[c], F.col(best[c]).getField("v")).otherwise(F.col(st.quote(c)))
+            c,
+            F.when(taken[c], F.col(best[c]).getField("v"))
+            .when(gone[c], F.lit(None))
+            .otherwise(F.col(st.quote(c))),
         )
     filled = F.array(*[F.when(taken[c], F.lit(c)) for c in placeholder_cols])
+    if every:
+        emptied = F.array_compact(F.array(*[F.when(gone[c], F.lit(c)) for c in placeholder_cols]))
+        unavailable = F.array_union(unavailable, emptied)
     entries = F.array(
         *[
             F.when(taken[c], F.struct(F.lit(c).alias("k"), F.col(best[c]).getField("p")))

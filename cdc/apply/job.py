@@ -533,7 +533,7 @@ class ApplyJob:
                 dedupe = len(sources) > 1 or extra  # small: reducing is cheaper than checking
             else:
                 dedupe = extra or (side.tasks.get(table, 0) > 1 and _repeated_keys(table_rows))
-            if dedupe and changelog.supports(plan):
+            if dedupe and (changelog.supports(plan) or cells.is_cell_table(plan)):
                 # One row per key by position, each placeholder column taking its newest
                 # value across the rows (a key folded by two tasks: the newest row's
                 # placeholder may have been filled from an older change than the other's).

@@ -188,3 +188,74 @@ def test_a_table_from_before_cell_positions_gets_them(
     assert "__cells" in spark.read.format("delta").load(path).columns
     assert t.lake(job) == t.source()
     assert t.lake(job)[(1, 1)]["price"] == 5.0 and t.lake(job)[(1, 1)]["qty"] == 1
+
+
+def test_a_key_folded_by_two_tasks_keeps_every_cell(
+    spark: Any, h: CassandraHarness, kafka: str, tmp_path: Path
+) -> None:
+    """A key whose changes reach the job through two Kafka partitions (its topic's partition
+    count changed, or two topics feed one table) is folded by two worker tasks; the driver's
+    reduction of the two rows takes each cell from the newest write that set it and keeps the
+    cut of a delete either task saw. The connector's records are copied into a two-partition
+    topic, each key's split between the partitions, and applied in one batch."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cfg = h.config(**{"snapshot.mode": "never"})
+    t = Table(h, spark, "split", cfg)
+    w = t.write
+    with h.running(cfg, MemoryOffsetStore()) as run:
+        h.wait_streaming(run)
+        # (1, 1): the delete and the newer write in one partition, the older insert in the other
+        w(100, "INSERT INTO {t} (id, line, item, qty) VALUES (1, 1, 'a', 1) {at}")
+        w(200, "DELETE FROM {t} {at} WHERE id = 1 AND line = 1", events=2)
+        w(300, "UPDATE {t} {at} SET price = 1.0 WHERE id = 1 AND line = 1")
+        # (2, 1): the insert and the newer write in one partition, the delete in the other
+        w(100, "INSERT INTO {t} (id, line, item, qty) VALUES (2, 1, 'b', 2) {at}")
+        w(300, "UPDATE {t} {at} SET price = 2.0 WHERE id = 2 AND line = 1")
+        w(200, "DELETE FROM {t} {at} WHERE id = 2 AND line = 1", events=2)
+        # (3, 1): one column written in each partition
+        w(100, "UPDATE {t} {at} SET item = 'c' WHERE id = 3 AND line = 1")
+        w(200, "UPDATE {t} {at} SET qty = 3 WHERE id = 3 AND line = 1")
+        t.wait_sent()
+    records = raw_records(kafka, t.topic, t.sent)
+    # the records in order: (1, 1) insert, delete, tombstone, update; (2, 1) insert, update,
+    # delete, tombstone; (3, 1) update, update. Partition 1 of the copy gets these:
+    second = {1, 2, 3, 6, 7, 9}
+    copy = f"{t.topic}.split"
+    admin = AdminClient({"bootstrap.servers": kafka})
+    for f in admin.create_topics([NewTopic(copy, num_partitions=2, replication_factor=1)]).values():
+        f.result(30)
+    producer = Producer({"bootstrap.servers": kafka})
+    for i, (key, value) in enumerate(records):
+        producer.produce(copy, key=key, value=value, partition=int(i in second))
+    assert producer.flush(30) == 0
+    job = ApplyJob(spark, job_config(kafka, tmp_path, [copy]))
+    job.run(timeout=240)
+    path = job.cfg.table_location(copy.replace(".", "_"))
+    df = spark.read.format("delta").load(path)
+    rows = {(r["id"], r["line"]): {c: r[c] for c in COLUMNS} for r in df.collect()}
+    assert rows == t.source()
+    none = dict.fromkeys(COLUMNS)
+    assert rows[(1, 1)] == {**none, "id": 1, "line": 1, "price": 1.0}
+    assert rows[(2, 1)] == {**none, "id": 2, "line": 1, "price": 2.0}
+    assert rows[(3, 1)] == {**none, "id": 3, "line": 1, "item": "c", "qty": 3}
+
+
+def raw_records(kafka: str, topic: str, count: int) -> list[tuple[bytes, bytes | None]]:
+    """The first ``count`` records of partition 0 of ``topic``, as bytes."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka, "group.id": f"raw-{time.time_ns()}"})
+    out: list[tuple[bytes, bytes | None]] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        while len(out) < count and time.monotonic() < deadline:
+            msg = consumer.poll(1)
+            if msg is not None and msg.error() is None:
+                out.append((msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    assert len(out) == count
+    return out
