@@ -136,6 +136,10 @@ class ApplyConfig:
         """The side table of primary-key change images and held rows (see handover.py)."""
         return _join(self.target_path, "_tidemark", "keychanges", table)
 
+    def ranges_location(self, table: str) -> str:
+        """The side table of a Cassandra table's range deletes (see ranges.py)."""
+        return _join(self.target_path, "_tidemark", "ranges", table)
+
     def changes_location(self, table: str) -> str:
         """The change log of a merge-on-read table: batches appended since its last compaction
         (see changelog.py)."""

@@ -155,6 +155,8 @@ class ApplyJob:
         self._keychanges_saved: dict[str, list[tuple[str, str, str]]] = {}
         #: merge-on-read: table -> whether its change log may hold rows (absent: not checked)
         self._logged: dict[str, bool] = {}
+        #: table -> the Cassandra range deletes of earlier batches (ranges.record)
+        self._ranges: dict[str, list[tuple[list[int], dict[str, Any]]]] = {}
         #: copy-on-write: whether the tables' change logs were checked for leftovers
         self._leftovers_checked = False
 
@@ -540,6 +542,10 @@ class ApplyJob:
                 typed = changelog.fold(typed_rows(table_rows, plan, dedupe=False), plan)
             else:
                 typed = typed_rows(table_rows, plan, dedupe=dedupe)
+            if cells.is_cell_table(plan):
+                earlier = self._recorded_ranges(table)
+                if earlier:  # late writes into ranges deleted before (ranges.py)
+                    typed = ranges.guard(self.spark, plan, typed, earlier)
             if cells.is_cell_table(plan) and (side.deletes.get(table) or side.ranges.get(table)):
                 # rows written after a partition or range delete of the batch start anew
                 typed = cells.with_cuts(self.spark, typed, plan, side.ranges.get(table, []))
@@ -585,7 +591,15 @@ class ApplyJob:
             self.spark, plan, path, found, dpath, self._app_id(), batch_id
         )
         self.catalog.mark_deletes(table)  # the removed keys are recorded there
+        location = self.cfg.ranges_location(table)
+        ranges.record(self.spark, location, found, self._app_id(), batch_id)
+        self._recorded_ranges(table).extend(found)
         log.info("table %s: %d range delete(s) removed %d row(s)", table, len(found), removed)
+
+    def _recorded_ranges(self, table: str) -> list[tuple[list[int], dict[str, Any]]]:
+        if table not in self._ranges:
+            self._ranges[table] = ranges.recorded(self.spark, self.cfg.ranges_location(table))
+        return self._ranges[table]
 
     # -- merge-on-read (changelog.py) ------------------------------------------------------
     def _merge_on_read(

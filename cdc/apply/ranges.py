@@ -378,6 +378,68 @@ def delete_ranges(
     return int(metrics["num_deleted_rows"] or 0) if metrics is not None else 0
 
 
+RANGES_DDL = "pos array<bigint>, bounds string"
+
+
+def record(
+    spark: Any,
+    location: str,
+    ranges: list[tuple[list[int], dict[str, Any]]],
+    app_id: str,
+    batch_id: int,
+) -> None:
+    """Appends the batch's range deletes (position and parsed bounds) to the table's range
+    side table. A range delete also covers rows no batch has written yet: a late write of an
+    older time into the range, which Cassandra's range tombstone shadows. The deleted-keys side
+    table only holds the keys that were stored at the delete, so :func:`guard` reads these.
+    Kept as Cassandra keeps tombstones until they are purged: not compacted (a range delete is
+    one small row). Delta's idempotent writes make a replayed batch append nothing twice."""
+    import orjson
+
+    rows = [([int(p) for p in pos], orjson.dumps(r).decode()) for pos, r in ranges]
+    (
+        spark.createDataFrame(rows, RANGES_DDL)
+        .coalesce(1)
+        .write.format("delta")
+        .mode("append")
+        .option("txnAppId", f"{app_id}-ranges")
+        .option("txnVersion", batch_id)
+        .save(location)
+    )
+
+
+def recorded(spark: Any, location: str) -> list[tuple[list[int], dict[str, Any]]]:
+    """The range deletes :func:`record` appended (none when the side table does not exist)."""
+    import orjson
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, location):
+        return []
+    rows = spark.read.format("delta").load(location).collect()
+    return [(list(r["pos"]), orjson.loads(r["bounds"])) for r in rows]
+
+
+def guard(
+    spark: Any, plan: TablePlan, rows: Any, ranges: list[tuple[list[int], dict[str, Any]]]
+) -> Any:
+    """The batch's rows against range deletes of earlier batches: a row not above the newest
+    one covering it is dropped (a late older write into a deleted range), a newer one gets it
+    as its cut (its cells from before it are gone: cell_merge.py)."""
+    from pyspark.sql import functions as F
+
+    from cdc.apply.cell_merge import CUT
+
+    cut = covering(spark, plan, rows, ranges)
+    gone = F.col("_tm_c")
+    out = rows if CUT in rows.columns else rows.withColumn(CUT, F.lit(None).cast("array<bigint>"))
+    return (
+        out.join(cut, on=list(plan.key), how="left")
+        .filter(gone.isNull() | (F.col("__pos") > gone))
+        .withColumn(CUT, F.greatest(F.col(CUT), gone))
+        .drop("_tm_c")
+    )
+
+
 def covering(
     spark: Any, plan: TablePlan, rows: Any, ranges: list[tuple[list[int], dict[str, Any]]]
 ) -> Any:

@@ -122,6 +122,8 @@ def test_out_of_order_write_times_apply_cell_by_cell(
         # a late range delete: (6, 1) goes, (6, 2) keeps its newer qty, (6, 3) is outside
         w(1500, "DELETE FROM {t} {at} WHERE id = 6 AND line >= 1 AND line <= 2", events=2)
         w(500, "DELETE FROM {t} {at} WHERE id = 7 AND line = 1", events=2)
+        # a range delete over rows no batch has written yet
+        w(1000, "DELETE FROM {t} {at} WHERE id = 8 AND line >= 1 AND line <= 5", events=2)
         t.wait_sent()
         job.run(timeout=240)
         rows = t.lake(job)
@@ -147,7 +149,12 @@ def test_out_of_order_write_times_apply_cell_by_cell(
         w(600, "UPDATE {t} {at} SET price = 7.0 WHERE id = 7 AND line = 1")
         w(1900, "UPDATE {t} {at} SET item = 'late' WHERE id = 5 AND line = 9")
         w(2500, "UPDATE {t} {at} SET qty = 9 WHERE id = 5 AND line = 9")
+        # late writes into that range: older than it (shadowed), newer (a row)
+        w(900, "INSERT INTO {t} (id, line, item) VALUES (8, 2, 'late') {at}")
+        w(1100, "INSERT INTO {t} (id, line, item) VALUES (8, 3, 'later') {at}")
         t.wait_sent()
+        # a new job: the range deletes of earlier batches are read from their side table
+        job = ApplyJob(spark, job.cfg)
         job.run(timeout=240)
     rows = t.lake(job)
     assert rows == t.source()
@@ -155,6 +162,7 @@ def test_out_of_order_write_times_apply_cell_by_cell(
     assert rows[(3, 1)]["item"] is None and rows[(2, 1)]["price"] == 0.5
     assert rows[(7, 1)] == {**dict.fromkeys(COLUMNS), "id": 7, "line": 1, "price": 7.0}
     assert rows[(5, 9)] == {**dict.fromkeys(COLUMNS), "id": 5, "line": 9, "qty": 9}
+    assert sorted(k for k in rows if k[0] == 8) == [(8, 3)]
 
 
 def test_a_table_from_before_cell_positions_gets_them(
