@@ -88,6 +88,9 @@ class ApplyConfig:
     on_error: OnError = "fail"
     quarantine_path: str | None = None
     deletes_compact_every: int | None = 100
+    #: how long a Cassandra range delete guards later batches (ranges.py); Cassandra's default
+    #: gc_grace_seconds, after which it purges the tombstone itself
+    range_deletes_retention_ms: int | None = 864_000_000
     table_type: TableType = "copy-on-write"
     compaction_every: int | None = 10
     placeholders: tuple[str, ...] = (DEFAULT_PLACEHOLDER,)
@@ -373,6 +376,7 @@ _SPECS: tuple[_Spec, ...] = (
     _Spec("on.error", "on_error", "str", choices=("fail", "quarantine")),
     _Spec("quarantine.path", "quarantine_path", "opt_str"),
     _Spec("deletes.compact.every", "deletes_compact_every", "opt_int"),
+    _Spec("range.deletes.retention.ms", "range_deletes_retention_ms", "opt_int"),
     _Spec("table.type", "table_type", "str", choices=("copy-on-write", "merge-on-read")),
     _Spec("compaction.every", "compaction_every", "opt_int"),
     _Spec("toast.placeholders", "placeholders", "str_list"),

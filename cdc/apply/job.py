@@ -156,7 +156,7 @@ class ApplyJob:
         #: merge-on-read: table -> whether its change log may hold rows (absent: not checked)
         self._logged: dict[str, bool] = {}
         #: table -> the Cassandra range deletes of earlier batches (ranges.record)
-        self._ranges: dict[str, list[tuple[list[int], dict[str, Any]]]] = {}
+        self._ranges: dict[str, ranges.Recorded] = {}
         #: copy-on-write: whether the tables' change logs were checked for leftovers
         self._leftovers_checked = False
 
@@ -543,7 +543,7 @@ class ApplyJob:
             else:
                 typed = typed_rows(table_rows, plan, dedupe=dedupe)
             if cells.is_cell_table(plan):
-                earlier = self._recorded_ranges(table)
+                earlier = self._recorded_ranges(table, side)
                 if earlier:  # late writes into ranges deleted before (ranges.py)
                     typed = ranges.guard(self.spark, plan, typed, earlier)
             if cells.is_cell_table(plan) and (side.deletes.get(table) or side.ranges.get(table)):
@@ -591,14 +591,35 @@ class ApplyJob:
             self.spark, plan, path, found, dpath, self._app_id(), batch_id
         )
         self.catalog.mark_deletes(table)  # the removed keys are recorded there
-        location = self.cfg.ranges_location(table)
-        ranges.record(self.spark, location, found, self._app_id(), batch_id)
-        self._recorded_ranges(table).extend(found)
+        # kept for later batches unless already past range.deletes.retention.ms (one the
+        # connector sent again, say)
+        kept = ranges.retained(found, self._ranges_since(side))
+        if kept:
+            location = self.cfg.ranges_location(table)
+            ranges.record(self.spark, location, kept, self._app_id(), batch_id)
+            self._recorded_ranges(table, side).extend(kept)
         log.info("table %s: %d range delete(s) removed %d row(s)", table, len(found), removed)
 
-    def _recorded_ranges(self, table: str) -> list[tuple[list[int], dict[str, Any]]]:
+    def _ranges_since(self, side: _Side) -> int | None:
+        now = int(time.time() * 1000)
+        retention = self.cfg.range_deletes_retention_ms
+        return ranges.retained_since(side.max_source_ts_ms, now, retention)
+
+    def _recorded_ranges(self, table: str, side: _Side) -> ranges.Recorded:
+        """The table's range deletes of earlier batches still retained (ranges.py)."""
+        location = self.cfg.ranges_location(table)
         if table not in self._ranges:
-            self._ranges[table] = ranges.recorded(self.spark, self.cfg.ranges_location(table))
+            self._ranges[table] = ranges.recorded(self.spark, location)
+        since = self._ranges_since(side)
+        kept = ranges.retained(self._ranges[table], since)
+        if since is not None and len(kept) < len(self._ranges[table]):
+            ranges.prune(self.spark, location, since)
+            log.info(
+                "table %s: %d range delete(s) past range.deletes.retention.ms forgotten",
+                table,
+                len(self._ranges[table]) - len(kept),
+            )
+            self._ranges[table] = kept
         return self._ranges[table]
 
     # -- merge-on-read (changelog.py) ------------------------------------------------------

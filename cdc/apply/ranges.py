@@ -378,13 +378,47 @@ def delete_ranges(
     return int(metrics["num_deleted_rows"] or 0) if metrics is not None else 0
 
 
-RANGES_DDL = "pos array<bigint>, bounds string"
+RANGES_DDL = "pos array<bigint>, source_ts_ms bigint, bounds string"
+Recorded = list[tuple[list[int], dict[str, Any]]]
+
+
+def retained_since(newest_ms: int | None, now_ms: int, retention_ms: int | None) -> int | None:
+    """The oldest write time (ms) of a range delete still kept with ``retention_ms``
+    (``range.deletes.retention.ms``), or None to keep all. Counted back from the newest write
+    time the job has seen, so a backfill of old topics keeps the ranges its own late writes
+    need, but never from beyond the wall clock (a client clock ahead, ``USING TIMESTAMP`` in
+    the future, must not expire everything)."""
+    if retention_ms is None or newest_ms is None:
+        return None
+    return min(newest_ms, now_ms) - retention_ms
+
+
+def retained(ranges: Recorded, since: int | None) -> Recorded:
+    """The range deletes written at or after ``since`` (those without a write time stay)."""
+    if since is None:
+        return ranges
+    return [(p, r) for p, r in ranges if (ms := _written_ms(r)) is None or ms >= since]
+
+
+def _written_ms(parsed: Mapping[str, Any]) -> int | None:
+    meta = parsed.get("meta") or (None,)
+    return int(meta[0]) if meta[0] is not None else None
+
+
+def prune(spark: Any, location: str, since: int) -> None:
+    """Removes the range deletes written before ``since`` from the side table."""
+    from delta.tables import DeltaTable
+
+    from cdc.apply.tables import sql_path
+
+    if DeltaTable.isDeltaTable(spark, location):
+        spark.sql(f"DELETE FROM {sql_path(location)} WHERE source_ts_ms < {int(since)}")
 
 
 def record(
     spark: Any,
     location: str,
-    ranges: list[tuple[list[int], dict[str, Any]]],
+    ranges: Recorded,
     app_id: str,
     batch_id: int,
 ) -> None:
@@ -392,11 +426,13 @@ def record(
     side table. A range delete also covers rows no batch has written yet: a late write of an
     older time into the range, which Cassandra's range tombstone shadows. The deleted-keys side
     table only holds the keys that were stored at the delete, so :func:`guard` reads these.
-    Kept as Cassandra keeps tombstones until they are purged: not compacted (a range delete is
-    one small row). Delta's idempotent writes make a replayed batch append nothing twice."""
+    Kept as Cassandra keeps tombstones until it purges them (``gc_grace_seconds``): not
+    compacted (a range delete is one small row), but pruned after
+    ``range.deletes.retention.ms`` (:func:`prune`). Delta's idempotent writes make a replayed
+    batch append nothing twice."""
     import orjson
 
-    rows = [([int(p) for p in pos], orjson.dumps(r).decode()) for pos, r in ranges]
+    rows = [([int(p) for p in pos], _written_ms(r), orjson.dumps(r).decode()) for pos, r in ranges]
     (
         spark.createDataFrame(rows, RANGES_DDL)
         .coalesce(1)
@@ -408,7 +444,7 @@ def record(
     )
 
 
-def recorded(spark: Any, location: str) -> list[tuple[list[int], dict[str, Any]]]:
+def recorded(spark: Any, location: str) -> Recorded:
     """The range deletes :func:`record` appended (none when the side table does not exist)."""
     import orjson
     from delta.tables import DeltaTable

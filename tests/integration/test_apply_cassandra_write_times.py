@@ -164,6 +164,22 @@ def test_out_of_order_write_times_apply_cell_by_cell(
     assert rows[(5, 9)] == {**dict.fromkeys(COLUMNS), "id": 5, "line": 9, "qty": 9}
     assert sorted(k for k in rows if k[0] == 8) == [(8, 3)]
 
+    # past range.deletes.retention.ms (counted from the newest write time) the range deletes
+    # are forgotten, in the job and in its side table (the connector, started afresh, sends
+    # them again: past retention already, they are not recorded again)
+    ranges_table = job.cfg.ranges_location(t.topic.replace(".", "_"))
+    assert spark.read.format("delta").load(ranges_table).count() == 2  # partitions 6 and 8
+    with h.running(cfg, MemoryOffsetStore()) as run:
+        h.wait_streaming(run)
+        h.cql(f"INSERT INTO {h.keyspace}.orders (id, line, item) VALUES (9, 1, 'now')")
+        t.sent += 1
+        t.wait_sent()
+        time.sleep(0.01)
+        config = job_config(kafka, tmp_path, [t.topic], **{"range.deletes.retention.ms": 1})
+        ApplyJob(spark, config).run(timeout=240)
+    assert spark.read.format("delta").load(ranges_table).count() == 0
+    assert t.lake(job) == t.source()
+
 
 def test_a_table_from_before_cell_positions_gets_them(
     spark: Any, h: CassandraHarness, kafka: str, tmp_path: Path

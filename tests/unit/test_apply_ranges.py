@@ -180,3 +180,32 @@ def test_debeziums_equal_prefix_of_any_read_type_is_an_equality() -> None:
     after = _debezium([date, ("c", "01", "BytesType")], [date])
     got = ranges.parse(after, {"id": 1, "d": None, "c": None}, {}, {"d": "date", "c": "binary"})
     assert got["eq"] == {"id": 1, "d": 19849} and got["start"] == ["AQ=="] and got["end"] == []
+
+
+def test_range_deletes_are_retained_from_the_newest_write_time_never_beyond_the_clock() -> None:
+    day = 86_400_000
+    assert ranges.retained_since(None, 100 * day, 10 * day) is None  # nothing seen yet
+    assert ranges.retained_since(50 * day, 100 * day, None) is None  # kept forever
+    # a backfill of old topics counts from its own newest write time
+    assert ranges.retained_since(50 * day, 100 * day, 10 * day) == 40 * day
+    # a write time ahead of the clock does not expire everything
+    assert ranges.retained_since(500 * day, 100 * day, 10 * day) == 90 * day
+    old, new, unknown = (
+        ([1, 1], {"meta": [39 * day, "t", 0, 1]}),
+        ([1, 2], {"meta": [40 * day, "t", 0, 2]}),
+        ([1, 3], {"meta": [None, "t", 0, 3]}),
+    )
+    assert ranges.retained([old, new, unknown], 40 * day) == [new, unknown]
+    assert ranges.retained([old, new], None) == [old, new]
+
+
+def test_range_deletes_retention_is_configurable() -> None:
+    from cdc.apply.config import ConfigError, from_mapping
+
+    base = {"kafka.bootstrap.servers": "k:9092", "kafka.topics": ["t"], "target.path": "/l"}
+    base["checkpoint.location"] = "/c"
+    assert from_mapping(base).range_deletes_retention_ms == 864_000_000
+    cfg = from_mapping({**base, "range.deletes.retention.ms": "none"})
+    assert cfg.range_deletes_retention_ms is None
+    with pytest.raises(ConfigError, match=r"range\.deletes\.retention\.ms"):
+        from_mapping({**base, "range.deletes.retention.ms": "-1"})
