@@ -41,16 +41,15 @@ from typing import Any
 
 from cdc.apply import sparktypes as st
 from cdc.apply.policy import CELLS, META_TYPES
+from cdc.apply.policy import DESCRIPTOR as _DESCRIPTOR
+from cdc.apply.policy import FILLS as _FILLS
+from cdc.apply.policy import UNAVAILABLE as _UNAVAILABLE
 from cdc.apply.tables import sql_string
 
 #: the ``__cells`` key of the row's deletion horizon (no column is named by the empty string)
 HORIZON = ""
 NO_CELL = "CAST(array() AS array<bigint>)"
 
-# helper columns of the merge source (merge.py)
-_UNAVAILABLE = "_tm_unavailable"
-_FILLS = "_tm_fills"
-_DESCRIPTOR = "_tm_descriptor"
 #: the position of the newest delete of the batch a row was written after (cells.with_cuts)
 CUT = "_tm_cut"
 

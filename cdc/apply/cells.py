@@ -216,9 +216,7 @@ def guard(spark: Any, source: Any, plan: TablePlan, deletes_path: str) -> Any:
 
     log = spark.read.format("delta").load(deletes_path)
     patterns = [list(plan.key), *_patterns(log.filter(_null_key(plan)), plan)]
-    out = source
-    if CUT not in out.columns:
-        out = out.withColumn(CUT, F.lit(None).cast("array<bigint>"))
+    out = source  # typed_rows gives a Cassandra table's rows their CUT
     for named in patterns:
         latest = (
             log.filter(_named_exactly(named, plan))
@@ -276,11 +274,12 @@ CUT = cell_merge.CUT
 
 
 def with_cuts(spark: Any, typed: Any, plan: TablePlan, range_deletes: list[Any]) -> Any:
-    """``typed`` with :data:`CUT`: the position of the newest delete of this batch (a partition
-    delete, or a range delete: ``range_deletes`` as ranges.py parses them) that covers the
-    row's key, or null. A row written after such a delete lives anew: what the fold took from
-    writes before the delete, and what the table stored before it, is gone (Cassandra's
-    tombstone shadows those cells), so the MERGE must not keep it (merge.py's cut rules)."""
+    """``typed`` with :data:`CUT` raised to the position of the newest delete of this batch (a
+    partition delete, or a range delete: ``range_deletes`` as ranges.py parses them) that
+    covers the row's key (typed_rows starts it at the fold's row-delete horizon). A row
+    written after such a delete lives anew: what the fold took from writes before the delete,
+    and what the table stored before it, is gone (Cassandra's tombstone shadows those cells),
+    so the MERGE must not keep it (cell_merge.py)."""
     from pyspark.sql import functions as F
 
     from cdc.apply import ranges
@@ -297,8 +296,6 @@ def with_cuts(spark: Any, typed: Any, plan: TablePlan, range_deletes: list[Any])
     if range_deletes:
         cuts.append((list(plan.key), ranges.covering(spark, plan, typed, range_deletes)))
     out = typed
-    if CUT not in out.columns:
-        out = out.withColumn(CUT, F.lit(None).cast("array<bigint>"))
     for on, cut in cuts:
         out = out.join(cut, on=on, how="left").withColumn(
             CUT,

@@ -41,14 +41,10 @@ from typing import Any
 
 from cdc.apply import cells
 from cdc.apply import sparktypes as st
-from cdc.apply.merge import (
-    _DESCRIPTOR,
-    _FILLS,
-    _UNAVAILABLE,
-    MergeCounts,
-    guard_deleted,
-    merge_table,
-)
+from cdc.apply.merge import MergeCounts, guard_deleted, merge_table
+from cdc.apply.policy import DESCRIPTOR as _DESCRIPTOR
+from cdc.apply.policy import FILLS as _FILLS
+from cdc.apply.policy import UNAVAILABLE as _UNAVAILABLE
 from cdc.apply.policy import TablePlan
 from cdc.apply.tables import sql_path, sql_string
 

@@ -39,12 +39,11 @@ from cdc.apply import cell_merge as cm
 from cdc.apply import cells
 from cdc.apply import sparktypes as st
 from cdc.apply.policy import DELETE_META_TYPES, META_TYPES, TablePlan
+from cdc.apply.policy import DESCRIPTOR as _DESCRIPTOR
+from cdc.apply.policy import FILLS as _FILLS
+from cdc.apply.policy import UNAVAILABLE as _UNAVAILABLE
 from cdc.apply.tables import sql_string
 
-# Helper columns of the merge source (never stored).
-_UNAVAILABLE = "_tm_unavailable"
-_FILLS = "_tm_fills"
-_DESCRIPTOR = "_tm_descriptor"
 _DELETED_AT = "_tm_deleted_pos"
 
 

@@ -250,6 +250,12 @@ META_TYPES: dict[str, Any] = {
     "__partition": "integer",
     "__offset": "long",
 }
+#: Helper columns of a MERGE source (merge.py, cell_merge.py; never stored): the placeholder
+#: columns no change of the batch filled, the fill positions, the row's schema descriptor.
+UNAVAILABLE = "_tm_unavailable"
+FILLS = "_tm_fills"
+DESCRIPTOR = "_tm_descriptor"
+
 #: The column only Cassandra tables carry: each cell's position where it differs from the
 #: row's (cell_merge.py).
 CELLS = "__cells"

@@ -467,9 +467,8 @@ def guard(
 
     cut = covering(spark, plan, rows, ranges)
     gone = F.col("_tm_c")
-    out = rows if CUT in rows.columns else rows.withColumn(CUT, F.lit(None).cast("array<bigint>"))
     return (
-        out.join(cut, on=list(plan.key), how="left")
+        rows.join(cut, on=list(plan.key), how="left")
         .filter(gone.isNull() | (F.col("__pos") > gone))
         .withColumn(CUT, F.greatest(F.col(CUT), gone))
         .drop("_tm_c")
