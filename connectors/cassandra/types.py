@@ -173,11 +173,22 @@ def _json_text(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False)
 
 
-def cell_schema(base: Schema) -> Schema:
-    return struct(
-        [("value", base.as_optional()), ("deletion_ts", OPTIONAL_INT64), ("set", BOOLEAN)],
-        optional=True,
-    )
+def cell_schema(base: Schema, t: CqlType | None = None) -> Schema:
+    """The seed's cell struct; a non-frozen set or map has a fourth field, ``removed``: the
+    elements (set) or keys (map) an element-wise write removed, null for a whole write
+    (:func:`connectors.cassandra.mutation._complex`)."""
+    fields = [("value", base.as_optional()), ("deletion_ts", OPTIONAL_INT64), ("set", BOOLEAN)]
+    if t is not None and is_delta_collection(t):
+        assert base.value_schema is not None
+        element = base.key_schema if t.name == "map" else base.value_schema
+        assert element is not None
+        fields.append(("removed", array(element.as_optional()).as_optional()))
+    return struct(fields, optional=True)
+
+
+def is_delta_collection(t: CqlType) -> bool:
+    """A column whose element-wise writes are sent as deltas (``removed`` in its cell)."""
+    return t.multi_cell and t.name in ("set", "map")
 
 
 def _cell_converter(inner: ValueConverter | None) -> ValueConverter:
@@ -186,6 +197,28 @@ def _cell_converter(inner: ValueConverter | None) -> ValueConverter:
         if v is not None and inner is not None:
             v = inner(v)
         return {"value": v, "deletion_ts": deletion_ts, "set": set_}
+
+    return convert
+
+
+def _delta_cell_converter(t: CqlType, inner: ValueConverter | None) -> ValueConverter:
+    """A non-frozen set's or map's cell: its removed elements or keys converted as the value's
+    (a map's keys through the map's converter, which owns the key's text form). A snapshot
+    read's cell has no fourth member: a whole value."""
+
+    def removed_of(gone: list[Any] | None) -> list[Any] | None:
+        if gone is None or inner is None:
+            return gone
+        if t.name == "map":
+            return list(inner(dict.fromkeys(gone)))
+        return list(inner(gone))
+
+    def convert(cell: tuple[Any, ...]) -> dict[str, Any]:
+        v, deletion_ts, set_ = cell[:3]
+        if v is not None and inner is not None:
+            v = inner(v)
+        gone = removed_of(cell[3]) if len(cell) > 3 else None
+        return {"value": v, "deletion_ts": deletion_ts, "set": set_, "removed": gone}
 
     return convert
 
@@ -253,11 +286,15 @@ class CassandraValueConverters:
     def schema_for(self, table: Table, column: Column) -> Schema | None:
         if column.native_type == RANGE_BOUND_COLUMN:
             return range_bound_schema(table, self.modes)
-        base = connect_schema(parse_type(column.type_name), self.modes)
-        return base if column.native_type == KEY_COLUMN else cell_schema(base)
+        t = parse_type(column.type_name)
+        base = connect_schema(t, self.modes)
+        return base if column.native_type == KEY_COLUMN else cell_schema(base, t)
 
     def converter_for(self, table: Table, column: Column) -> ValueConverter | None:
         if column.native_type == RANGE_BOUND_COLUMN:
             return _range_bound_converter(table, self.modes)
-        inner = _plain(parse_type(column.type_name), self.modes)
-        return inner if column.native_type == KEY_COLUMN else _cell_converter(inner)
+        t = parse_type(column.type_name)
+        inner = _plain(t, self.modes)
+        if column.native_type == KEY_COLUMN:
+            return inner
+        return _delta_cell_converter(t, inner) if is_delta_collection(t) else _cell_converter(inner)

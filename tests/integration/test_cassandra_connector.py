@@ -391,6 +391,43 @@ def test_snapshot_and_commit_log_give_the_same_values(
     assert numbers == NUMBER_MODES[(decimal_mode, varint_mode)]
 
 
+def test_element_wise_set_and_map_writes_carry_what_they_removed(h: CassandraHarness) -> None:
+    """A non-frozen set or map written by element is a delta of the stored collection: its
+    cell lists the elements (keys) the write removed, an empty list for a pure addition,
+    and null for a whole write, which also sets ``deletion_ts`` (the collection tombstone).
+    Lists keep the plain cell (their removals are by hidden cell path)."""
+    h.cql(
+        f"CREATE TABLE {h.keyspace}.deltas (id int PRIMARY KEY, s set<int>, m map<int, text>, "
+        "l list<int>, fs frozen<set<int>>) WITH cdc = true"
+    )
+    cfg = h.config(**{"snapshot.mode": "never", "table.include.list": rf"{h.keyspace}\.deltas"})
+    t = f"{h.keyspace}.deltas"
+    with h.running(cfg) as run:
+        h.wait_streaming(run)
+        h.cql(f"INSERT INTO {t} (id, s, m, l, fs) VALUES (1, {{1, 2}}, {{1: 'a'}}, [1], {{1}})")
+        h.cql(f"UPDATE {t} SET s = s + {{3}}, m[2] = 'b', l = l + [2] WHERE id = 1")
+        h.cql(f"UPDATE {t} SET s = s - {{1, 9}}, m = m - {{1}} WHERE id = 1")
+        h.cql(f"DELETE m[2] FROM {t} WHERE id = 1")
+        h.cql(f"UPDATE {t} SET s = {{7}}, m = {{}} WHERE id = 1")
+        events = h.read(cfg, "deltas", min_count=5)
+    cells = [{c: e.after[c] for c in ("s", "m", "l", "fs") if e.after[c]} for e in events]
+    insert, add, remove, delete_key, overwrite = cells
+    assert insert["s"]["value"] == [1, 2] and insert["s"]["removed"] is None
+    assert insert["s"]["deletion_ts"] is not None  # an INSERT writes the collection whole
+    assert insert["m"]["value"] == {"1": "a"} and insert["m"]["removed"] is None
+    assert "removed" not in insert["l"] and "removed" not in insert["fs"]
+    assert (add["s"]["value"], add["s"]["removed"], add["s"]["deletion_ts"]) == ([3], [], None)
+    assert (add["m"]["value"], add["m"]["removed"]) == ({"2": "b"}, [])
+    assert add["l"]["value"] == [2]
+    # a removal names the elements whether or not the collection held them (no read)
+    assert (remove["s"]["value"], remove["s"]["removed"]) == ([], [1, 9])
+    assert (remove["m"]["value"], remove["m"]["removed"]) == ({}, ["1"])
+    assert (delete_key["m"]["value"], delete_key["m"]["removed"]) == ({}, ["2"])
+    assert (overwrite["s"]["value"], overwrite["s"]["removed"]) == ([7], None)
+    assert overwrite["s"]["deletion_ts"] is not None
+    assert overwrite["m"]["value"] is None and overwrite["m"]["removed"] is None
+
+
 def test_varint_beyond_64_bits_in_long_mode_follows_the_failure_mode(
     h: CassandraHarness,
 ) -> None:

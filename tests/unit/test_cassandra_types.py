@@ -79,3 +79,34 @@ def test_decimal_and_varint_modes_convert_the_decoders_text() -> None:
     assert _convert("list<decimal>", double, ["1E-3", None]) == [0.001, None]
     assert _convert("map<decimal, decimal>", double, {"1E-3": "2"}) == {"0.001": 2.0}
     assert _convert("map<varint, text>", NumberModes(varint="long"), {"5": "x"}) == {"5": "x"}
+
+
+def test_element_wise_writes_of_sets_and_maps_convert_their_removed_elements() -> None:
+    """A set's removed elements convert as its elements do, a map's removed keys as its keys
+    (text, a decimal key in its plain form); a whole write (and a snapshot read, which has no
+    fourth member) has ``removed`` null; lists and frozen sets have no such field."""
+    double = NumberModes(decimal="double")
+    modes = CassandraValueConverters(double)
+
+    def cell(type_text: str, value: Any) -> Any:
+        column = Column("c", 0, type_text, optional=True, native_type=1)
+        table = Table(TableId(None, "ks", "t"), (column,), ())
+        conv = modes.converter_for(table, column)
+        assert conv is not None
+        fields = [f.name for f in modes.schema_for(table, column).fields]  # type: ignore[union-attr]
+        return conv(value), fields
+
+    out, fields = cell("set<decimal>", (["1E-3"], None, True, ["2", "1E+1"]))
+    assert out["value"] == [0.001] and out["removed"] == [2.0, 10.0]
+    assert fields == ["value", "deletion_ts", "set", "removed"]
+    out, _ = cell("map<decimal, int>", ({"1E-3": 1}, None, True, ["1E+1"]))
+    assert out["value"] == {"0.001": 1} and out["removed"] == ["10"]
+    out, _ = cell("map<int, text>", ({}, None, True, [5]))
+    assert out["removed"] == ["5"]
+    out, _ = cell("set<int>", ([1, 2], 1_000_000, True, None))
+    assert out["removed"] is None and out["deletion_ts"] == 1_000_000
+    out, _ = cell("set<int>", ([1, 2], None, True))  # a snapshot read
+    assert out["removed"] is None
+    for whole in ("list<int>", "frozen<set<int>>"):
+        out, fields = cell(whole, ([1], None, True))
+        assert "removed" not in out and fields == ["value", "deletion_ts", "set"]
