@@ -37,8 +37,10 @@ updates into 1M rows, local[2]): the MERGE takes about 1.3-1.6x the row-level on
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
+from cdc.apply import deltas
 from cdc.apply import sparktypes as st
 from cdc.apply.policy import CELLS, META_TYPES
 from cdc.apply.policy import DESCRIPTOR as _DESCRIPTOR
@@ -145,14 +147,30 @@ def update_condition(columns: Iterable[str], absent: Absent) -> str:
     return f"s.__op <> 'd' AND (s.__pos > t.__pos OR {cut}{''.join(' OR ' + w for w in wins)})"
 
 
-def update_set(columns: Iterable[str], absent: Absent) -> dict[str, Any]:
+#: sets and maps a delta may write (deltas.py): column -> its Spark type
+Collections = Mapping[str, st.SparkType]
+_NO_COLLECTIONS: Collections = MappingProxyType({})
+
+
+def _source_value(col: str, collections: Collections, before: str) -> str:
+    """The batch's value of ``col``; a delta of a set or map is applied to ``before``."""
+    if col in collections:
+        return deltas.sql(col, collections[col], before)
+    return f"s.{_q(col)}"
+
+
+def update_set(
+    columns: Iterable[str], absent: Absent, collections: Collections = _NO_COLLECTIONS
+) -> dict[str, Any]:
     newer = "s.__pos > t.__pos"
     row_pos = "greatest(t.__pos, s.__pos)"
     out: dict[str, Any] = {}
     chosen: dict[str, Branches] = {}
     for c in columns:
+        # a delta applies to the stored collection only where it survives every delete
+        before = f"CASE WHEN {_stored_lives(c)} THEN t.{_q(c)} END"
         chosen[c] = [
-            (_source_wins(c, absent), f"s.{_q(c)}", _source_pos(c)),
+            (_source_wins(c, absent), _source_value(c, collections, before), _source_pos(c)),
             (_stored_lives(c), f"t.{_q(c)}", stored_pos(c)),
         ]
         out[_q(c)] = _value(chosen[c])
@@ -163,13 +181,19 @@ def update_set(columns: Iterable[str], absent: Absent) -> dict[str, Any]:
     return out
 
 
-def insert_values(keys: Iterable[str], columns: Iterable[str], absent: Absent) -> dict[str, Any]:
-    """A new row: its key, and the batch's cells above its own horizon."""
+def insert_values(
+    keys: Iterable[str],
+    columns: Iterable[str],
+    absent: Absent,
+    collections: Collections = _NO_COLLECTIONS,
+) -> dict[str, Any]:
+    """A new row: its key, and the batch's cells above its own horizon (a delta applied to no
+    collection)."""
     out: dict[str, Any] = {_q(k): f"s.{_q(k)}" for k in keys}
     chosen: dict[str, Branches] = {}
     for c in columns:
         kept = f"({_source_sets(c, absent)} AND {_source_pos(c)} > {_source_horizon()})"
-        chosen[c] = [(kept, f"s.{_q(c)}", _source_pos(c))]
+        chosen[c] = [(kept, _source_value(c, collections, "NULL"), _source_pos(c))]
         out[_q(c)] = _value(chosen[c])
     out.update({_q(m): f"s.{_q(m)}" for m in META_TYPES})
     out[_q(CELLS)] = _entries(chosen, "s.__pos", _source_horizon())

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from cdc.apply.policy import TablePlan
 
 CELL_FIELDS = frozenset({"value", "deletion_ts", "set"})
+#: a non-frozen set's or map's fourth cell field: what a write by element removed (deltas.py)
+REMOVED = "removed"
 #: Debezium's range tombstone bounds, fields of every ``after`` it writes (not columns)
 RANGE_FIELDS = frozenset({"_range_start", "_range_end"})
 _NONE: frozenset[str] = frozenset()
@@ -121,18 +123,21 @@ def plain_field(field: Mapping[str, Any]) -> Mapping[str, Any] | None:
     if _is_range_field(field):
         return None
     inner = {f.get("field"): f for f in field.get("fields") or () if isinstance(f, Mapping)}
-    if set(inner) != CELL_FIELDS:
+    if set(inner) - {REMOVED} != CELL_FIELDS:
         return field
     return {**inner["value"], "field": field.get("field"), "optional": True}
 
 
 def unwrap(
     image: Mapping[str, Any], key: Mapping[str, Any], op: str
-) -> tuple[dict[str, Any], frozenset[str]]:
-    """The row of a Cassandra ``after`` with plain values, and the columns the change did not
-    write (to keep their stored value). Key columns are plain (tidemark) or cells (Debezium)."""
+) -> tuple[dict[str, Any], frozenset[str], dict[str, list[Any]] | None]:
+    """The row of a Cassandra ``after`` with plain values, the columns the change did not
+    write (to keep their stored value), and the sets and maps it wrote by element: column ->
+    the elements (keys) it removed (deltas.py). Key columns are plain (tidemark) or cells
+    (Debezium)."""
     row: dict[str, Any] = {}
     unset: list[str] = []
+    removed: dict[str, list[Any]] | None = None
     for col, cell in image.items():
         if col in key:
             is_cell = isinstance(cell, Mapping) and cell.keys() >= CELL_FIELDS
@@ -152,9 +157,12 @@ def unwrap(
         row[col] = cell.get("value") if cell["set"] else None
         if not cell["set"]:
             unset.append(col)
+        elif isinstance(gone := cell.get(REMOVED), list) and op != "r":
+            removed = removed or {}
+            removed[col] = gone
     if op == "r" or not unset:
-        return row, _NONE  # a snapshot read is the whole row
-    return row, frozenset(unset)
+        return row, _NONE, removed  # a snapshot read is the whole row
+    return row, frozenset(unset), removed
 
 
 def keeps_stored(plan: TablePlan) -> bool:

@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cdc.apply import cells
+from cdc.apply import cells, deltas
 from cdc.apply import sparktypes as st
 from cdc.apply.merge import MergeCounts, guard_deleted, merge_table
 from cdc.apply.policy import DESCRIPTOR as _DESCRIPTOR
@@ -155,7 +155,9 @@ def fold(rows: Any, plan: TablePlan) -> Any:
     A Cassandra table's rows (a key folded by two worker tasks) are folded the same way with
     every column a placeholder column (any may be unset), and the row's cut
     (:data:`cells.CUT`) is the newest delete or cut of any of the key's rows: a value one task
-    took from before a delete the other task saw is then not kept (cell_merge.py)."""
+    took from before a delete the other task saw is then not kept (cell_merge.py). A set or
+    map whose newest write in either task was a delta keeps that delta (with what it removed)
+    for the MERGE: the other task's older writes of that column are not applied under it."""
     from pyspark.sql import functions as F
     from pyspark.sql.window import Window
 
@@ -163,6 +165,7 @@ def fold(rows: Any, plan: TablePlan) -> Any:
     latest = Window.partitionBy(*keys).orderBy(F.col("__pos").desc())
     everything = Window.partitionBy(*keys)
     every = cells.is_cell_table(plan)
+    sets = deltas.columns(plan.columns, plan.key) if deltas.REMOVED in rows.columns else {}
     placeholder_cols = [
         c
         for c, t in plan.columns.items()
@@ -185,9 +188,10 @@ def fold(rows: Any, plan: TablePlan) -> Any:
         carried = F.col("__op") == "d"
         has_value = carried | ~F.array_contains(unavailable, c)
         value_pos = F.when(carried, F.col("__pos")).otherwise(F.coalesce(fills[c], F.col("__pos")))
-        candidate = F.struct(
-            F.col(st.quote(c)).alias("v"), carried.alias("gone"), value_pos.alias("p")
-        )
+        fields = [F.col(st.quote(c)).alias("v"), carried.alias("gone"), value_pos.alias("p")]
+        if c in sets:  # a Cassandra delta's removed elements go with its value (deltas.py)
+            fields.append(F.col(deltas.REMOVED).getField(c).alias("rm"))
+        candidate = F.struct(*fields)
         best[c] = f"_tm_best_{i}"
         candidates.append(
             F.max_by(F.when(has_value, candidate), F.when(has_value, value_pos))
@@ -222,6 +226,15 @@ def fold(rows: Any, plan: TablePlan) -> Any:
             for c in placeholder_cols
         ]
     )
+    if sets:
+        removed = [
+            F.when(taken[c], F.col(best[c]).getField("rm"))
+            .when(gone[c], F.lit(None))
+            .otherwise(F.col(deltas.REMOVED).getField(c))
+            .alias(c)
+            for c in sets
+        ]
+        out = out.withColumn(deltas.REMOVED, F.struct(*removed))
     out = out.withColumn(_UNAVAILABLE, F.array_except(unavailable, filled))
     out = out.withColumn(
         _FILLS,

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from cdc.apply import cells, documents, ranges
+from cdc.apply import cells, deltas, documents, ranges
 from cdc.apply import sparktypes as st
 from cdc.apply.ordering import (
     OrderingError,
@@ -110,6 +110,9 @@ class Change:
     patch: list[tuple[tuple[int, ...], dict[str, Any]]] | None = None
     #: a Cassandra range delete's bounds (ranges.py); such a change is no row
     range: dict[str, Any] | None = None
+    #: Cassandra sets and maps written by element: column -> the elements (keys) the write
+    #: removed, in the column's form; the column's value in ``row`` is what it added (deltas.py)
+    removed: dict[str, Any] | None = None
 
     @property
     def key_json(self) -> str:
@@ -335,9 +338,10 @@ class Parser:
         if not isinstance(image, dict):
             raise BadInput(f"'{'before' if op == 'd' else 'after'}' is not an object")
         unset = _NONE
+        removed: dict[str, Any] | None = None
         if cells.is_cassandra(source, connector):  # cell structs to plain values (cells.py)
             try:
-                image, unset = cells.unwrap(image, key_payload, op)
+                image, unset, removed = cells.unwrap(image, key_payload, op)
             except cells.CellError as exc:
                 raise BadInput(str(exc)) from None
         shape = (
@@ -365,9 +369,13 @@ class Parser:
         unavailable |= unset
         if patch is not None:
             unavailable = frozenset({"document"})  # completed from the stored document
+        if removed:
+            removed = _removed_forms(removed, shape)
         for col, fn in shape.normalizers.items():
             if row.get(col) is not None and col not in unavailable:
                 row[col] = fn(row[col])
+            if removed and col in removed:
+                removed[col] = fn(removed[col])
         return Change(
             topic,
             partition,
@@ -387,6 +395,7 @@ class Parser:
             shape,
             layout,
             patch=patch,
+            removed=removed,
         )
 
     def _from_avro(self, topic: str, raw: bytes, *, is_key: bool) -> bytes:
@@ -587,6 +596,17 @@ def _infer_shape(
         types[n] = None if value in forms else st.infer_type(value)
     digest = hashlib.sha1("\x00".join(names).encode()).hexdigest()[:16]
     return RowShape(tuple(names), types, {}, dict.fromkeys(names, forms), digest, inferred=True)
+
+
+def _removed_forms(removed: dict[str, list[Any]], shape: RowShape) -> dict[str, Any] | None:
+    """The removed elements of Cassandra deltas in their column's form (deltas.py); only for
+    columns the row schema holds as a set (array) or map."""
+    out = {}
+    for col, gone in removed.items():
+        t = shape.types.get(col)
+        if isinstance(t, dict) and t.get("type") in ("array", "map"):
+            out[col] = deltas.removed_form(gone, t["type"] == "map")
+    return out or None
 
 
 def _then(first: st.Normalizer, then: st.Normalizer) -> st.Normalizer:

@@ -31,6 +31,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cdc.apply import deltas
+from cdc.apply.deltas import Delta
 from cdc.apply.documents import DOCUMENT, apply_steps
 from cdc.apply.events import Change
 
@@ -85,15 +87,41 @@ def is_key_change_create(change: Change) -> bool:
 
 
 def _candidate(change: Change, col: str) -> tuple[Pos, Any] | None:
-    """What ``change`` says about ``col``: its value, a Ref (the create of a key change), or
-    nothing (a placeholder, or a column it does not have)."""
+    """What ``change`` says about ``col``: its value, a Ref (the create of a key change), a
+    :class:`~cdc.apply.deltas.Delta` (a Cassandra set or map written by element), or nothing
+    (a placeholder, or a column it does not have)."""
     if col in change.unavailable:
         if is_key_change_create(change):
             return change.pos, Ref(change.key_json, key_change_id(change.pos))
         return None
     if col in change.row:
+        if change.removed and col in change.removed:
+            return change.pos, Delta(change.row[col], change.removed[col])
         return change.pos, change.row[col]
     return None
+
+
+def _settled(change: Change, before: dict[str, tuple[Pos, Any]] | None) -> Change:
+    """``change`` with its deltas applied to the values ``before`` it (column -> candidate),
+    or, with ``before`` None, to no collection at all (the change follows a delete of the key:
+    what was stored is gone). A delta with no value before it in the batch stays a delta, for
+    the MERGE to apply to the stored value."""
+    assert change.removed
+    row = dict(change.row)
+    left: dict[str, Any] = {}
+    for col, gone in change.removed.items():
+        delta = Delta(row[col], gone)
+        cand = None if before is None else before.get(col)
+        if before is not None and cand is None:
+            left[col] = gone
+            continue
+        base = None if cand is None or isinstance(cand[1], Ref) else cand[1]
+        out = deltas.apply(base, delta)
+        if isinstance(out, Delta):
+            row[col], left[col] = out.added, out.removed
+        else:
+            row[col] = out
+    return dataclasses.replace(change, row=row, removed=left or None)
 
 
 def _pre_image(state: Folded | None, delete: Change) -> Image:
@@ -165,7 +193,18 @@ def _fold(state: Folded | None, change: Change) -> Folded:
 def _new_winner(state: Folded, change: Change) -> Folded:
     old = state.winner
     if old.op == "d":
+        if change.removed:
+            change = _settled(change, None)
         return Folded(change, {}, old.pos, state.count, state.images)
+    if change.removed:
+        before = {}
+        for col in change.removed:
+            cand = _candidate(old, col)
+            if cand is None and col in old.unavailable:
+                cand = state.fills.get(col)
+            if cand is not None:
+                before[col] = cand
+        change = _settled(change, before)
     if change.patch is not None:  # MongoDB: applied to the preceding document (documents.py)
         return Folded(compose(old, change), {}, state.delete_horizon, state.count, state.images)
     fills: dict[str, tuple[Pos, Any]] = {}
@@ -195,13 +234,17 @@ class Resolved:
     #: the position of a delete of the key in the batch that the row was written after: the
     #: row lives anew, so a Cassandra MERGE keeps no stored cell older than it (cell_merge.py)
     cut: Pos | None = None
+    #: columns whose value in ``row`` is what a delta added to the stored collection, and what
+    #: it removed (deltas.py)
+    removed: dict[str, Any] | None = None
 
 
 def resolve(state: Folded) -> Resolved:
     change = state.winner
     cut = state.delete_horizon if change.op != "d" else None
+    removed = dict(change.removed) if change.removed else None
     if change.op == "d" or not change.unavailable:
-        return Resolved(change, change.row, (), {}, cut=cut)
+        return Resolved(change, change.row, (), {}, cut=cut, removed=removed)
     row = dict(change.row)
     missing: list[str] = []
     positions: dict[str, Pos] = {}
@@ -215,10 +258,14 @@ def resolve(state: Folded) -> Resolved:
         elif isinstance(cand[1], Ref):
             row[col] = None
             refs[col] = (cand[0], cand[1])
+        elif isinstance(cand[1], Delta):
+            row[col] = cand[1].added
+            positions[col] = cand[0]
+            removed = {**(removed or {}), col: cand[1].removed}
         else:
             row[col] = cand[1]
             positions[col] = cand[0]
-    return Resolved(change, row, tuple(missing), positions, refs, cut)
+    return Resolved(change, row, tuple(missing), positions, refs, cut, removed)
 
 
 def reduce_changes(changes: Iterable[Change]) -> dict[tuple[str, str], Resolved]:

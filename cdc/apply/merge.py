@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc.apply import cell_merge as cm
-from cdc.apply import cells
+from cdc.apply import cells, deltas
 from cdc.apply import sparktypes as st
 from cdc.apply.policy import DELETE_META_TYPES, META_TYPES, TablePlan
 from cdc.apply.policy import DESCRIPTOR as _DESCRIPTOR
@@ -122,6 +122,10 @@ def typed_rows(rows: Any, plan: TablePlan, *, dedupe: bool) -> Any:
     ]
     if cells.is_cell_table(plan):  # a row written after a row delete of the batch (fold.py)
         cols.append(F.col("cut").alias(cells.CUT))
+        collections = deltas.columns(plan.columns, plan.key)
+        if collections:  # what the deltas of sets and maps removed (deltas.py)
+            removed = T.StructType.fromJson(st.struct_of(list(collections.items())))
+            cols.append(F.from_json("removed_json", removed).alias(deltas.REMOVED))
     return parsed.select(*cols)
 
 
@@ -281,6 +285,7 @@ def _cell_clauses(merge: Any, plan: TablePlan, absent: dict[str, set[str]]) -> A
     than the stored row, or after which nothing of it survives, removes it; an older one cuts
     the cells it is newer than."""
     cols = [c for c in plan.columns if c not in plan.key]
+    sets = deltas.columns(plan.columns, plan.key)  # sets and maps written by element
     return (
         merge.whenMatchedDelete(condition="s.__op = 'd' AND " + cm.removes(cols, "s.__pos"))
         .whenMatchedUpdate(
@@ -288,10 +293,10 @@ def _cell_clauses(merge: Any, plan: TablePlan, absent: dict[str, set[str]]) -> A
             set=cm.cut_set(cols, "s.__pos"),
         )
         .whenMatchedUpdate(
-            condition=cm.update_condition(cols, absent), set=cm.update_set(cols, absent)
+            condition=cm.update_condition(cols, absent), set=cm.update_set(cols, absent, sets)
         )
         .whenNotMatchedInsert(
-            condition="s.__op <> 'd'", values=cm.insert_values(plan.key, cols, absent)
+            condition="s.__op <> 'd'", values=cm.insert_values(plan.key, cols, absent, sets)
         )
     )
 

@@ -47,7 +47,7 @@ OUTPUT_DDL = (
     "op string, pos array<bigint>, source_ts_ms bigint, ts_ms bigint, tx_id string, "
     "snapshot boolean, position string, row_json string, unavailable array<string>, "
     "fills map<string,array<bigint>>, descriptor string, info string, raw_key binary, "
-    "raw_value binary, refs string, patch string, cut array<bigint>"
+    "raw_value binary, refs string, patch string, cut array<bigint>, removed_json string"
 )
 INPUT_COLUMNS = ("key", "value", "topic", "partition", "offset", "headers")
 FLUSH_ROWS = 4096
@@ -292,6 +292,9 @@ class PartitionProcessor:
             [None if ch.patch is None else documents.encode(ch.patch) for ch in changes]
         )
         cols["cut"].extend([None if r.cut is None else list(r.cut) for r in results])
+        cols["removed_json"].extend(
+            [None if r.removed is None else orjson.dumps(r.removed).decode() for r in results]
+        )
         for name in ("info", "raw_key", "raw_value"):
             cols[name].extend([None] * n)
         self.out.rows += n
@@ -465,5 +468,6 @@ def arrow_schema() -> pa.Schema:
             ("refs", pa.string()),
             ("patch", pa.string()),
             ("cut", pa.list_(pa.int64())),
+            ("removed_json", pa.string()),
         ]
     )
