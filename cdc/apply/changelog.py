@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cdc.apply import cells, deltas
+from cdc.apply import cell_merge, cells, deltas
 from cdc.apply import sparktypes as st
 from cdc.apply.merge import MergeCounts, guard_deleted, merge_table
 from cdc.apply.policy import DESCRIPTOR as _DESCRIPTOR
@@ -175,6 +175,9 @@ def fold(rows: Any, plan: TablePlan) -> Any:
         deleted_at = F.when(F.col("__op") == "d", F.col("__pos"))
         cut = F.max(F.greatest(F.col(cells.CUT), deleted_at)).over(everything)
         rows = rows.withColumn(cells.CUT, cut)
+    if cell_merge.SOURCE_MARKER in rows.columns:  # the newest row marker of either part
+        marker = F.max(cell_merge.SOURCE_MARKER).over(everything)
+        rows = rows.withColumn(cell_merge.SOURCE_MARKER, marker)
     unavailable = F.coalesce(F.col(_UNAVAILABLE), F.array().cast("array<string>"))
     fills = F.coalesce(F.col(_FILLS), F.create_map().cast(_FILLS_TYPE))
     # The row number first: its sort (key, position) also serves the per-key windows below,

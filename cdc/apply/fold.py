@@ -80,6 +80,21 @@ class Folded:
     count: int = 1
     #: images handed over by deletes of this key that changed the key
     images: list[Image] = field(default_factory=list)
+    #: the position of the newest change that writes a row marker (:data:`MARKS`) above the
+    #: delete horizon: a Cassandra row lives while it has one, even with every cell null
+    marker: Pos | None = None
+
+
+#: the ops whose row has a Cassandra row marker: an ``INSERT``, and a snapshot read (its row
+#: was live when read)
+MARKS = frozenset({"c", "r"})
+
+
+def _marker(change: Change, below: Pos | None = None) -> Pos | None:
+    """The row marker ``change`` writes, else the one ``below`` it (None when it deletes)."""
+    if change.op in MARKS:
+        return change.pos
+    return None if change.op == "d" else below
 
 
 def is_key_change_create(change: Change) -> bool:
@@ -160,20 +175,25 @@ def fold(state: Folded | None, change: Change) -> Folded:
 
 def _fold(state: Folded | None, change: Change) -> Folded:
     if state is None:
-        return Folded(change)
+        return Folded(change, marker=_marker(change))
     state.count += 1
     winner = state.winner
     if change.pos > winner.pos:
         return _new_winner(state, change)
     if change.pos == winner.pos:
         return state  # the same event again (a duplicate record): nothing new
-    # An older change: it can only fill placeholders of the winner or move the delete horizon.
+    # An older change: it can only fill placeholders of the winner, move the delete horizon or
+    # give the row an older marker.
     horizon = state.delete_horizon
     if change.op == "d":
         if horizon is None or change.pos > horizon:
             state.delete_horizon = change.pos
             state.fills = {c: v for c, v in state.fills.items() if v[0] > change.pos}
+            if state.marker is not None and state.marker <= change.pos:
+                state.marker = None
         return state
+    if change.op in MARKS and (horizon is None or change.pos > horizon):
+        state.marker = max(state.marker or change.pos, change.pos)
     if winner.op == "d" or not winner.unavailable or is_key_change_create(winner):
         return state
     if winner.patch is not None:
@@ -195,7 +215,8 @@ def _new_winner(state: Folded, change: Change) -> Folded:
     if old.op == "d":
         if change.removed:
             change = _settled(change, None)
-        return Folded(change, {}, old.pos, state.count, state.images)
+        return Folded(change, {}, old.pos, state.count, state.images, _marker(change))
+    marker = _marker(change, state.marker)
     if change.removed:
         before = {}
         for col in change.removed:
@@ -206,7 +227,8 @@ def _new_winner(state: Folded, change: Change) -> Folded:
                 before[col] = cand
         change = _settled(change, before)
     if change.patch is not None:  # MongoDB: applied to the preceding document (documents.py)
-        return Folded(compose(old, change), {}, state.delete_horizon, state.count, state.images)
+        composed = compose(old, change)
+        return Folded(composed, {}, state.delete_horizon, state.count, state.images, marker)
     fills: dict[str, tuple[Pos, Any]] = {}
     if not is_key_change_create(change):  # a key change's create starts a new life
         for col in change.unavailable:
@@ -215,7 +237,7 @@ def _new_winner(state: Folded, change: Change) -> Folded:
                 cand = state.fills.get(col)
             if cand is not None:
                 fills[col] = cand
-    return Folded(change, fills, state.delete_horizon, state.count, state.images)
+    return Folded(change, fills, state.delete_horizon, state.count, state.images, marker)
 
 
 @dataclass(slots=True)
@@ -237,14 +259,17 @@ class Resolved:
     #: columns whose value in ``row`` is what a delta added to the stored collection, and what
     #: it removed (deltas.py)
     removed: dict[str, Any] | None = None
+    #: the newest row marker of the key's changes in the batch above its cut (Folded.marker)
+    marker: Pos | None = None
 
 
 def resolve(state: Folded) -> Resolved:
     change = state.winner
     cut = state.delete_horizon if change.op != "d" else None
     removed = dict(change.removed) if change.removed else None
+    marker = state.marker if change.op != "d" else None
     if change.op == "d" or not change.unavailable:
-        return Resolved(change, change.row, (), {}, cut=cut, removed=removed)
+        return Resolved(change, change.row, (), {}, cut=cut, removed=removed, marker=marker)
     row = dict(change.row)
     missing: list[str] = []
     positions: dict[str, Pos] = {}
@@ -265,7 +290,7 @@ def resolve(state: Folded) -> Resolved:
         else:
             row[col] = cand[1]
             positions[col] = cand[0]
-    return Resolved(change, row, tuple(missing), positions, refs, cut, removed)
+    return Resolved(change, row, tuple(missing), positions, refs, cut, removed, marker)
 
 
 def reduce_changes(changes: Iterable[Change]) -> dict[tuple[str, str], Resolved]:

@@ -122,6 +122,7 @@ def typed_rows(rows: Any, plan: TablePlan, *, dedupe: bool) -> Any:
     ]
     if cells.is_cell_table(plan):  # a row written after a row delete of the batch (fold.py)
         cols.append(F.col("cut").alias(cells.CUT))
+        cols.append(F.col("marker").alias(cm.SOURCE_MARKER))
         collections = deltas.columns(plan.columns, plan.key)
         if collections:  # what the deltas of sets and maps removed (deltas.py)
             removed = T.StructType.fromJson(st.struct_of(list(collections.items())))
@@ -283,7 +284,8 @@ def _update_expr(col: str, t: Any, absent_in: Iterable[str] | None, *, every: bo
 def _cell_clauses(merge: Any, plan: TablePlan, absent: dict[str, set[str]]) -> Any:
     """A Cassandra table's clauses: last write wins per cell (cell_merge.py). A delete newer
     than the stored row, or after which nothing of it survives, removes it; an older one cuts
-    the cells it is newer than."""
+    the cells it is newer than. A write after which the row has neither a cell with a value
+    nor a row marker removes it too (or stores no new row), as Cassandra then shows none."""
     cols = [c for c in plan.columns if c not in plan.key]
     sets = deltas.columns(plan.columns, plan.key)  # sets and maps written by element
     return (
@@ -292,11 +294,13 @@ def _cell_clauses(merge: Any, plan: TablePlan, absent: dict[str, set[str]]) -> A
             condition="s.__op = 'd' AND " + cm.cut_condition("s.__pos"),
             set=cm.cut_set(cols, "s.__pos"),
         )
+        .whenMatchedDelete(condition=cm.update_removes(cols, absent, sets))
         .whenMatchedUpdate(
             condition=cm.update_condition(cols, absent), set=cm.update_set(cols, absent, sets)
         )
         .whenNotMatchedInsert(
-            condition="s.__op <> 'd'", values=cm.insert_values(plan.key, cols, absent, sets)
+            condition=cm.insert_condition(cols, absent, sets),
+            values=cm.insert_values(plan.key, cols, absent, sets),
         )
     )
 

@@ -47,7 +47,8 @@ OUTPUT_DDL = (
     "op string, pos array<bigint>, source_ts_ms bigint, ts_ms bigint, tx_id string, "
     "snapshot boolean, position string, row_json string, unavailable array<string>, "
     "fills map<string,array<bigint>>, descriptor string, info string, raw_key binary, "
-    "raw_value binary, refs string, patch string, cut array<bigint>, removed_json string"
+    "raw_value binary, refs string, patch string, cut array<bigint>, removed_json string, "
+    "marker array<bigint>"
 )
 INPUT_COLUMNS = ("key", "value", "topic", "partition", "offset", "headers")
 FLUSH_ROWS = 4096
@@ -295,6 +296,7 @@ class PartitionProcessor:
         cols["removed_json"].extend(
             [None if r.removed is None else orjson.dumps(r.removed).decode() for r in results]
         )
+        cols["marker"].extend([None if r.marker is None else list(r.marker) for r in results])
         for name in ("info", "raw_key", "raw_value"):
             cols[name].extend([None] * n)
         self.out.rows += n
@@ -469,5 +471,6 @@ def arrow_schema() -> pa.Schema:
             ("patch", pa.string()),
             ("cut", pa.list_(pa.int64())),
             ("removed_json", pa.string()),
+            ("marker", pa.list_(pa.int64())),
         ]
     )

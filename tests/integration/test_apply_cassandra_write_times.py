@@ -283,3 +283,61 @@ def raw_records(kafka: str, topic: str, count: int) -> list[tuple[bytes, bytes |
         consumer.close()
     assert len(out) == count
     return out
+
+
+def test_a_row_lives_while_it_has_a_cell_or_an_insert_marker(
+    spark: Any, h: CassandraHarness, kafka: str, tmp_path: Path
+) -> None:
+    """Cassandra shows a row while it has a live cell or a live row marker, which only an
+    ``INSERT`` writes: a row made by ``UPDATE`` goes when its last cell is deleted; a row
+    once inserted stays, with null columns, until a delete newer than that ``INSERT`` — also
+    when later ``UPDATE``s followed it and a late delete falls between them."""
+    cfg = h.config(**{"snapshot.mode": "never"})
+    t = Table(h, spark, "liveness", cfg)
+    job = ApplyJob(spark, job_config(kafka, tmp_path, [t.topic]))
+    w = t.write
+    with h.running(cfg, MemoryOffsetStore()) as run:
+        h.wait_streaming(run)
+        w(100, "UPDATE {t} {at} SET qty = 1 WHERE id = 1 AND line = 1")
+        w(100, "UPDATE {t} {at} SET qty = 2, item = 'b' WHERE id = 2 AND line = 1")
+        w(200, "UPDATE {t} {at} SET qty = null, item = null WHERE id = 2 AND line = 1")
+        w(100, "INSERT INTO {t} (id, line, item) VALUES (3, 1, 'c') {at}")
+        w(100, "INSERT INTO {t} (id, line, item) VALUES (4, 1, 'd') {at}")
+        w(200, "UPDATE {t} {at} SET qty = 4 WHERE id = 4 AND line = 1")
+        w(100, "UPDATE {t} {at} SET qty = 5 WHERE id = 5 AND line = 1")
+        w(300, "INSERT INTO {t} (id, line, item) VALUES (6, 1, 'f') {at}")
+        w(400, "UPDATE {t} {at} SET qty = 6 WHERE id = 6 AND line = 1")
+        t.wait_sent()
+        job.run(timeout=240)
+        assert t.lake(job) == t.source()
+        assert (2, 1) not in t.lake(job)
+
+        w(300, "DELETE qty FROM {t} {at} WHERE id = 1 AND line = 1")  # its last cell
+        w(300, "DELETE item FROM {t} {at} WHERE id = 3 AND line = 1")  # its INSERT keeps it
+        w(300, "UPDATE {t} {at} SET item = null WHERE id = 4 AND line = 1")
+        w(400, "DELETE qty FROM {t} {at} WHERE id = 4 AND line = 1")  # INSERT at 100 keeps it
+        # a late row delete between the INSERT (300) and the UPDATE (400): the marker goes,
+        # the newer cell keeps the row
+        w(350, "DELETE FROM {t} {at} WHERE id = 6 AND line = 1", events=2)
+        t.wait_sent()
+        job.run(timeout=240)
+        rows = t.lake(job)
+        assert rows == t.source()
+        assert (1, 1) not in rows and rows[(3, 1)] == {**dict.fromkeys(COLUMNS), "id": 3, "line": 1}
+        assert rows[(4, 1)] == {**dict.fromkeys(COLUMNS), "id": 4, "line": 1}
+
+        # the row of 6 now lives by its cell only: deleting that cell removes it; 5 too
+        w(500, "DELETE qty FROM {t} {at} WHERE id = 6 AND line = 1")
+        w(500, "UPDATE {t} {at} SET qty = null WHERE id = 5 AND line = 1")
+        # an INSERT older than a stored UPDATE still gives the row its marker
+        w(500, "UPDATE {t} {at} SET qty = 7 WHERE id = 7 AND line = 1")
+        t.wait_sent()
+        job.run(timeout=240)
+        w(400, "INSERT INTO {t} (id, line) VALUES (7, 1) {at}")
+        w(600, "DELETE qty FROM {t} {at} WHERE id = 7 AND line = 1")
+        t.wait_sent()
+        job.run(timeout=240)
+    rows = t.lake(job)
+    assert rows == t.source()
+    assert (6, 1) not in rows and (5, 1) not in rows
+    assert rows[(7, 1)] == {**dict.fromkeys(COLUMNS), "id": 7, "line": 1}

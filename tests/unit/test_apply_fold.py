@@ -122,6 +122,26 @@ def test_a_row_written_after_a_delete_of_the_batch_carries_the_delete_as_its_cut
     assert res.cut is None
 
 
+def test_the_newest_row_marker_above_the_deletes_travels_with_the_row() -> None:
+    """An INSERT (or snapshot read) gives a Cassandra row a marker that keeps it alive with
+    every cell null; in any arrival order the fold passes the newest one a delete of the batch
+    has not shadowed (cell_merge.py)."""
+    insert, update = change("c", 1, 0, body="b"), change("u", 3, 2, title="t")
+    for order in itertools.permutations([insert, update]):
+        (res,) = reduce_changes(list(order)).values()
+        assert res.change.op == "u" and res.marker == insert.pos, order
+    shadowed = [insert, change("d", 2, 1), update]
+    for order in itertools.permutations(shadowed):
+        (res,) = reduce_changes(list(order)).values()
+        assert res.marker is None, order
+    (res,) = reduce_changes([change("u", 1, 0, title="t"), change("u", 2, 1)]).values()
+    assert res.marker is None
+    (res,) = reduce_changes([change("r", 1, 0), change("c", 2, 1), change("u", 3, 2)]).values()
+    assert res.marker == (1, 2, 1)
+    (res,) = reduce_changes([insert, change("d", 2, 1)]).values()
+    assert res.change.op == "d" and res.marker is None
+
+
 def test_duplicate_record_is_ignored() -> None:
     a = change("u", 5, 3, title="x")
     state = fold(fold(None, a), a)
