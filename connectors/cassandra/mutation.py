@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cdc.errors import ConnectorError
-from connectors.cassandra.cqltypes import CqlType, CqlTypeError, decode_value
+from connectors.cassandra.cqltypes import CqlType, CqlTypeError, decode_value, map_key
 from connectors.cassandra.rowcodec import (
     DELETION_TIME_EPOCH,
     TIMESTAMP_EPOCH,
@@ -614,7 +614,8 @@ def _complex(
             gone.append(cell[0])
     value: Any
     if t.name == "map":
-        value = {decode_value(t.params[0], k): decode_value(t.params[1], v) for k, v in elems}
+        key = t.params[0]
+        value = {map_key(decode_value(key, k)): decode_value(t.params[1], v) for k, v in elems}
     elif t.name == "set":
         value = [decode_value(t.params[0], k) for k, _ in elems]
     else:
@@ -623,5 +624,9 @@ def _complex(
         value = None
     if t.name == "list":
         return (value, deletion_ts, True), newest
-    removed = None if deletion_ts is not None else [decode_value(t.params[0], k) for k in gone]
+    removed = None
+    if deletion_ts is None:
+        removed = [decode_value(t.params[0], k) for k in gone]
+        if t.name == "map":
+            removed = [map_key(k) for k in removed]
     return (value, deletion_ts, True, removed), newest  # type: ignore[return-value]

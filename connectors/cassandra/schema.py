@@ -125,13 +125,19 @@ class SchemaCache:
                 cols.append(
                     {"column_name": r.column_name, "kind": DROPPED, "position": -1, "type": r.type}
                 )
+        user_types = {
+            (r.keyspace_name, r.type_name): (list(r.field_names), list(r.field_types))
+            for r in self.session.execute(
+                "SELECT keyspace_name, type_name, field_names, field_types FROM system_schema.types"
+            )
+        }
         by_id: dict[uuid.UUID, TableDef] = {}
         for r in self.session.execute("SELECT * FROM system_schema.tables"):
             cols = columns.get((r.keyspace_name, r.table_name))
             if not cols:
                 continue
             try:
-                t = table_from_rows(r._asdict(), cols)
+                t = table_from_rows(r._asdict(), cols, user_types)
             except ValueError as exc:
                 log.warning("table %s.%s cannot be decoded: %s", r.keyspace_name, r.table_name, exc)
                 continue

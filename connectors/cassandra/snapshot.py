@@ -29,7 +29,7 @@ from cdc.snapshot.driver import ResumePoint, TableScan, one_by_one, run_snapshot
 from cdc.snapshot_modes import snapshot_incomplete
 from cdc.spi import SnapshotSource, Snapshotter, SourceContext, TableId
 from connectors.cassandra.commitlog import list_segments, read_cdc_index
-from connectors.cassandra.cqltypes import CqlType
+from connectors.cassandra.cqltypes import CqlType, map_key
 from connectors.cassandra.offsets import START, CommitLogPosition
 from connectors.cassandra.schema import table_id
 from connectors.cassandra.snapshot_record import PENDING, record_for
@@ -292,9 +292,17 @@ def driver_value(t: CqlType, v: Any) -> Any:
     if name in ("list", "set"):
         return [driver_value(t.params[0], e) for e in v]
     if name == "map":
-        return {driver_value(t.params[0], k): driver_value(t.params[1], e) for k, e in v.items()}
+        return {
+            map_key(driver_value(t.params[0], k)): driver_value(t.params[1], e)
+            for k, e in v.items()
+        }
     if name == "tuple":
         return [driver_value(p, e) for p, e in zip(t.params, v, strict=False)]
+    if name == "udt":  # the driver's named tuple, in field order (it renames odd names)
+        return {
+            f: driver_value(p, v[i] if i < len(v) else None)
+            for i, (f, p) in enumerate(zip(t.fields, t.params, strict=True))
+        }
     return v
 
 

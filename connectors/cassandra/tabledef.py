@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from connectors.cassandra.cqltypes import CqlType, parse_type, value_decoder
+from connectors.cassandra.cqltypes import CqlType, UserTypes, parse_type, value_decoder
 
 PARTITION_KEY = "partition_key"
 CLUSTERING = "clustering"
@@ -97,27 +97,35 @@ def _pos(c: ColumnDef) -> int:
 
 
 def table_from_rows(
-    table_row: Mapping[str, Any], column_rows: Iterable[Mapping[str, Any]]
+    table_row: Mapping[str, Any],
+    column_rows: Iterable[Mapping[str, Any]],
+    user_types: UserTypes | None = None,
 ) -> TableDef:
     """Build from one ``system_schema.tables`` row and its ``system_schema.columns`` rows
-    (driver rows as dicts, or the fixture JSON)."""
-    cols = tuple(
-        ColumnDef(
-            name=str(r["column_name"] if "column_name" in r else r["name"]),
-            kind=str(r["kind"]),
-            position=int(r["position"]),
-            type=parse_type(str(r["type"])),
-            type_text=str(r["type"]),
-            descending=str(r.get("clustering_order", "")) == "desc",
-        )
-        for r in column_rows
-    )
+    (driver rows as dicts, or the fixture JSON). A column of a user-defined type (from
+    ``system_schema.types``) gets its type text spelled inline with the type's fields, so the
+    column's type can be parsed again anywhere without the definitions."""
+    keyspace = str(table_row.get("keyspace_name", table_row.get("keyspace")))
+    cols = tuple(_column(r, keyspace, user_types) for r in column_rows)
     return TableDef(
-        keyspace=str(table_row.get("keyspace_name", table_row.get("keyspace"))),
+        keyspace=keyspace,
         name=str(table_row.get("table_name", table_row.get("table"))),
         id=uuid.UUID(str(table_row["id"])),
         columns=cols,
         cdc=bool(table_row.get("cdc")),
+    )
+
+
+def _column(r: Mapping[str, Any], keyspace: str, user_types: UserTypes | None) -> ColumnDef:
+    text = str(r["type"])
+    t = parse_type(text, keyspace, user_types)
+    return ColumnDef(
+        name=str(r["column_name"] if "column_name" in r else r["name"]),
+        kind=str(r["kind"]),
+        position=int(r["position"]),
+        type=t,
+        type_text=str(t) if "udt<" in str(t) else text,
+        descending=str(r.get("clustering_order", "")) == "desc",
     )
 
 

@@ -135,7 +135,16 @@ def connect_schema(t: CqlType, modes: NumberModes = _TEXT) -> Schema:
         key = connect_schema(t.params[0], modes)
         value = connect_schema(t.params[1], modes)
         return map_of(key if key.type.value == "STRING" else STRING, value)
-    return STRING  # tuples and user types: their text form
+    if t.name == "udt":  # a struct named by the type, as Debezium's agent names it
+        return struct(
+            [
+                (f, connect_schema(p, modes).as_optional())
+                for f, p in zip(t.fields, t.params, strict=True)
+            ],
+            name=t.udt,
+            optional=True,
+        )
+    return STRING  # tuples: their text form
 
 
 def _plain(t: CqlType, modes: NumberModes = _TEXT) -> ValueConverter | None:
@@ -161,6 +170,13 @@ def _plain(t: CqlType, modes: NumberModes = _TEXT) -> ValueConverter | None:
         key: ValueConverter = key_conv or _same
         val: ValueConverter = value or _same
         return lambda m: {key(k): None if v is None else val(v) for k, v in m.items()}
+    if t.name == "udt":
+        fields = [(f, _plain(p, modes)) for f, p in zip(t.fields, t.params, strict=True)]
+        if all(conv is None for _, conv in fields):
+            return None
+        return lambda d: {
+            f: v if (v := d.get(f)) is None or conv is None else conv(v) for f, conv in fields
+        }
     return _json_text
 
 

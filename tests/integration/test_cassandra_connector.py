@@ -428,6 +428,62 @@ def test_element_wise_set_and_map_writes_carry_what_they_removed(h: CassandraHar
     assert overwrite["m"]["value"] is None and overwrite["m"]["removed"] is None
 
 
+def test_user_defined_types_are_structs_in_the_snapshot_and_the_commit_log(
+    h: CassandraHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Frozen user-defined types, nested, in collections, in a map's values and keys and as a
+    clustering column: structs named by the type, the same from the snapshot (driver values)
+    and the commit log (bytes). A non-frozen UDT column leaves its table undecoded, named."""
+    ks = h.keyspace
+    h.cql(f"CREATE TYPE {ks}.address (street text, city text, zip int)")
+    h.cql(
+        f"CREATE TYPE {ks}.person (name text, addr frozen<address>, tags frozen<set<text>>, "
+        '"Odd Name" decimal)'
+    )
+    cols = "id, home, who, places, byname, bykey"
+    table = (
+        "(id int, home frozen<address>, who frozen<person>, places list<frozen<address>>, "
+        "byname map<text, frozen<address>>, bykey map<frozen<address>, int>, "
+        "PRIMARY KEY (id, home)) WITH cdc = true"
+    )
+    values = (
+        "1, {street: 'a st', city: 'x', zip: 1}, "
+        "{name: 'ann', addr: {street: 'b st', city: null, zip: 2}, tags: {'t1', 't2'}, "
+        '"Odd Name": 1.50}, '
+        "[{street: 'c st', city: 'y', zip: 3}], {'w': {street: 'd st', city: 'z', zip: 4}}, "
+        "{{street: 'e st', city: 'v', zip: 5}: 7}"
+    )
+    for t in ("udt_snap", "udt_log"):
+        h.cql(f"CREATE TABLE {ks}.{t} {table}")
+    h.cql(f"INSERT INTO {ks}.udt_snap ({cols}) VALUES ({values})")
+    h.cql(f"CREATE TABLE {ks}.udt_open (id int PRIMARY KEY, a address) WITH cdc = true")
+    cfg = h.config(**{"snapshot.mode": "initial", "table.include.list": rf"{ks}\.udt_.*"})
+    time.sleep(1.2)  # durable before the snapshot position: no streamed copy
+    with caplog.at_level(logging.WARNING, "tidemark.cassandra"), h.running(cfg) as run:
+        h.wait_streaming(run)
+        h.cql(f"INSERT INTO {ks}.udt_log ({cols}) VALUES ({values})")
+        snap = h.read(cfg, "udt_snap", min_count=1)[0]
+        log = h.read(cfg, "udt_log", min_count=1)[0]
+    assert (snap.op, log.op) == ("r", "c")
+    values_of = [
+        {k: v["value"] if k not in snap.key else v for k, v in e.after.items()} for e in (snap, log)
+    ]
+    assert values_of[0] == values_of[1]
+    got = values_of[1]
+    assert log.key == {"id": 1, "home": {"street": "a st", "city": "x", "zip": 1}}
+    assert got["who"] == {
+        "name": "ann",
+        "addr": {"street": "b st", "city": None, "zip": 2},
+        "tags": ["t1", "t2"],
+        "Odd Name": "1.50",
+    }
+    assert got["places"] == [{"street": "c st", "city": "y", "zip": 3}]
+    assert got["byname"] == {"w": {"street": "d st", "city": "z", "zip": 4}}
+    assert got["bykey"] == {'{"street": "e st", "city": "v", "zip": 5}': 7}
+    refused = [r.getMessage() for r in caplog.records if f"{ks}.udt_open" in r.getMessage()]
+    assert refused and "non-frozen user-defined type" in refused[0]
+
+
 def test_varint_beyond_64_bits_in_long_mode_follows_the_failure_mode(
     h: CassandraHarness,
 ) -> None:

@@ -39,7 +39,7 @@ class _Session:
     def execute(self, query: str) -> _Result:
         if "system.local" in query:
             return _Result([_Row(cluster_name="test")])
-        if "dropped_columns" in query:
+        if "dropped_columns" in query or "system_schema.types" in query:
             return _Result()
         if "system_schema.columns" in query:
             return _Result(

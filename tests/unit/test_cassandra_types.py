@@ -110,3 +110,49 @@ def test_element_wise_writes_of_sets_and_maps_convert_their_removed_elements() -
     for whole in ("list<int>", "frozen<set<int>>"):
         out, fields = cell(whole, ([1], None, True))
         assert "removed" not in out and fields == ["value", "deletion_ts", "set"]
+
+
+USER_TYPES = {
+    ("ks", "address"): (["street", 'Odd "name"'], ["text", "frozen<list<int>>"]),
+    ("ks", "person"): (["name", "addr"], ["text", "frozen<address>"]),
+    ("other", "tag"): (["v"], ["int"]),
+}
+
+
+def test_user_defined_types_resolve_and_spell_themselves_inline() -> None:
+    """A UDT name is looked up in system_schema.types (of the column's keyspace, or the one
+    it names); the parsed type prints as inline text that parses back without the
+    definitions, quoting odd field names; a non-frozen UDT column is refused, named."""
+    t = parse_type("frozen<person>", "ks", USER_TYPES)
+    assert t.name == "udt" and t.frozen and t.udt == "ks.person" and t.fields == ("name", "addr")
+    assert t.params[1].fields == ("street", 'Odd "name"')
+    assert parse_type(str(t)) == t
+    assert 'udt<ks.address, street:text, "Odd ""name""":frozen<list<int>>>' in str(t)
+    listed = parse_type("list<frozen<other.tag>>", "ks", USER_TYPES)
+    assert listed.params[0].udt == "other.tag" and parse_type(str(listed)) == listed
+    with pytest.raises(CqlTypeError, match="non-frozen user-defined type"):
+        parse_type("address", "ks", USER_TYPES)
+    with pytest.raises(CqlTypeError, match="user-defined or counter"):
+        parse_type("frozen<unknown>", "ks", USER_TYPES)
+
+
+def test_user_defined_type_values_decode_to_fields_and_convert_as_their_types() -> None:
+    t = parse_type("frozen<person>", "ks", USER_TYPES)
+    addr = struct.pack(">i", 1) + b"s" + struct.pack(">i", -1)  # the list field null
+    raw = struct.pack(">i", 3) + b"ann" + struct.pack(">i", len(addr)) + addr
+    assert decode_value(t, raw) == {"name": "ann", "addr": {"street": "s", 'Odd "name"': None}}
+    # fields added to the type after the value was written read as null
+    assert decode_value(t, struct.pack(">i", 3) + b"bob") == {"name": "bob", "addr": None}
+    modes = CassandraValueConverters(NumberModes(decimal="double"))
+    column = Column(
+        "c",
+        0,
+        str(parse_type("frozen<dec>", "ks", {("ks", "dec"): (["d"], ["decimal"])})),
+        optional=True,
+        native_type=1,
+    )
+    table = Table(TableId(None, "ks", "t"), (column,), ())
+    conv = modes.converter_for(table, column)
+    assert conv is not None and conv(({"d": "1E-3"}, None, True))["value"] == {"d": 0.001}
+    schema = modes.schema_for(table, column)
+    assert schema is not None and schema.fields[0].schema.name == "ks.dec"  # type: ignore[union-attr]
