@@ -195,10 +195,14 @@ def _lives(cols: dict[str, Branches], marker: Marker) -> str:
 
 # -- a write of the batch (op c, u or r) ------------------------------------------------------
 def update_condition(columns: Iterable[str], absent: Absent) -> str:
-    """A write changes the stored row when it is newer, wins some cell, or cuts it."""
+    """A write changes the stored row when it is newer, wins some cell, cuts it, or brings a
+    row marker newer than the stored one (a late ``INSERT`` that wins no cell still keeps the
+    row alive once its newer cells are gone)."""
     wins = [_source_wins(c, absent) for c in columns]
     cut = f"{_source_horizon()} > {stored_horizon()}"
-    return f"s.__op <> 'd' AND (s.__pos > t.__pos OR {cut}{''.join(' OR ' + w for w in wins)})"
+    marker = f"{_above(_source_marker(), _new_horizon())} > {stored_marker()}"
+    changes = "".join(f" OR {w}" for w in [cut, marker, *wins])
+    return f"s.__op <> 'd' AND (s.__pos > t.__pos{changes})"
 
 
 #: sets and maps a delta may write (deltas.py): column -> its Spark type

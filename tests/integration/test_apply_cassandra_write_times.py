@@ -329,15 +329,23 @@ def test_a_row_lives_while_it_has_a_cell_or_an_insert_marker(
         # the row of 6 now lives by its cell only: deleting that cell removes it; 5 too
         w(500, "DELETE qty FROM {t} {at} WHERE id = 6 AND line = 1")
         w(500, "UPDATE {t} {at} SET qty = null WHERE id = 5 AND line = 1")
-        # an INSERT older than a stored UPDATE still gives the row its marker
-        w(500, "UPDATE {t} {at} SET qty = 7 WHERE id = 7 AND line = 1")
+        # an INSERT older than a stored UPDATE (in a later batch) still gives the row its
+        # marker, whether or not it wins a cell
+        w(500, "UPDATE {t} {at} SET qty = 7, item = 'new' WHERE id = 7 AND line = 1")
+        w(500, "UPDATE {t} {at} SET qty = 8 WHERE id = 8 AND line = 1")
         t.wait_sent()
         job.run(timeout=240)
-        w(400, "INSERT INTO {t} (id, line) VALUES (7, 1) {at}")
-        w(600, "DELETE qty FROM {t} {at} WHERE id = 7 AND line = 1")
+        # (each wins no cell: 7's item is older than the stored one, 8's writes only the key)
+        w(400, "INSERT INTO {t} (id, line, item) VALUES (7, 1, 'old') {at}")
+        w(450, "INSERT INTO {t} (id, line) VALUES (8, 1) {at}")
+        t.wait_sent()
+        job.run(timeout=240)
+        w(600, "DELETE qty, item FROM {t} {at} WHERE id = 7 AND line = 1")
+        w(600, "DELETE qty FROM {t} {at} WHERE id = 8 AND line = 1")
         t.wait_sent()
         job.run(timeout=240)
     rows = t.lake(job)
     assert rows == t.source()
     assert (6, 1) not in rows and (5, 1) not in rows
     assert rows[(7, 1)] == {**dict.fromkeys(COLUMNS), "id": 7, "line": 1}
+    assert rows[(8, 1)] == {**dict.fromkeys(COLUMNS), "id": 8, "line": 1}
