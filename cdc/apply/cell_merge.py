@@ -114,7 +114,7 @@ class Marker:
 Absent = Mapping[str, Iterable[str]]
 
 
-def _source_sets(col: str, absent: Absent) -> str:
+def source_sets(col: str, absent: Absent) -> str:
     out = f"NOT array_contains(coalesce(s.{_UNAVAILABLE}, array()), {sql_string(col)})"
     if absent.get(col):
         ids = ", ".join(sql_string(d) for d in sorted(absent[col]))
@@ -122,7 +122,7 @@ def _source_sets(col: str, absent: Absent) -> str:
     return out
 
 
-def _source_pos(col: str) -> str:
+def source_pos(col: str) -> str:
     return f"coalesce(s.{_FILLS}[{sql_string(col)}], s.__pos)"
 
 
@@ -137,7 +137,7 @@ def _new_horizon() -> str:
 def _source_wins(col: str, absent: Absent) -> str:
     """The batch's cell of ``col`` is newer than the stored one and than every delete."""
     return (
-        f"({_source_sets(col, absent)} AND {_source_pos(col)} > "
+        f"({source_sets(col, absent)} AND {source_pos(col)} > "
         f"greatest({stored_pos(col)}, {_new_horizon()}))"
     )
 
@@ -225,7 +225,7 @@ def _update_choices(
         # a delta applies to the stored collection only where it survives every delete
         before = f"CASE WHEN {_stored_lives(c)} THEN t.{_q(c)} END"
         chosen[c] = [
-            (_source_wins(c, absent), _source_value(c, collections, before), _source_pos(c)),
+            (_source_wins(c, absent), _source_value(c, collections, before), source_pos(c)),
             (_stored_lives(c), f"t.{_q(c)}", stored_pos(c)),
         ]
     return chosen
@@ -269,8 +269,8 @@ def _insert_choices(
 ) -> dict[str, Branches]:
     chosen: dict[str, Branches] = {}
     for c in columns:
-        kept = f"({_source_sets(c, absent)} AND {_source_pos(c)} > {_source_horizon()})"
-        chosen[c] = [(kept, _source_value(c, collections, "NULL"), _source_pos(c))]
+        kept = f"({source_sets(c, absent)} AND {source_pos(c)} > {_source_horizon()})"
+        chosen[c] = [(kept, _source_value(c, collections, "NULL"), source_pos(c))]
     return chosen
 
 

@@ -139,6 +139,10 @@ class ApplyConfig:
         """The side table of primary-key change images and held rows (see handover.py)."""
         return _join(self.target_path, "_tidemark", "keychanges", table)
 
+    def tombstones_location(self, table: str) -> str:
+        """The side table of a Cassandra table's cell deletes (see tombstones.py)."""
+        return _join(self.target_path, "_tidemark", "tombstones", table)
+
     def ranges_location(self, table: str) -> str:
         """The side table of a Cassandra table's range deletes (see ranges.py)."""
         return _join(self.target_path, "_tidemark", "ranges", table)

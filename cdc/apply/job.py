@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from cdc.apply import cells, changelog, document_patches, documents, ranges
+from cdc.apply import cells, changelog, document_patches, documents, ranges, tombstones
 from cdc.apply import keychanges as kc
 from cdc.apply import policy as pol
 from cdc.apply.config import ApplyConfig
@@ -40,6 +40,7 @@ from cdc.apply.events import ParseSettings
 from cdc.apply.handover import KeyChanges, Outcome, decode_image, lookup_keys, step
 from cdc.apply.merge import (
     MergeCounts,
+    absent_by_column,
     compact_deletes,
     merge_table,
     truncate,
@@ -549,6 +550,10 @@ class ApplyJob:
             if cells.is_cell_table(plan) and (side.deletes.get(table) or side.ranges.get(table)):
                 # rows written after a partition or range delete of the batch start anew
                 typed = cells.with_cuts(self.spark, typed, plan, side.ranges.get(table, []))
+            tpath = self.cfg.tombstones_location(table)
+            if cells.is_cell_table(plan) and tombstones.exists(self.spark, tpath):
+                # cell deletes of rows that left the table (tombstones.py)
+                typed = tombstones.guard(self.spark, typed, plan, tpath)
             counts = merge_table(
                 self.spark,
                 typed,
@@ -565,6 +570,9 @@ class ApplyJob:
             counts.unchanged = max(
                 0, side.rows.get(table, 0) - counts.inserted - counts.updated - counts.deleted
             )
+            if cells.is_cell_table(plan):
+                absent = absent_by_column(plan) if self.cfg.schema_evolution == "ignore" else {}
+                tombstones.record(self.spark, typed, plan, tpath, absent, self._app_id(), batch_id)
             if side.deletes.get(table, 0) and cells.is_cell_table(plan):
                 cells.delete_partitions(self.spark, typed, plan, path)  # Cassandra (cells.py)
             if side.ranges.get(table):
@@ -580,6 +588,9 @@ class ApplyJob:
             if every and info.deletes_nonempty and batch_id % every == every - 1:
                 compact_deletes(self.spark, path, dpath, list(plan.key))
                 clock.lap("compact")
+            compacts = every and batch_id % every == every - 1 and cells.is_cell_table(plan)
+            if compacts and tombstones.exists(self.spark, tpath):
+                tombstones.compact(self.spark, path, tpath, plan)
 
     def _delete_ranges(
         self, table: str, plan: pol.TablePlan, path: str, side: _Side, batch_id: int

@@ -165,7 +165,7 @@ def merge_table(
         else:
             guarded = guard_deleted(spark, source, keys, deletes_path)
 
-    absent = _absent_by_column(plan) if policy == "ignore" else {}
+    absent = absent_by_column(plan) if policy == "ignore" else {}
     merge = DeltaTable.forPath(spark, path).alias("t").merge(guarded.alias("s"), on)
     if cells.is_cell_table(plan):
         merge = _cell_clauses(merge, plan, absent)
@@ -239,6 +239,23 @@ def record_deletes(
     )
 
 
+def without_stored(
+    spark: Any, records: Any, path: str, keys: list[str], newer: Callable[[Any], Any]
+) -> Any:
+    """``records`` (by key) without those whose key the table at ``path`` holds at a position
+    ``newer(row position)`` accepts: a side table's records the table has absorbed."""
+    from pyspark.sql import functions as F
+
+    alive = (
+        spark.read.format("delta")
+        .load(path)
+        .select(*[F.col(k).alias(f"_tm_k_{i}") for i, k in enumerate(keys)], "__pos")
+        .withColumnRenamed("__pos", "_tm_row_pos")
+    )
+    cond = [records[k] == alive[f"_tm_k_{i}"] for i, k in enumerate(keys)]
+    return records.join(alive, on=[*cond, newer(alive["_tm_row_pos"])], how="left_anti")
+
+
 def compact_deletes(spark: Any, path: str, deletes_path: str, keys: list[str]) -> None:
     """Rewrites the deleted-keys log as one record per key that is still deleted: the highest
     position per key, minus keys the table holds again at a higher position. Deterministic and
@@ -249,15 +266,8 @@ def compact_deletes(spark: Any, path: str, deletes_path: str, keys: list[str]) -
     latest = log.groupBy(*[F.col(k) for k in keys]).agg(
         F.max_by(F.struct(*[F.col(m) for m in DELETE_META_TYPES]), F.col("__pos")).alias("_tm_d")
     )
-    alive = (
-        spark.read.format("delta")
-        .load(path)
-        .select(*[F.col(k).alias(f"_tm_k_{i}") for i, k in enumerate(keys)], "__pos")
-        .withColumnRenamed("__pos", "_tm_row_pos")
-    )
-    cond = [latest[k] == alive[f"_tm_k_{i}"] for i, k in enumerate(keys)]
-    superseded = alive["_tm_row_pos"] > latest["_tm_d.__pos"]
-    kept = latest.join(alive, on=[*cond, superseded], how="left_anti").select(
+    kept = without_stored(spark, latest, path, keys, lambda row_pos: row_pos > F.col("_tm_d.__pos"))
+    kept = kept.select(
         *[F.col(k) for k in keys], *[F.col(f"_tm_d.{m}").alias(m) for m in DELETE_META_TYPES]
     )
     # Delta pins the read to the snapshot it planned with, so overwriting the table being read
@@ -305,7 +315,7 @@ def _cell_clauses(merge: Any, plan: TablePlan, absent: dict[str, set[str]]) -> A
     )
 
 
-def _absent_by_column(plan: TablePlan) -> dict[str, set[str]]:
+def absent_by_column(plan: TablePlan) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for did, cols in plan.keep_absent.items():
         for c in cols:
