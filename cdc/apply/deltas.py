@@ -9,17 +9,27 @@ holds the elements (entries) it added in ``value`` and the ones it removed in ``
 column, made the column just the added elements and never removed one.
 
 So a delta is applied to the collection before it: ``(before + added) - removed``, the removal
-winning within one write (Cassandra's tombstone wins a tie). In the worker's fold it is applied
-to the key's earlier value in the batch (then the result is a whole value again) or composed
-with an earlier delta; what is left relative to the stored row is applied by the MERGE
-(:func:`sql`), to the stored value when that survives the row's deletes. An empty result is
-null: Cassandra has no empty non-frozen collection.
+winning within one write (Cassandra's tombstone wins a tie). The worker's fold keeps every
+write of such a column in the batch and applies them in position order, whatever order they
+arrived in (fold.py): the newest whole value above the batch's deletes with the later deltas
+applied, or the deltas composed into one when there is no whole value; what is still relative
+to the stored row is applied by the MERGE (:func:`sql`), to the stored value when that
+survives the row's deletes. An empty result is null: Cassandra has no empty non-frozen
+collection.
 
-Not exact: a delta whose write time is *older* than the column's stored cell (a late write,
-cell_merge.py) is dropped, as any late cell is: per element, Cassandra would still take the
-elements no newer write touched. That needs a write time per element, which the table does
-not keep. Lists are not deltas (their elements are addressed by a hidden cell path, so a
-removal cannot be told by value): their element-wise writes still replace the column.
+Not exact, because the table keeps no write time per element:
+
+* a delta whose write time is *older* than the column's stored cell (a late write,
+  cell_merge.py) is dropped, as any late cell is; Cassandra would still take the elements no
+  newer write touched;
+* a whole value of the batch with deltas after it counts at the newest delta's position: if
+  the stored collection holds elements newer than the whole value (it arrived late), they are
+  replaced, where Cassandra keeps them;
+* a key folded by two worker tasks (its topic's partition count changed) keeps the newer
+  task's delta only (changelog.fold).
+
+Lists are not deltas (their elements are addressed by a hidden cell path, so a removal cannot
+be told by value): their element-wise writes still replace the column.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from cdc.apply import deltas
 from cdc.apply.deltas import Delta
 from cdc.apply.documents import DOCUMENT, apply_steps
 from cdc.apply.events import Change
+from cdc.apply.policy import is_cell_layout
 
 Pos = tuple[int, ...]
 
@@ -83,6 +84,10 @@ class Folded:
     #: the position of the newest change that writes a row marker (:data:`MARKS`) above the
     #: delete horizon: a Cassandra row lives while it has one, even with every cell null
     marker: Pos | None = None
+    #: Cassandra sets and maps: every write of the column in the batch (position -> whole
+    #: value or :class:`~cdc.apply.deltas.Delta`), in any arrival order; :func:`resolve`
+    #: applies them in position order above the delete horizon (deltas.py)
+    parts: dict[str, dict[Pos, Any]] = field(default_factory=dict)
 
 
 #: the ops whose row has a Cassandra row marker: an ``INSERT``, and a snapshot read (its row
@@ -116,29 +121,6 @@ def _candidate(change: Change, col: str) -> tuple[Pos, Any] | None:
     return None
 
 
-def _settled(change: Change, before: dict[str, tuple[Pos, Any]] | None) -> Change:
-    """``change`` with its deltas applied to the values ``before`` it (column -> candidate),
-    or, with ``before`` None, to no collection at all (the change follows a delete of the key:
-    what was stored is gone). A delta with no value before it in the batch stays a delta, for
-    the MERGE to apply to the stored value."""
-    assert change.removed
-    row = dict(change.row)
-    left: dict[str, Any] = {}
-    for col, gone in change.removed.items():
-        delta = Delta(row[col], gone)
-        cand = None if before is None else before.get(col)
-        if before is not None and cand is None:
-            left[col] = gone
-            continue
-        base = None if cand is None or isinstance(cand[1], Ref) else cand[1]
-        out = deltas.apply(base, delta)
-        if isinstance(out, Delta):
-            row[col], left[col] = out.added, out.removed
-        else:
-            row[col] = out
-    return dataclasses.replace(change, row=row, removed=left or None)
-
-
 def _pre_image(state: Folded | None, delete: Change) -> Image:
     names = tuple(delete.shape.placeholder_forms)
     cols: dict[str, tuple[Pos, Any]] = {}
@@ -170,7 +152,40 @@ def fold(state: Folded | None, change: Change) -> Folded:
         state = _fold(state, change)
         state.images.append(image)
         return state
-    return _fold(state, change)
+    state = _fold(state, change)
+    if change.op != "d" and is_cell_layout(change.layout):
+        _keep_parts(state, change)
+    return state
+
+
+def _keep_parts(state: Folded, change: Change) -> None:
+    types = change.shape.types
+    for col, value in change.row.items():
+        if col in change.unavailable or not deltas.is_collection(types.get(col)):
+            continue
+        part = (
+            Delta(value, change.removed[col]) if change.removed and col in change.removed else value
+        )
+        state.parts.setdefault(col, {})[change.pos] = part
+
+
+def _collection(state: Folded, col: str) -> tuple[Pos, Any] | None:
+    """A set's or map's value from the batch's writes of it (``state.parts``) when any was by
+    element: the newest whole value above the delete horizon with the later deltas applied in
+    position order, or, without one, the deltas composed (for the MERGE to apply to the stored
+    value); with the position of the newest write. None: no delta, the fold's value stands."""
+    written = state.parts.get(col)
+    if not written or not any(isinstance(v, Delta) for v in written.values()):
+        return None
+    horizon = state.delete_horizon
+    live = sorted((p, v) for p, v in written.items() if horizon is None or p > horizon)
+    if not live:
+        return None
+    start = max((i for i, (_, v) in enumerate(live) if not isinstance(v, Delta)), default=None)
+    value: Any = live[start][1] if start is not None else live[0][1]
+    for _, v in live[(start if start is not None else 0) + 1 :]:
+        value = deltas.apply(value, v)
+    return live[-1][0], value
 
 
 def _fold(state: Folded | None, change: Change) -> Folded:
@@ -213,22 +228,12 @@ def _fold(state: Folded | None, change: Change) -> Folded:
 def _new_winner(state: Folded, change: Change) -> Folded:
     old = state.winner
     if old.op == "d":
-        if change.removed:
-            change = _settled(change, None)
-        return Folded(change, {}, old.pos, state.count, state.images, _marker(change))
+        return Folded(change, {}, old.pos, state.count, state.images, _marker(change), state.parts)
     marker = _marker(change, state.marker)
-    if change.removed:
-        before = {}
-        for col in change.removed:
-            cand = _candidate(old, col)
-            if cand is None and col in old.unavailable:
-                cand = state.fills.get(col)
-            if cand is not None:
-                before[col] = cand
-        change = _settled(change, before)
     if change.patch is not None:  # MongoDB: applied to the preceding document (documents.py)
         composed = compose(old, change)
-        return Folded(composed, {}, state.delete_horizon, state.count, state.images, marker)
+        horizon = state.delete_horizon
+        return Folded(composed, {}, horizon, state.count, state.images, marker, state.parts)
     fills: dict[str, tuple[Pos, Any]] = {}
     if not is_key_change_create(change):  # a key change's create starts a new life
         for col in change.unavailable:
@@ -237,7 +242,8 @@ def _new_winner(state: Folded, change: Change) -> Folded:
                 cand = state.fills.get(col)
             if cand is not None:
                 fills[col] = cand
-    return Folded(change, fills, state.delete_horizon, state.count, state.images, marker)
+    horizon = state.delete_horizon
+    return Folded(change, fills, horizon, state.count, state.images, marker, state.parts)
 
 
 @dataclass(slots=True)
@@ -264,6 +270,33 @@ class Resolved:
 
 
 def resolve(state: Folded) -> Resolved:
+    out = _resolve(state)
+    if state.parts and out.change.op != "d":
+        for col in state.parts:
+            found = _collection(state, col)
+            if found is not None:
+                _set_collection(out, col, *found)
+    return out
+
+
+def _set_collection(out: Resolved, col: str, pos: Pos, value: Any) -> None:
+    if out.row is out.change.row:
+        out.row = dict(out.row)
+    removed = dict(out.removed or {})
+    if isinstance(value, Delta):
+        out.row[col], removed[col] = value.added, value.removed
+    else:
+        out.row[col] = value
+        removed.pop(col, None)
+    out.removed = removed or None
+    out.unavailable = tuple(c for c in out.unavailable if c != col)
+    if pos == out.change.pos:
+        out.fill_positions.pop(col, None)
+    else:
+        out.fill_positions = {**out.fill_positions, col: pos}
+
+
+def _resolve(state: Folded) -> Resolved:
     change = state.winner
     cut = state.delete_horizon if change.op != "d" else None
     removed = dict(change.removed) if change.removed else None
