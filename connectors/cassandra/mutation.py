@@ -83,7 +83,7 @@ class UnknownTable(MutationError):
 #: True here). A plain tuple, read by unpacking: one is built per cell, and a named tuple
 #: costs four times as much to build (0.12 µs against 0.03). A non-frozen set or map written
 #: by element has a fourth member, the elements or keys it removed (:func:`_complex`).
-CellValue = tuple[Any, int | None, bool]
+CellValue = tuple[Any, int | None, bool] | tuple[Any, int | None, bool, list[Any] | None]
 
 
 #: One row (or a whole partition) changed by a partition update: ``(table, kind,
@@ -629,4 +629,4 @@ def _complex(
         removed = [decode_value(t.params[0], k) for k in gone]
         if t.name == "map":
             removed = [map_key(k) for k in removed]
-    return (value, deletion_ts, True, removed), newest  # type: ignore[return-value]
+    return (value, deletion_ts, True, removed), newest

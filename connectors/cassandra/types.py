@@ -209,7 +209,7 @@ def is_delta_collection(t: CqlType) -> bool:
 
 def _cell_converter(inner: ValueConverter | None) -> ValueConverter:
     def convert(cell: CellValue) -> dict[str, Any]:
-        v, deletion_ts, set_ = cell
+        v, deletion_ts, set_ = cell[0], cell[1], cell[2]
         if v is not None and inner is not None:
             v = inner(v)
         return {"value": v, "deletion_ts": deletion_ts, "set": set_}
