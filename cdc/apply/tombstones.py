@@ -143,11 +143,10 @@ def guard(spark: Any, source: Any, plan: TablePlan, location: str) -> Any:
         horizon.isNotNull() & (F.col(cell_merge.CUT).isNull() | (horizon > F.col(cell_merge.CUT))),
         horizon,
     ).otherwise(F.col(cell_merge.CUT))
-    helpers = {
-        _UNAVAILABLE: F.array_except(unavailable, taken),
-        _FILLS: F.map_from_entries(F.array_compact(F.array(*fill_entries))),
-        cell_merge.CUT: cut,
-    }
+    helpers = {cell_merge.CUT: cut}
+    if cols:  # a table of key columns only has no cells to shadow
+        helpers[_UNAVAILABLE] = F.array_except(unavailable, taken)
+        helpers[_FILLS] = F.map_from_entries(F.array_compact(F.array(*fill_entries)))
     sets = deltas.columns(plan.columns, plan.key) if deltas.REMOVED in source.columns else {}
     if sets:  # a tombstone that wins replaces a delta whole
         removed = F.col(deltas.REMOVED)
