@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from cdc.apply import tombstones
 from cdc.apply.job import ApplyJob
 from cdc.offsets.memory import MemoryOffsetStore
 from tests.integration.cassandra_harness import CassandraHarness, module_harness
@@ -371,3 +372,48 @@ def test_a_row_lives_while_it_has_a_cell_or_an_insert_marker(
     kept = spark.read.format("delta").load(job.cfg.tombstones_location(t.topic.replace(".", "_")))
     kept_keys = {(r["id"], r["line"]) for r in kept.collect()}
     assert {(9, 1), (11, 1)} <= kept_keys and (3, 1) not in kept_keys  # 3 is stored above it
+
+
+def test_a_table_of_key_columns_only_applies(
+    spark: Any, h: CassandraHarness, kafka: str, tmp_path: Path
+) -> None:
+    """No regular column: a row is its key and its marker; an INSERT makes it, a delete removes
+    it, a late INSERT older than the delete stays shadowed (the side tables hold no cells)."""
+    cfg = h.config(**{"snapshot.mode": "never"})
+    ks = h.keyspace
+    h.cql(f"CREATE TABLE {ks}.pairs (id int, line int, PRIMARY KEY (id, line)) WITH cdc = true")
+    topic = h.topic(cfg, "pairs")
+    job = ApplyJob(spark, job_config(kafka, tmp_path, [topic], **{"deletes.compact.every": 1}))
+    start = int(time.time() * 1_000_000)
+
+    def lake() -> set[tuple[int, int]]:
+        df = spark.read.format("delta").load(job.cfg.table_location(topic.replace(".", "_")))
+        return {(r["id"], r["line"]) for r in df.collect()}
+
+    def source() -> set[tuple[int, int]]:
+        return {(r.id, r.line) for r in h.cql(f"SELECT id, line FROM {ks}.pairs")}
+
+    with h.running(cfg, MemoryOffsetStore()) as run:
+        h.wait_streaming(run)
+        for i in (1, 2, 3):
+            h.cql(
+                f"INSERT INTO {ks}.pairs (id, line) VALUES ({i}, 1) USING TIMESTAMP {start + 100}"
+            )
+        h.cql(f"DELETE FROM {ks}.pairs USING TIMESTAMP {start + 200} WHERE id = 2 AND line = 1")
+        h.read(cfg, "pairs", min_count=5)
+        job.run(timeout=240)
+        assert lake() == source() == {(1, 1), (3, 1)}
+        h.cql(f"INSERT INTO {ks}.pairs (id, line) VALUES (2, 1) USING TIMESTAMP {start + 150}")
+        h.cql(f"INSERT INTO {ks}.pairs (id, line) VALUES (4, 1) USING TIMESTAMP {start + 150}")
+        # a delete and a newer INSERT in one batch: the row's cut goes to the tombstones log
+        h.cql(f"DELETE FROM {ks}.pairs USING TIMESTAMP {start + 300} WHERE id = 3 AND line = 1")
+        h.cql(f"INSERT INTO {ks}.pairs (id, line) VALUES (3, 1) USING TIMESTAMP {start + 400}")
+        h.read(cfg, "pairs", min_count=10)
+        job.run(timeout=240)
+        assert lake() == source() == {(1, 1), (3, 1), (4, 1)}
+        # a later batch is guarded with that log (a table with no cells to shadow)
+        h.cql(f"INSERT INTO {ks}.pairs (id, line) VALUES (5, 1) USING TIMESTAMP {start + 100}")
+        h.read(cfg, "pairs", min_count=11)
+        job.run(timeout=240)
+    assert tombstones.exists(spark, job.cfg.tombstones_location(topic.replace(".", "_")))
+    assert lake() == source() == {(1, 1), (3, 1), (4, 1), (5, 1)}
