@@ -9,8 +9,11 @@ since Cassandra's tombstone shadows it. A live row keeps its tombstones in ``__c
 one keeps them here.
 
 * every batch appends, per key, the positions of the nulls its rows wrote (and the row's cut,
-  under ``""``) to ``<target.path>/_tidemark/tombstones/<table>``: rows that stay live hold the
-  same in ``__cells``, and which rows die is only known inside the MERGE;
+  under ``""``) to ``<target.path>/_tidemark/tombstones/<table>``, for the rows that write no
+  value and no row marker: which of them die is only known inside the MERGE, and the others
+  stay live, holding their tombstones in ``__cells``. (Not kept: a late write whose values all
+  lose to newer stored cells while its nulls take the row's last live cell; its nulls go with
+  the row.)
 * a later batch's rows are guarded with them: a column whose recorded tombstone is not older
   than the batch's cell becomes that tombstone (null at its position), and the cut rises to the
   recorded one, so the MERGE decides the row as if it had never left the table;
@@ -55,9 +58,21 @@ def record(
     app_id: str,
     batch_id: int,
 ) -> None:
-    """Appends the batch's written nulls (column -> position) and cuts, per key."""
+    """Appends the written nulls (column -> position) and cuts of the batch's rows that may
+    leave the table or not enter it: rows writing no value and no row marker. (A row that
+    writes a value, or an ``INSERT``, stays in the table, with its tombstones in ``__cells``;
+    left out of the log, they keep it small where most writes set values.)"""
     from pyspark.sql import functions as F
 
+    collections = deltas.columns(plan.columns, plan.key)
+    values = [
+        f"({cell_merge.source_sets(c, absent)} AND s.{st.quote(c)} IS NOT NULL"
+        + (f" AND size(s.{st.quote(c)}) > 0)" if c in collections else ")")
+        for c in _data_columns(plan)
+    ]
+    dies = f"s.__op <> 'd' AND s.{cell_merge.SOURCE_MARKER} IS NULL"
+    if values:
+        dies += f" AND NOT ({' OR '.join(values)})"
     entries = [
         f"CASE WHEN {cell_merge.source_sets(c, absent)} AND s.{st.quote(c)} IS NULL "
         f"THEN named_struct('k', {_lit(c)}, 'v', {cell_merge.source_pos(c)}) END"
@@ -70,7 +85,7 @@ def record(
     tombs = F.expr(f"map_from_entries(array_compact(array({', '.join(entries)})))")
     rows = (
         source.alias("s")
-        .filter("s.__op <> 'd'")
+        .filter(dies)
         .select(
             *[F.col(f"s.{st.quote(k)}").alias(k) for k in plan.key], "s.__pos", tombs.alias(CELLS)
         )
