@@ -158,11 +158,21 @@ def fold(state: Folded | None, change: Change) -> Folded:
     return state
 
 
+#: the set and map columns of each row shape (by digest): looked up once per shape, not per
+#: column of every change
+_COLLECTIONS: dict[str, tuple[str, ...]] = {}
+
+
 def _keep_parts(state: Folded, change: Change) -> None:
-    types = change.shape.types
-    for col, value in change.row.items():
-        if col in change.unavailable or not deltas.is_collection(types.get(col)):
+    shape = change.shape
+    names = _COLLECTIONS.get(shape.digest)
+    if names is None:
+        names = tuple(c for c, t in shape.types.items() if deltas.is_collection(t))
+        _COLLECTIONS[shape.digest] = names
+    for col in names:
+        if col in change.unavailable or col not in change.row:
             continue
+        value = change.row[col]
         part = (
             Delta(value, change.removed[col]) if change.removed and col in change.removed else value
         )

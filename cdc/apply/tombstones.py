@@ -34,6 +34,7 @@ from cdc.apply.merge import without_stored
 from cdc.apply.policy import CELLS, TablePlan
 from cdc.apply.policy import FILLS as _FILLS
 from cdc.apply.policy import UNAVAILABLE as _UNAVAILABLE
+from cdc.apply.tables import sql_string
 
 _APP = "-tombstones"
 _TOMBS = "_tm_tombs"
@@ -75,12 +76,12 @@ def record(
         dies += f" AND NOT ({' OR '.join(values)})"
     entries = [
         f"CASE WHEN {cell_merge.source_sets(c, absent)} AND s.{st.quote(c)} IS NULL "
-        f"THEN named_struct('k', {_lit(c)}, 'v', {cell_merge.source_pos(c)}) END"
+        f"THEN named_struct('k', {sql_string(c)}, 'v', {cell_merge.source_pos(c)}) END"
         for c in _data_columns(plan)
     ]
     entries.append(
         f"CASE WHEN s.{cell_merge.CUT} IS NOT NULL "
-        f"THEN named_struct('k', {_lit(cell_merge.HORIZON)}, 'v', s.{cell_merge.CUT}) END"
+        f"THEN named_struct('k', {sql_string(cell_merge.HORIZON)}, 'v', s.{cell_merge.CUT}) END"
     )
     tombs = F.expr(f"map_from_entries(array_compact(array({', '.join(entries)})))")
     rows = (
@@ -100,12 +101,6 @@ def record(
         .option("txnVersion", batch_id)
         .save(location)
     )
-
-
-def _lit(text: str) -> str:
-    from cdc.apply.tables import sql_string
-
-    return sql_string(text)
 
 
 def _latest(log: Any, plan: TablePlan) -> Any:
