@@ -14,8 +14,10 @@ from cdc.config import (
     ConfigField,
     Kind,
     at_least,
+    broker_default_or_positive,
     exclusive,
     one_of,
+    port_number,
     valid_regex_list,
 )
 from cdc.converters.base import (
@@ -504,6 +506,7 @@ def common_def(**defaults: Any) -> ConfigDef:
                 "column.propagate.source.type",
                 Kind.LIST,
                 [],
+                validator=valid_regex_list,
                 group=GROUP_EVENTS,
                 doc="Regular expressions of columns (<schema>.<table>.<column>) whose schema "
                 "gets __debezium.source.column.type/length/scale parameters with the original "
@@ -513,6 +516,7 @@ def common_def(**defaults: Any) -> ConfigDef:
                 "datatype.propagate.source.type",
                 Kind.LIST,
                 [],
+                validator=valid_regex_list,
                 group=GROUP_EVENTS,
                 doc="The same parameters for columns chosen by their database type: regular "
                 "expressions of <schema>.<table>.<type name> (e.g. .+\\.VARCHAR), matched "
@@ -530,6 +534,7 @@ def common_def(**defaults: Any) -> ConfigDef:
                 "topic.creation.default.partitions",
                 Kind.INT,
                 1,
+                validator=broker_default_or_positive,
                 group=GROUP_TOPICS,
                 doc="Partitions of topics the connector creates.",
             ),
@@ -537,6 +542,7 @@ def common_def(**defaults: Any) -> ConfigDef:
                 "topic.creation.default.replication.factor",
                 Kind.INT,
                 1,
+                validator=broker_default_or_positive,
                 group=GROUP_TOPICS,
                 doc="Replication factor of topics the connector creates.",
             ),
@@ -758,7 +764,7 @@ def connection_fields(
             "database.port",
             Kind.INT,
             default_port,
-            validator=at_least(1),
+            validator=port_number,
             importance="HIGH",
             group="Connection",
             doc=f"Port of the {server}.",

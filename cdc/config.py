@@ -98,6 +98,20 @@ def at_least(minimum: int) -> Validator:
     return check
 
 
+def port_number(value: Any) -> str | None:
+    if value is None or 1 <= value <= 65535:
+        return None
+    return "must be a TCP port, from 1 to 65535"
+
+
+def broker_default_or_positive(value: Any) -> str | None:
+    """Kafka's rule for a new topic's partitions and replication factor: -1 takes the broker's
+    default, anything else must be at least 1."""
+    if value is None or value == -1 or value >= 1:
+        return None
+    return "must be -1 (the broker's default) or at least 1"
+
+
 def valid_regex_list(value: Any) -> str | None:
     for pattern in value or []:
         try:
@@ -141,16 +155,28 @@ def split_list(value: Any) -> list[str]:
     return [p for p in parts if p]
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_RANGES = {Kind.INT: (-(2**31), 2**31 - 1), Kind.LONG: (-(2**63), 2**63 - 1)}
+
+
 def _coerce(kind: Kind, value: Any) -> Any:
     if value is None:
         return None
     if kind in (Kind.INT, Kind.LONG):
         if isinstance(value, bool):
             raise ValueError("must be an integer")
-        try:
-            return int(str(value).strip())
-        except ValueError as exc:
-            raise ValueError(f"must be an integer, got {value!r}") from exc
+        text = str(value).strip()
+        # ASCII digits only: Python's int() also takes "1_000" and other scripts' digits,
+        # which Kafka's ConfigDef (Java's parseInt) refuses.
+        if not _INTEGER.fullmatch(text):
+            raise ValueError(f"must be an integer, got {value!r}")
+        number = int(text)
+        low, high = _RANGES[kind]
+        if not low <= number <= high:
+            raise ValueError(
+                f"must be an integer from {low} to {high} (Kafka's {kind.value}), got {text}"
+            )
+        return number
     if kind is Kind.DOUBLE:
         try:
             return float(value)
@@ -159,7 +185,12 @@ def _coerce(kind: Kind, value: Any) -> Any:
     if kind is Kind.BOOLEAN:
         return parse_bool(value)
     if kind is Kind.LIST:
-        return split_list(value)
+        items = split_list(value)
+        if not items and isinstance(value, str) and value.strip():
+            # ",," is a slip, not a wish for an empty list: for an include list the empty
+            # list means "everything"
+            raise ValueError(f"lists no item, only separators ({value!r})")
+        return items
     return str(value)
 
 
@@ -353,7 +384,7 @@ class ConfigDef:
                 names = ", ".join(n for n, _ in given)
                 problems.append((f.name, f"set more than once with different values ({names})"))
             key, value = given[0] if given else (f.name, _MISSING)
-            if value is _MISSING or (isinstance(value, str) and value == "" and f.required):
+            if value is _MISSING or (isinstance(value, str) and not value.strip() and f.required):
                 if f.required:
                     problems.append((f.name, "is required"))
                 values[f.name] = f.default

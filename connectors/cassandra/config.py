@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cdc.common_config import common_def, filter_field, resumable_chunk_field, server_name_field
-from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, one_of
+from cdc.config import Config, ConfigDef, ConfigField, Kind, at_least, one_of, port_number
 from cdc.errors import ConfigError
 
 GROUP = "Cassandra"
@@ -54,7 +54,14 @@ CONFIG_DEF = common_def().extend(
                 "(<name>.<keyspace>.<table>) and the key offsets are stored under. "
                 "kafka.topic.prefix is Debezium's Cassandra name for it, topic.prefix 2.x's.",
             ),
-            ConfigField("cassandra.port", Kind.INT, 9042, group=GROUP, doc="CQL port."),
+            ConfigField(
+                "cassandra.port",
+                Kind.INT,
+                9042,
+                validator=port_number,
+                group=GROUP,
+                doc="CQL port.",
+            ),
             ConfigField("cassandra.username", group=GROUP, doc="CQL user (optional)."),
             ConfigField(
                 "cassandra.password", Kind.PASSWORD, group=GROUP, doc="CQL password (optional)."

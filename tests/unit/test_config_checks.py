@@ -105,3 +105,43 @@ def test_sql_server_names_its_history_keys_as_ignored() -> None:
         "keeps no schema history"
         in dict(SQLSERVER_DEF.unknown_keys(raw))["database.history.kafka.topic"]
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "text"),
+    [
+        ("snapshot.fetch.size", "99999999999999999999", "from -2147483648 to 2147483647"),
+        ("snapshot.fetch.size", "2147483648", "Kafka's INT"),
+        ("snapshot.fetch.size", "1_000", "must be an integer"),
+        ("snapshot.fetch.size", "\u0661\u0662", "must be an integer"),
+        ("database.port", "70000", "from 1 to 65535"),
+        ("database.port", "0", "from 1 to 65535"),
+        ("database.hostname", " ", "is required"),
+        ("table.include.list", ",,", "only separators"),
+        ("column.propagate.source.type", "(", "not a valid regular expression"),
+        ("datatype.propagate.source.type", "x.[", "not a valid regular expression"),
+        ("topic.creation.default.partitions", "0", "-1 (the broker's default) or at least 1"),
+        ("topic.creation.default.replication.factor", "-7", "or at least 1"),
+    ],
+)
+def test_values_kafka_would_refuse_are_problems(key: str, value: str, text: str) -> None:
+    found = problems(PG_DEF, {**PG, key: value})
+    assert key in found and text in found[key], found
+
+
+def test_limits_and_broker_defaults_pass() -> None:
+    assert (
+        problems(
+            PG_DEF,
+            {
+                **PG,
+                "database.port": "65535",
+                "snapshot.fetch.size": "2147483647",
+                "heartbeat.interval.ms": "+0",
+                "topic.creation.default.partitions": "-1",
+                "topic.creation.default.replication.factor": "-1",
+                "table.include.list": "",
+            },
+        )
+        == {}
+    )
