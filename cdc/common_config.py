@@ -24,7 +24,9 @@ from cdc.converters.base import (
     AVRO_CONVERTER_CLASS,
     JSON_CONVERTER_CLASS,
     SIMPLE_CONVERTER_CLASSES,
+    SettingError,
 )
+from cdc.converters.factory import converter_from_config
 from cdc.pipeline import reselect
 from cdc.schema.binary_modes import MODES as BINARY_MODES
 from cdc.schema.name_adjust import MODES as NAME_MODES
@@ -605,6 +607,7 @@ def common_def(**defaults: Any) -> ConfigDef:
         )
     )
     cdef.checks.append(_queue_rules)
+    cdef.checks.append(_converter_settings)
     cdef.checks.append(mapping_problems)
     cdef.checks.append(_select_overrides_given)
     cdef.checks.append(read_only_problems)
@@ -686,6 +689,25 @@ def _post_processor_fields() -> list[ConfigField]:
             "table's primary key, e.g. for tables without one" + under + ".",
         ),
     ]
+
+
+def _converter_settings(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """The converters' own settings (``value.converter.schemas.enable``, the Avro converter's
+    registry URL...), checked by building each converter as the task will: otherwise a typo
+    there passes validation and fails the task at its start. Building one opens nothing."""
+    out = []
+    for side in ("key", "value"):
+        if _converter(values.get(f"{side}.converter")) is not None:
+            continue  # an unknown class: its field's validator says so
+        try:
+            converter = converter_from_config(raw, is_key=side == "key")
+        except SettingError as exc:
+            out.append((exc.key, exc.reason))
+            continue
+        close = getattr(converter, "close", None)
+        if close is not None:
+            close()
+    return out
 
 
 def _queue_rules(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:

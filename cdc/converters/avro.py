@@ -24,6 +24,7 @@ from cdc.converters.base import (
     ConversionError,
     Fix,
     SchemaRewriter,
+    SettingError,
     config_bool,
     config_int,
     decimal_scale,
@@ -677,14 +678,21 @@ class AvroConverter:
         if registry is None:
             url = cfg.get("schema.registry.url")
             if not url:
-                raise ValueError('Missing required configuration "schema.registry.url"')
+                raise SettingError(
+                    "schema.registry.url", "is required by the Avro converter (the registry's URL)"
+                )
             registry = SchemaRegistryClient(str(url))
         side = "key" if is_key else "value"
+        strategy = str(cfg.get(f"{side}.subject.name.strategy", "topic"))
+        if strategy not in _STRATEGIES:
+            raise SettingError(
+                f"{side}.subject.name.strategy", f"must be one of {', '.join(_STRATEGIES)}"
+            )
         converter = cls(
             registry,
             is_key=is_key,
             auto_register=config_bool(cfg, "auto.register.schemas", True),
-            subject_name_strategy=str(cfg.get(f"{side}.subject.name.strategy", "topic")),
+            subject_name_strategy=strategy,
             connect_meta_data=config_bool(cfg, "connect.meta.data", True),
             sanitize_field_names=config_bool(cfg, "sanitize.field.names", True),
             scrub_invalid_names=config_bool(cfg, "scrub.invalid.names", False),

@@ -72,6 +72,18 @@ class Converter(Protocol):
 
 
 # -- config ------------------------------------------------------------------------------------
+class SettingError(ValueError):
+    """A converter setting that cannot be used. ``key`` is its name inside the converter's
+    namespace; :func:`cdc.converters.factory.converter_from_config` puts the
+    ``key.converter.`` / ``value.converter.`` prefix back, so the user reads the key they
+    wrote."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"'{key}' {reason}" if key else reason)
+        self.key = key
+        self.reason = reason
+
+
 def config_bool(cfg: Mapping[str, Any], key: str, default: bool) -> bool:
     """Connect configs arrive as YAML/JSON/properties, so booleans may be real or strings."""
     raw = cfg.get(key, default)
@@ -82,7 +94,7 @@ def config_bool(cfg: Mapping[str, Any], key: str, default: bool) -> bool:
         return True
     if text in ("false", "0", "no"):
         return False
-    raise ValueError(f"'{key}' must be true or false, got {raw!r}")
+    raise SettingError(key, f"must be true or false, got {raw!r}")
 
 
 def config_int(cfg: Mapping[str, Any], key: str, default: int) -> int:
@@ -90,7 +102,7 @@ def config_int(cfg: Mapping[str, Any], key: str, default: int) -> int:
     try:
         return int(raw)
     except (TypeError, ValueError):
-        raise ValueError(f"'{key}' must be an integer, got {raw!r}") from None
+        raise SettingError(key, f"must be an integer, got {raw!r}") from None
 
 
 # -- decimals ----------------------------------------------------------------------------------

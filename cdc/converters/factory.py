@@ -14,6 +14,7 @@ from cdc.converters.base import (
     JSON_CONVERTER_CLASS,
     SIMPLE_CONVERTER_CLASSES,
     Converter,
+    SettingError,
 )
 from cdc.converters.json import JsonConverter
 from cdc.converters.kafka_simple import simple_converter
@@ -27,6 +28,14 @@ def converter_from_config(cfg: Mapping[str, Any], *, is_key: bool) -> Converter:
     stripped, exactly as a Connect worker configures its converters.
     """
     side = "key" if is_key else "value"
+    prefix = f"{side}.converter."
+    try:
+        return _build(cfg, side, is_key)
+    except SettingError as exc:  # named as the user wrote it: value.converter.schemas.enable
+        raise SettingError(prefix + exc.key if exc.key else prefix[:-1], exc.reason) from None
+
+
+def _build(cfg: Mapping[str, Any], side: str, is_key: bool) -> Converter:
     key = f"{side}.converter"
     name = str(cfg.get(key) or JSON_CONVERTER_CLASS).strip()
     prefix = key + "."
@@ -44,8 +53,9 @@ def converter_from_config(cfg: Mapping[str, Any], *, is_key: bool) -> Converter:
         if "sanitize.field.names" not in sub and "sanitize.field.names" in cfg:
             sub["sanitize.field.names"] = cfg["sanitize.field.names"]
         return AvroConverter.from_config(sub, is_key=is_key)
-    raise ValueError(
-        f"unknown converter class {name!r} in '{key}': expected {JSON_CONVERTER_CLASS} (or "
+    raise SettingError(
+        "",
+        f"names an unknown converter class {name!r}: expected {JSON_CONVERTER_CLASS} (or "
         f"'json'), {AVRO_CONVERTER_CLASS} (or 'avro'), or one of Kafka's "
-        + ", ".join(SIMPLE_CONVERTER_CLASSES)
+        + ", ".join(SIMPLE_CONVERTER_CLASSES),
     )

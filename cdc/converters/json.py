@@ -34,6 +34,7 @@ from cdc.converters.base import (
     ConversionError,
     Fix,
     SchemaRewriter,
+    SettingError,
     config_bool,
     config_int,
     decimal_scale,
@@ -510,7 +511,7 @@ class JsonConverter:
         self.cache_size = max(1, config_int(cfg, "schemas.cache.size", 1000))
         fmt = str(cfg.get("decimal.format", "BASE64")).upper()
         if fmt not in ("BASE64", "NUMERIC"):
-            raise ValueError(f"'decimal.format' must be BASE64 or NUMERIC, got {fmt!r}")
+            raise SettingError("decimal.format", f"must be BASE64 or NUMERIC, got {fmt!r}")
         self.decimal_format = fmt
         self._rewriter = _JsonRewriter(
             numeric_decimals=fmt == "NUMERIC",

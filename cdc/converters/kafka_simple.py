@@ -33,6 +33,7 @@ from cdc.converters.base import (
     KAFKA_CONVERTERS,
     STRING_CONVERTER_CLASS,
     ConversionError,
+    SettingError,
     decimal_scale,
     quantize,
 )
@@ -159,7 +160,9 @@ class StringConverter:
         try:
             self.encoding = codecs.lookup(encoding).name
         except LookupError:
-            raise ValueError(f"'converter.encoding': unknown character set {encoding!r}") from None
+            raise SettingError(
+                "converter.encoding", f"names no character set: {encoding!r}"
+            ) from None
 
     def from_connect(
         self, topic: str, schema: Schema | None, value: Any, *, is_key: bool

@@ -61,6 +61,14 @@ MEMORY_CLASSES = {
 }
 
 
+def _known_history(value: Any) -> str | None:
+    if value is None or str(value) in KAFKA_CLASSES | FILE_CLASSES | MEMORY_CLASSES:
+        return None
+    return "must be kafka, file or memory, or one of Debezium's class names for them: " + ", ".join(
+        sorted(c for c in KAFKA_CLASSES | FILE_CLASSES | MEMORY_CLASSES if "." in c)
+    )
+
+
 def _field(suffix: str, kind: Kind = Kind.STRING, default: Any = None, **kw: Any) -> ConfigField:
     extra = tuple(kw.pop("extra_aliases", ()))
     return ConfigField(
@@ -83,6 +91,7 @@ def history_config_def() -> ConfigDef:
                 "keeps it in a file under its state.dir, or in a topic on its own Kafka when "
                 "offsets are stored in Kafka.",
                 recommended=("kafka", "file", "memory"),
+                validator=_known_history,
                 importance="HIGH",
             ),
             _field(

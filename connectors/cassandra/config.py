@@ -298,6 +298,26 @@ def _ssl_problems(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str
 
 
 @CONFIG_DEF.check
+def _transfer_problems(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """Checked with the rest of the config rather than when the task builds the transfer: a
+    misspelt 'delete' would otherwise pass validation and stop the task at its start."""
+    name = str(values.get("commit.log.transfer.class") or "")
+    if name == "relocate" and not values.get("commit.log.relocation.dir"):
+        return [
+            ("commit.log.relocation.dir", "is required with commit.log.transfer.class=relocate")
+        ]
+    module, sep, cls = name.partition(":")
+    if name in ("delete", "keep", "relocate") or (sep and module.strip() and cls.strip()):
+        return []
+    return [
+        (
+            "commit.log.transfer.class",
+            f"must be delete, relocate, keep, or a 'module:Class' of your own; got {name!r}",
+        )
+    ]
+
+
+@CONFIG_DEF.check
 def _record_dir_problems(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:
     """Without offset.backing.store.dir the snapshot record goes to a directory named after
     the server: a name with a '/' would put it anywhere (``a/../../..``)."""
@@ -324,10 +344,6 @@ def is_plain_name(name: str) -> bool:
 def parse_config(raw: Mapping[str, Any]) -> Config:
     cfg = CONFIG_DEF.parse(raw)
     cdc_raw_dir(cfg)  # fail at startup, naming the key
-    if cfg["commit.log.transfer.class"] == "relocate" and not cfg["commit.log.relocation.dir"]:
-        raise ConfigError(
-            [("commit.log.relocation.dir", "required with commit.log.transfer.class=relocate")]
-        )
     return cfg
 
 

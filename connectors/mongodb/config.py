@@ -297,9 +297,49 @@ MONGODB_FIELDS.checks.append(exclusive(("table.include.list", "table.exclude.lis
 
 @MONGODB_FIELDS.check
 def _hosts(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:
-    if not values.get("mongodb.hosts") and not values.get("mongodb.connection.string"):
+    hosts = str(values.get("mongodb.hosts") or "").strip()
+    uri = str(values.get("mongodb.connection.string") or "").strip()
+    if not hosts and not uri:
         return [("mongodb.hosts", "is required (or give mongodb.connection.string)")]
-    return []
+    out = []
+    if hosts:
+        seeds = hosts.rpartition("/")[2]
+        if reason := _seed_list_problem(seeds, "'rs0/host:port,host:port' or 'host:port,...'"):
+            out.append(("mongodb.hosts", reason))
+    if uri:
+        scheme, sep, rest = uri.partition("://")
+        if not sep or scheme not in ("mongodb", "mongodb+srv"):
+            out.append(
+                (
+                    "mongodb.connection.string",
+                    "must begin with mongodb:// or mongodb+srv://",
+                )
+            )
+        elif scheme == "mongodb":
+            seeds = rest.split("/", 1)[0].split("?", 1)[0].rpartition("@")[2]
+            if reason := _seed_list_problem(seeds, "mongodb://[user:password@]host:port,..."):
+                out.append(("mongodb.connection.string", reason))
+    return out
+
+
+def _seed_list_problem(seeds: str, form: str) -> str | None:
+    """What is wrong with a comma-separated ``host[:port]`` list (the driver's own errors
+    name no key, and come only when the task starts)."""
+    items = seeds.split(",")
+    if not seeds.strip() or any(not item.strip() for item in items):
+        return f"has an empty host (a stray comma?); the form is {form}"
+    for item in items:
+        host, port = item.strip(), ""
+        if host.startswith("["):  # [::1]:27017
+            host, _, port = host[1:].partition("]")
+            port = port.removeprefix(":")
+        elif host.count(":") == 1:
+            host, port = host.split(":")
+        if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+            return f"{item.strip()!r} has a port that is not a number from 1 to 65535"
+        if not host:
+            return f"{item.strip()!r} names no host; the form is {form}"
+    return None
 
 
 FILTER_OVERRIDE = "snapshot.collection.filter.overrides."

@@ -123,12 +123,27 @@ def test_debezium_2x_agent_settings_say_what_replaces_them() -> None:
             "commit.log.relocation.dir",
             "required",
         ),
+        (
+            {"cassandra.cdc.raw.dir": "/r", "commit.log.transfer.class": "DELETE"},
+            "commit.log.transfer.class",
+            "must be delete, relocate, keep, or a 'module:Class'",
+        ),
+        ({"cassandra.cdc.raw.dir": "/r", "cassandra.port": "70000"}, "cassandra.port", "65535"),
     ],
 )
 def test_config_errors_name_the_key(extra: dict[str, str], key: str, text: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse_config({"topic.prefix": "c1", **extra})
     assert any(k == key and text in reason for k, reason in err.value.problems), err.value.problems
+
+
+def test_transfer_mistakes_are_found_by_validation_not_at_start() -> None:
+    def found(extra: dict[str, str]) -> dict[str, str]:
+        return dict(CONFIG_DEF.validate({"topic.prefix": "c1", **extra})[1])
+
+    assert "commit.log.relocation.dir" in found({"commit.log.transfer.class": "relocate"})
+    assert "commit.log.transfer.class" in found({"commit.log.transfer.class": "bogus"})
+    assert found({"commit.log.transfer.class": "my_pkg.transfers:Archive"}) == {}
 
 
 def test_yaml_without_cdc_raw_directory(tmp_path: Path) -> None:

@@ -145,3 +145,72 @@ def test_limits_and_broker_defaults_pass() -> None:
         )
         == {}
     )
+
+
+@pytest.mark.parametrize(
+    ("extra", "key", "text"),
+    [
+        ({"value.converter.schemas.enable": "maybe"}, "value.converter.schemas.enable", "true or"),
+        ({"key.converter.schemas.cache.size": "abc"}, "key.converter.schemas.cache.size", "integ"),
+        ({"value.converter.decimal.format": "HEX"}, "value.converter.decimal.format", "NUMERIC"),
+        ({"value.converter": "avro"}, "value.converter.schema.registry.url", "is required"),
+        (
+            {
+                "value.converter": "avro",
+                "value.converter.schema.registry.url": "http://127.0.0.1:1",
+                "value.converter.value.subject.name.strategy": "bogus",
+            },
+            "value.converter.value.subject.name.strategy",
+            "must be one of",
+        ),
+        (
+            {
+                "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+                "key.converter.converter.encoding": "klingon",
+            },
+            "key.converter.converter.encoding",
+            "no character set",
+        ),
+    ],
+)
+def test_converter_settings_are_checked_with_their_full_names(
+    extra: dict[str, str], key: str, text: str
+) -> None:
+    found = problems(PG_DEF, {**PG, **extra})
+    assert key in found and text in found[key], found
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "text"),
+    [
+        ("mongodb.hosts", ",,", "empty host"),
+        ("mongodb.hosts", "rs0/h:notaport", "not a number from 1 to 65535"),
+        ("mongodb.hosts", "rs0/h1:27017,", "empty host"),
+        ("mongodb.connection.string", "not a uri", "must begin with mongodb://"),
+        ("mongodb.connection.string", "mongodb://u:p@h:99999/", "'h:99999'"),
+    ],
+)
+def test_mongodb_seed_lists_are_checked(key: str, value: str, text: str) -> None:
+    found = problems(MONGODB_DEF, {"mongodb.name": "m", key: value})
+    assert key in found and text in found[key], found
+    assert "p@" not in found[key]
+
+
+def test_mongodb_seed_lists_that_pass() -> None:
+    for key, value in [
+        ("mongodb.hosts", "rs0/h1:27017,h2"),
+        ("mongodb.hosts", "[::1]:27017"),
+        ("mongodb.connection.string", "mongodb://u:p@h1,h2:27018/db?replicaSet=rs0"),
+        ("mongodb.connection.string", "mongodb+srv://cluster.example.com/"),
+    ]:
+        assert problems(MONGODB_DEF, {"mongodb.name": "m", key: value}) == {}, value
+
+
+def test_an_unknown_schema_history_is_a_problem_that_lists_the_known_ones() -> None:
+    found = problems(MYSQL_DEF, {**MYSQL, "schema.history.internal": "Kafka"})
+    assert "must be kafka, file or memory" in found["schema.history.internal"]
+    assert (
+        "io.debezium.storage.kafka.history.KafkaSchemaHistory" in found["schema.history.internal"]
+    )
+    old = "io.debezium.relational.history.FileDatabaseHistory"
+    assert problems(MYSQL_DEF, {**MYSQL, "database.history": old}) == {}
