@@ -43,8 +43,14 @@ _CLIENTS = {
     "database.history.consumer.": "database.history.kafka.bootstrap.servers",
     "signal.consumer.": "signal.kafka.bootstrap.servers",
 }
-#: librdkafka settings that load a native library or run a command
-_NATIVE_CODE = ("plugin.library.paths", "sasl.kerberos.kinit.cmd", "ssl.engine.location")
+#: librdkafka settings that load a native library or run a command (``ssl.providers`` is
+#: handed to OpenSSL, which loads a provider given as a path)
+_NATIVE_CODE = (
+    "plugin.library.paths",
+    "sasl.kerberos.kinit.cmd",
+    "ssl.engine.location",
+    "ssl.providers",
+)
 #: settings that would weaken how the worker's own credentials travel to its own cluster
 #: (a connector naming another cluster gets none of them, see Worker.engine_settings)
 _TRANSPORT = (

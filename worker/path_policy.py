@@ -79,7 +79,9 @@ KAFKA_TRUST = frozenset(
     {"ssl.ca.location", "ssl.crl.location", "ssl.truststore.location", "https.ca.location"}
 )
 #: librdkafka settings that load a native library or run a command
-KAFKA_CODE = frozenset({"plugin.library.paths", "ssl.engine.location", "sasl.kerberos.kinit.cmd"})
+KAFKA_CODE = frozenset(
+    {"plugin.library.paths", "ssl.engine.location", "ssl.providers", "sasl.kerberos.kinit.cmd"}
+)
 #: librdkafka settings naming a file it writes
 KAFKA_WRITE = frozenset({"offset.store.path"})
 #: endings of librdkafka settings naming a file it reads (keys, certificates, keystores,

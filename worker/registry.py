@@ -345,6 +345,12 @@ def _load(spec: PluginSpec) -> ConnectorPlugin:
 # -- config values ------------------------------------------------------------------------------
 
 
+#: librdkafka takes it for ``bootstrap.servers`` (the last one set wins), so a client setting
+#: under this name would reach another cluster with every check reading ``bootstrap.servers``
+#: none the wiser
+BROKER_LIST_ALIAS = "metadata.broker.list"
+
+
 def normalise_config(raw: Mapping[str, Any]) -> tuple[dict[str, str], list[Problem]]:
     """Connect configs are string maps. YAML and JSON give numbers, booleans and lists; they
     become the strings Connect would hold (``true``, ``5432``, ``a,b``). Nested objects and
@@ -361,6 +367,15 @@ def normalise_config(raw: Mapping[str, Any]) -> tuple[dict[str, str], list[Probl
             problems.append((key, "must be a string, number, boolean or list, not an object"))
         elif isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
             problems.append((key, "a list may hold only strings, numbers and booleans"))
+        elif key == BROKER_LIST_ALIAS or key.endswith("." + BROKER_LIST_ALIAS):
+            problems.append(
+                (
+                    key,
+                    f"is librdkafka's other name for bootstrap.servers; write "
+                    f"{key[: -len(BROKER_LIST_ALIAS)]}bootstrap.servers (the rules that keep the "
+                    "worker's Kafka credentials on its own cluster read that name)",
+                )
+            )
         else:
             out[key] = scalar_text(value)
     return out, problems

@@ -452,6 +452,10 @@ def test_native_code_and_weaker_transport_settings_are_refused_over_rest(app: Ap
         ("signal.consumer.sasl.oauthbearer.token.endpoint.url", "http://evil/"),
         ("schema.history.internal.consumer.plugin.library.paths", "/tmp/evil.so"),
         ("producer.override.enable.ssl.certificate.verification", "false"),
+        ("producer.override.ssl.providers", "/tmp/evil.so"),
+        # librdkafka's alias of bootstrap.servers: the worker's SASL password went along
+        ("producer.override.metadata.broker.list", "attacker:9093"),
+        ("schema.history.internal.producer.metadata.broker.list", "attacker:9093"),
     ):
         r = call(app, "POST", "/connectors", {"name": "p", "config": memory(**{key: value})})
         assert r.status == 400 and f"{key}: " in r.body["message"], (key, r.body)
