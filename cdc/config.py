@@ -235,10 +235,22 @@ def is_secret_key(key: str, definition: ConfigDef | None = None) -> bool:
 _URL_PASSWORD = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:]*:)(?P<pw>[^\s/@]+)@")
 
 
+#: URL options that carry a secret: ``tlsCertificateKeyFilePassword=``, and MongoDB's
+#: ``authMechanismProperties=AWS_SESSION_TOKEN:...`` (its values may hold a session token)
+_OPTION_SECRET = re.compile(
+    r"(?P<head>[?&;](?:[A-Za-z_.]*password|authMechanismProperties)=)(?P<pw>[^&;#\s]+)",
+    re.IGNORECASE,
+)
+
+
 def mask_url_passwords(value: str) -> str:
-    """``mongodb://cdc:********@host``: the password of each URL hidden, the rest (hosts,
-    options) still shown, since it is what an operator reads the config for."""
-    return _URL_PASSWORD.sub(lambda m: f"{m['head']}********@", value)
+    """``mongodb://cdc:********@host``: the password of each URL (and options that carry
+    one) hidden, the rest (hosts, options) still shown, since it is what an operator reads
+    the config for."""
+    if "://" not in value:
+        return value
+    value = _URL_PASSWORD.sub(lambda m: f"{m['head']}********@", value)
+    return _OPTION_SECRET.sub(lambda m: f"{m['head']}********", value)
 
 
 def url_passwords(value: str) -> set[str]:
@@ -247,7 +259,9 @@ def url_passwords(value: str) -> set[str]:
     from urllib.parse import unquote
 
     found = set()
-    for m in _URL_PASSWORD.finditer(value):
+    if "://" not in value:
+        return found
+    for m in (*_URL_PASSWORD.finditer(value), *_OPTION_SECRET.finditer(value)):
         found |= {m["pw"], unquote(m["pw"])}
     return found
 

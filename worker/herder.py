@@ -681,7 +681,7 @@ class Herder:
         masked = [
             k
             for k, v in restored.items()
-            if isinstance(v, str) and f":{MASK}@" in v and v != c.config.get(k)
+            if isinstance(v, str) and (f":{MASK}@" in v or f"={MASK}" in v) and v != c.config.get(k)
         ]
         if masked:
             raise BadRequest(

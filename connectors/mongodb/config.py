@@ -8,6 +8,7 @@ collection lists (``<db>.<collection>`` regular expressions) under their MongoDB
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from cdc.common_config import (
@@ -303,7 +304,8 @@ def _hosts(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]
         return [("mongodb.hosts", "is required (or give mongodb.connection.string)")]
     out = []
     if hosts:
-        seeds = hosts.rpartition("/")[2]
+        rs, sep, seeds = hosts.partition("/")
+        seeds = seeds if sep else rs
         if reason := _seed_list_problem(seeds, "'rs0/host:port,host:port' or 'host:port,...'"):
             out.append(("mongodb.hosts", reason))
     if uri:
@@ -322,23 +324,29 @@ def _hosts(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]
     return out
 
 
+#: one seed: a name or IPv4 address, or a bracketed IPv6 address, and an optional port
+SEED = re.compile(r"(?:\[[0-9A-Fa-f:.%]+\]|[A-Za-z0-9._-]+)(?::[0-9]+)?")
+
+_SEED_CHARS = re.compile(r"[][A-Za-z0-9._:%-]+")
+
+
 def _seed_list_problem(seeds: str, form: str) -> str | None:
     """What is wrong with a comma-separated ``host[:port]`` list (the driver's own errors
     name no key, and come only when the task starts)."""
     items = seeds.split(",")
     if not seeds.strip() or any(not item.strip() for item in items):
         return f"has an empty host (a stray comma?); the form is {form}"
-    for item in items:
-        host, port = item.strip(), ""
+    for item in (i.strip() for i in items):
+        host, port = item, ""
         if host.startswith("["):  # [::1]:27017
-            host, _, port = host[1:].partition("]")
-            port = port.removeprefix(":")
+            host, _, port = host.partition("]")
+            host, port = host + "]", port.removeprefix(":")
         elif host.count(":") == 1:
             host, port = host.split(":")
+        if not SEED.fullmatch(host) or not _SEED_CHARS.fullmatch(item):
+            return f"{item!r} is not a host or host:port; the form is {form}"
         if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
-            return f"{item.strip()!r} has a port that is not a number from 1 to 65535"
-        if not host:
-            return f"{item.strip()!r} names no host; the form is {form}"
+            return f"{item!r} has a port that is not a number from 1 to 65535"
     return None
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import parse_qsl, unquote, urlparse
 
 import pymongo
 from bson import Timestamp
@@ -19,6 +19,7 @@ from pymongo.errors import OperationFailure, PyMongoError
 from cdc.common_config import AMBIENT_CREDENTIALS
 from cdc.config import Config
 from cdc.errors import ConfigError
+from connectors.mongodb.config import SEED
 
 log = logging.getLogger("tidemark.mongodb")
 
@@ -30,7 +31,12 @@ def _hosts(config: Config) -> tuple[str | None, list[str]]:
     rs, sep, rest = raw.partition("/")
     if not sep:
         rs, rest = "", raw
-    return (rs or None), [h.strip() for h in rest.split(",") if h.strip()]
+    hosts = [h.strip() for h in rest.split(",") if h.strip()]
+    for host in hosts:
+        # the driver reads an entry with '://' as a whole connection string, options and all
+        if not SEED.fullmatch(host):
+            raise ConfigError([("mongodb.hosts", f"{host!r} is not a host or host:port")])
+    return (rs or None), hosts
 
 
 def configured_replica_set(config: Config) -> str | None:
@@ -39,7 +45,7 @@ def configured_replica_set(config: Config) -> str | None:
         return rs
     uri = config.get("mongodb.connection.string")
     if uri:
-        values = parse_qs(urlparse(str(uri)).query).get("replicaSet")
+        values = uri_options(str(uri)).get("replicaset")
         if values:
             return values[0]
     return None
@@ -51,11 +57,23 @@ _AMBIENT_MECHANISMS = ("mongodb-aws", "gssapi", "mongodb-oidc")
 _FILE_OPTIONS = ("tlscertificatekeyfile", "tlscertificatekeyfilepassword", "sslpemkeyfile")
 
 
+def uri_options(uri: str) -> dict[str, list[str]]:
+    """A connection string's options by lower-cased name. The driver separates them with
+    ``&`` or ``;`` (``parse_qs`` knows only ``&``, so a check built on it alone misses every
+    option after a ``;``)."""
+    query = urlparse(uri).query
+    options: dict[str, list[str]] = {}
+    for part in query.replace(";", "&").split("&"):
+        for name, value in parse_qsl(part, keep_blank_values=True):
+            options.setdefault(name.lower(), []).append(value)
+    return options
+
+
 def check_no_ambient_credentials(uri: str) -> None:
     """Without ambient credentials (a config written over REST) the connection string may
     not ask for them: an authentication mechanism that reads the worker's environment or
     tickets, or a client key file of the worker's."""
-    options = {k.lower(): v for k, v in parse_qs(urlparse(uri).query).items()}
+    options = uri_options(uri)
     problems = []
     mechanism = (options.get("authmechanism") or [""])[0]
     if mechanism.lower() in _AMBIENT_MECHANISMS:
@@ -105,8 +123,8 @@ def connect(config: Config, hosts: list[str] | None = None) -> Client:
     elif uri:
         # a shard reached directly: the connection string's TLS and auth options still apply
         parsed = urlparse(str(uri))
-        for key, values in parse_qs(parsed.query).items():
-            if key.lower().startswith(("tls", "ssl", "auth")) and values:
+        for key, values in uri_options(str(uri)).items():
+            if key.startswith(("tls", "ssl", "auth")) and values:
                 options.setdefault(key, values[0])
         if parsed.username and "username" not in options:
             options["username"] = unquote(parsed.username)

@@ -182,6 +182,13 @@ def test_without_ambient_credentials_a_unix_socket_host_is_refused(host: str) ->
         ("mongodb://h:27017/?authMechanism=MONGODB-AWS", "authMechanism=MONGODB-AWS"),
         ("mongodb://u@h/?authmechanism=GSSAPI&authSource=$external", "authMechanism=GSSAPI"),
         ("mongodb://h/?tls=true&tlsCertificateKeyFile=/etc/k.pem", "tlscertificatekeyfile"),
+        # the driver also separates options with ';', which parse_qs alone does not
+        (
+            "mongodb://h/?replicaSet=rs0;authMechanism=MONGODB-OIDC;"
+            "authMechanismProperties=ENVIRONMENT:k8s",
+            "authMechanism=MONGODB-OIDC",
+        ),
+        ("mongodb://h/?tls=true;tlsCertificateKeyFile=/etc/k.pem", "tlscertificatekeyfile"),
     ],
 )
 def test_without_ambient_credentials_a_mongodb_uri_may_not_ask_for_the_worker_s(
@@ -194,6 +201,22 @@ def test_without_ambient_credentials_a_mongodb_uri_may_not_ask_for_the_worker_s(
     key, reason = info.value.problems[0]
     assert key == "mongodb.connection.string" and refused in reason
     check_no_ambient_credentials("mongodb://u:p@h:27017/?authMechanism=SCRAM-SHA-256&tls=true")
+
+
+def test_a_connection_string_hidden_in_mongodb_hosts_is_refused() -> None:
+    """pymongo reads a seed with '://' as a whole connection string, options and all, which
+    the connection string's checks never saw."""
+    from connectors.mongodb.config import CONFIG_DEF
+    from connectors.mongodb.connection import connect
+
+    hosts = "rs0/mongodb://evil.example/?tls=true&tlsCertificateKeyFile=/etc/tidemark/k.pem"
+    problems = dict(CONFIG_DEF.validate({"mongodb.name": "m", "mongodb.hosts": hosts})[1])
+    assert "is not a host or host:port" in problems["mongodb.hosts"]
+    # and at connect time, whatever let the config through
+    cfg = CONFIG_DEF.parse({"mongodb.name": "m", "mongodb.hosts": "rs0/h:27017"})
+    cfg.values["mongodb.hosts"] = hosts
+    with pytest.raises(ConfigError, match="is not a host or host:port"):
+        connect(cfg)
 
 
 def test_without_ambient_credentials_sql_server_needs_its_own_driver_and_a_password() -> None:

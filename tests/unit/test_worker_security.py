@@ -414,6 +414,22 @@ def test_a_password_inside_a_url_is_masked_wherever_the_config_is_shown(app: App
     assert "Pw-Reg1stry" not in redact("no registry at http://sr:Pw-Reg1stry@127.0.0.1:9")
 
 
+def test_secrets_in_url_options_are_masked_and_count_as_literal_secrets() -> None:
+    """A key file's password and AWS session tokens ride in MongoDB's connection string
+    options, not its userinfo; they were shown by GET and stored unsealed."""
+    from cdc.config import mask_url_passwords, url_passwords
+
+    uri = (
+        "mongodb://h:27017/?tls=true&tlsCertificateKeyFilePassword=K3y-Pw;"
+        "authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESSION_TOKEN:T0ken&replicaSet=rs0"
+    )
+    shown = mask_url_passwords(uri)
+    assert "K3y-Pw" not in shown and "T0ken" not in shown
+    assert "replicaSet=rs0" in shown and "tls=true" in shown
+    assert {"K3y-Pw", "AWS_SESSION_TOKEN:T0ken"} <= url_passwords(uri)
+    assert mask_url_passwords("a=password=x") == "a=password=x"  # not a URL
+
+
 def test_a_connector_naming_another_cluster_gets_none_of_the_workers_credentials() -> None:
     """producer.override.bootstrap.servers pointed the producer, with the worker's SASL
     password, at any host a REST caller named."""
