@@ -258,7 +258,7 @@ def url_passwords(value: str) -> set[str]:
     message may show either)."""
     from urllib.parse import unquote
 
-    found = set()
+    found: set[str] = set()
     if "://" not in value:
         return found
     for m in (*_URL_PASSWORD.finditer(value), *_OPTION_SECRET.finditer(value)):
