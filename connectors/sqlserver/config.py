@@ -216,6 +216,38 @@ def _database_required(values: dict[str, Any], raw: dict[str, Any]) -> list[tupl
     ]
 
 
+#: the values written into the ODBC connection string
+ODBC_STRING_KEYS = (
+    "database.hostname",
+    "database.user",
+    "database.password",
+    "database.names",
+    "database.dbname",
+    "database.tds.version",
+    "database.odbc.driver",
+)
+
+
+def odbc_safe(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:
+    """FreeTDS ends a braced connection-string value at the first '};' whatever the escaping,
+    so a value with '}' could append attributes of its own (``DumpFile=`` writes a file
+    anywhere; ``Port=`` moves the kept password to another port). Refused for every such key:
+    such names and passwords are rare, and there is no other way to hand them to the driver."""
+    out = []
+    for key in ODBC_STRING_KEYS:
+        value = values.get(key)
+        texts = value if isinstance(value, list) else [value]
+        if any(isinstance(t, str) and ("}" in t or "\0" in t) for t in texts):
+            out.append(
+                (
+                    key,
+                    "may not contain '}' (or a NUL): the ODBC connection string it is written "
+                    "into cannot carry it safely",
+                )
+            )
+    return out
+
+
 def config_def() -> ConfigDef:
     cdef = (
         common_def(time_precision_mode="adaptive")
@@ -223,6 +255,7 @@ def config_def() -> ConfigDef:
         .extend(SQLSERVER_FIELDS)
     )
     cdef.checks.append(_database_required)
+    cdef.checks.append(odbc_safe)
     for prefix in ("database.history.", "schema.history.internal."):
         cdef.unsupported_prefixes[prefix] = (
             "the SQL Server connector keeps no schema history; it reads the structure from "

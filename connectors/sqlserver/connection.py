@@ -15,7 +15,7 @@ from typing import Any
 from cdc.common_config import AMBIENT_CREDENTIALS
 from cdc.config import Config
 from cdc.errors import ConfigError, FatalError
-from connectors.sqlserver.config import database_name
+from connectors.sqlserver.config import database_name, odbc_safe
 from connectors.sqlserver.dialect import DIALECTS, Dialect
 
 #: the Debian package that registers each known ODBC driver name
@@ -79,7 +79,8 @@ def check_driver(cfg: Config) -> str:
 
 
 def _value(text: Any) -> str:
-    """An ODBC connection-string value: braces around anything with ; or braces inside."""
+    """An ODBC connection-string value: braces around anything with ; or braces inside (a
+    '}' never gets here: see ``config.odbc_safe``)."""
     s = "" if text is None else str(text)
     if any(c in s for c in ";{}=") or s != s.strip():
         return "{" + s.replace("}", "}}") + "}"
@@ -113,6 +114,10 @@ def connection_string(cfg: Config, driver: str, database: str | None = None) -> 
             parts["Encrypt"] = "yes"
         if cfg["database.trustServerCertificate"]:
             parts["TrustServerCertificate"] = "yes"
+    given = {"database.names": [database]} if database else {}
+    unsafe = odbc_safe({**cfg.values, **given}, cfg.raw)
+    if unsafe:
+        raise ConfigError(unsafe)
     return ";".join(f"{k}={v if k == 'DRIVER' else _value(v)}" for k, v in parts.items())
 
 

@@ -25,7 +25,7 @@ BASE = {
     "database.server.name": "server1",
     "database.hostname": "db.example",
     "database.user": "debezium",
-    "database.password": "p;w}d",
+    "database.password": "p;w{d",
     "database.names": "testDB",
 }
 
@@ -68,8 +68,24 @@ def test_connection_string_escapes_and_passes_tls_options() -> None:
     )
     cs = ssconn.connection_string(cfg, "FreeTDS")
     assert cs.startswith("DRIVER={FreeTDS};SERVER=db.example;PORT=1433;DATABASE=testDB;")
-    assert "PWD={p;w}}d}" in cs and "TDS_Version=7.4" in cs
+    assert "PWD={p;w{d}" in cs and "TDS_Version=7.4" in cs
     assert "Encrypt=yes" in cs and "TrustServerCertificate=yes" in cs
+
+
+@pytest.mark.parametrize(
+    "key", ["database.names", "database.user", "database.password", "database.tds.version"]
+)
+def test_a_value_that_could_end_its_braces_is_refused(key: str) -> None:
+    """FreeTDS ends a braced value at the first '};': 'd};DumpFile=/path;X={' as a database
+    name made the driver overwrite /path with its trace, before any login."""
+    raw = {**BASE, key: "d};DumpFile=/tmp/victim;X={"}
+    assert key in dict(CONFIG_DEF.validate(raw)[1])
+    cfg = CONFIG_DEF.parse(BASE)
+    cfg.values[key] = [raw[key]] if key == "database.names" else raw[key]
+    with pytest.raises(ConfigError, match="may not contain '}'"):
+        ssconn.connection_string(cfg, "FreeTDS")
+    with pytest.raises(ConfigError, match="may not contain '}'"):
+        ssconn.connection_string(CONFIG_DEF.parse(BASE), "FreeTDS", "x};Port=2;y={")
 
 
 def col(type_name: str, length: int | None = None, scale: int | None = None) -> Column:
