@@ -748,7 +748,12 @@ class EventDispatcher:
         if not self.tx_metadata:
             return
         self._tx = _Transaction(ev.transaction_id)
-        self._put(self.special.transaction_begin(ev, self.partition))
+        record = self.special.transaction_begin(ev, self.partition)
+        # A BEGIN never moves the position by itself: a connector may give it the offset of
+        # the transaction's first change (MongoDB has no position between two changes), and
+        # storing that before the change is in Kafka would skip the change on restart.
+        record.continued = True
+        self._put(record)
 
     def _end(self, ev: TransactionEnd) -> None:
         self.metrics.streaming.committed_transactions += 1

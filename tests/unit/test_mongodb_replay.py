@@ -272,3 +272,54 @@ def test_primary_step_down_reconnects_at_the_same_position() -> None:
     )
     assert cursor.metrics["NumberOfPrimaryElections"] == 1.0
     assert cursor.metrics["NumberOfDisconnects"] == 1.0
+
+
+def test_an_acknowledged_begin_does_not_store_its_transactions_first_change() -> None:
+    """The BEGIN record carries the resume token of the transaction's first change (a change
+    stream has no position between two changes). Acknowledged and stored before that change
+    was produced, it made the restart resume after the change: lost."""
+    from cdc.offsets.memory import MemoryOffsetStore
+    from cdc.offsets.writer import OffsetWriter
+    from cdc.pipeline.delivery import AtLeastOnceDelivery
+    from cdc.transforms import build_chain
+    from tests.unit.fake_kafka import FakeSink
+
+    conn = connector()
+    ctx, queue = dispatcher_for(conn, True)
+    cursor = Recorded("transaction.json", ctx.stop_event)
+    conn.__dict__["per_shard"] = False
+    src = conn.streaming_source()
+    src.opener = cursor.open  # type: ignore[attr-defined]
+    src.execute(ctx, None)
+    records = queue.poll(0)
+    begin = next(i for i, r in enumerate(records) if r.topic == "srv.transaction")
+    first = records[begin + 1]
+    assert first.topic and first.topic != "srv.transaction"
+
+    kafka: list[Any] = []
+    store = MemoryOffsetStore()
+    part = conn.source_partition()
+    metrics = TaskMetrics("mongodb", "srv", "t")
+    delivery = AtLeastOnceDelivery(
+        sink=FakeSink(kafka, store),
+        store=store,
+        writer=OffsetWriter(store, "m", part),
+        transforms=build_chain({}),
+        key_converter=converter_from_config({}, is_key=True),
+        value_converter=converter_from_config({}, is_key=False),
+        failures=FailureHandler("fail", metrics),
+        metrics=metrics,
+        partition=part,
+        stopping=lambda: False,
+        flush_timeout_s=1.0,
+    )
+    store.start()
+    for record in records[: begin + 1]:  # a queue poll that ends right after the BEGIN
+        delivery.process([record])
+    delivery.commit()
+    stored = store.get("m", part) or {}
+    assert stored.get("resume_token") != first.source_offset["resume_token"]
+    # once the first change is in Kafka, its position is stored
+    delivery.process([first])
+    delivery.commit()
+    assert store.get("m", part)["resume_token"] == first.source_offset["resume_token"]
