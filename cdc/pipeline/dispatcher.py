@@ -214,7 +214,7 @@ class EventDispatcher:
         marks = self._marks
         if marks is not None:
             for record in marks.table_completed(table_id):
-                self._put(record)
+                self._enqueue(record)
 
     def snapshot_completed(self) -> None:
         marks, self._marks = self._marks, None
@@ -296,6 +296,16 @@ class EventDispatcher:
         self.snapshot_hand_over(held)
 
     def _put(self, record: SourceRecord) -> None:
+        marks = self._marks
+        if marks is not None and marks.holding():
+            # Not a snapshot row (a heartbeat, a failure's marker or dead letter): it goes
+            # ahead of the rows the markers hold back, and its offset counts them as read, so
+            # it may not be stored before they are in Kafka (the next released row's offset,
+            # stored after its own acknowledgement, moves the position instead).
+            record.continued = True
+        self._enqueue(record)
+
+    def _enqueue(self, record: SourceRecord) -> None:
         held = self._held
         if held is None:
             self.queue.put(record)

@@ -49,6 +49,10 @@ class SnapshotMarks:
         #: the latest record whose marker is decided (the last one of the snapshot, maybe)
         self.pending: SourceRecord | None = None
 
+    def holding(self) -> bool:
+        """Some snapshot row is held back, not yet in the queue."""
+        return bool(self.held) or self.pending is not None
+
     def push(self, table_id: TableId, record: SourceRecord) -> list[SourceRecord]:
         """A new snapshot row of ``table_id``; returns the records that may go now."""
         out: list[SourceRecord] = []

@@ -440,3 +440,33 @@ def test_v3_snapshot_batch_with_a_row_that_fails_goes_row_by_row() -> None:
     assert [k["id"] for k, *_ in want] == [1, 2, 4, 5, 6]
     assert [m for _, _, m, _ in want] == ["first", "true", "true", "true", "last"]
     assert run(True) == want
+
+
+@pytest.mark.parametrize("mode", ["skip", "warn", "dead-letter"])
+def test_v3_records_that_overtake_held_snapshot_rows_do_not_store_their_offset(
+    mode: str,
+) -> None:
+    """The markers hold a table's latest row back; a heartbeat or a failed row's marker (or
+    dead letter) went into the queue ahead of it with an offset counting it as read. Stored
+    once acknowledged, then a crash: the held row was never sent and the resumed snapshot
+    started after it."""
+    d, queue = dispatcher("3")
+    metrics = TaskMetrics("postgres", "srv", "t")
+    d.failures = FailureHandler(mode, metrics, "dlq")
+    d._heartbeat_s = 0.001
+    d.snapshot_started([TABLE.id])
+    snap = {**SOURCE, "snapshot": True}
+    for i in range(6):
+        value = "not a number" if i == 3 else str(i)
+        d._next_heartbeat = 0.0  # a heartbeat is due after every row
+        d.emit(RowChange(Operation.READ, TABLE.id, None, (value,), snap, {"after": i}))
+    records = queue.poll(0)
+    overtaking = [r for r in records if r.topic != "srv.public.t"]
+    assert overtaking, "the test needs heartbeats and failure records"
+    for n, record in enumerate(records):
+        if record.continued or not record.source_offset:
+            continue
+        read = record.source_offset["after"]
+        later_rows = [r for r in records[n + 1 :] if r.topic == "srv.public.t"]
+        # a record whose offset may be stored comes after every row that offset counts
+        assert all(r.source_offset["after"] > read for r in later_rows), (record, later_rows)
