@@ -244,7 +244,13 @@ class KafkaSink:
             kwargs["headers"] = headers
         if partition is not None:
             kwargs["partition"] = partition
-        self.producer.produce(topic, **kwargs)
+        try:
+            self.producer.produce(topic, **kwargs)
+        except KafkaException as exc:  # refused at once (over the producer's own limit too)
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, KafkaError):
+                return error
+            raise
         self._flush_all(stopping)
         return outcome[0] if outcome else None
 
