@@ -190,6 +190,20 @@ class ColumnMappers:
         )
 
 
+def regex_values(key: str, value: str) -> list[str] | None:
+    """The regular expressions a column mapping or ``message.key.columns`` value holds (for
+    the worker's check of patterns sent over REST), or None for any other key."""
+    if _TRUNCATE.match(key) or _MASK.match(key) or _HASH.match(key):
+        return split_list(value)
+    if key != "message.key.columns":
+        return None
+    out: list[str] = []
+    for part in value.split(";"):
+        table, _, cols = part.strip().rpartition(":")
+        out += [table, *split_list(cols)] if table else []
+    return out
+
+
 class KeyColumns:
     """``message.key.columns``: ``<table>:<col-regex>,<col-regex>;<table>:...``."""
 

@@ -30,6 +30,7 @@ from re import _constants as sre  # type: ignore[attr-defined]
 from re import _parser as sre_parse  # type: ignore[attr-defined]
 from typing import Any
 
+from cdc.column_mappers import regex_values
 from cdc.config import ConfigDef, split_list, valid_regex_list
 from cdc.transforms.base import compile_java_regex
 
@@ -282,6 +283,8 @@ def regex_problems(config: Mapping[str, Any], cdef: ConfigDef | None) -> list[Pr
                 patterns = [compile_java_regex(value).pattern]
             except re.error:
                 continue
+        elif (mapped := regex_values(key, value)) is not None:
+            patterns = mapped
         else:
             field = cdef.lookup(key) if cdef is not None else None
             if field is None or field.validator is not valid_regex_list:

@@ -76,7 +76,15 @@ ROUTER = {
 
 @pytest.mark.parametrize(
     ("extra", "key"),
-    [({"table.include.list": "db.(a+)+$"}, "table.include.list"), (ROUTER, "transforms.r.regex")],
+    [
+        ({"table.include.list": "db.(a+)+$"}, "table.include.list"),
+        (ROUTER, "transforms.r.regex"),
+        # column mappings and key columns are regular expressions too (a 31-character column
+        # name took 50 s against this one)
+        ({"column.mask.with.5.chars": "(.+)+x"}, "column.mask.with.5.chars"),
+        ({"message.key.columns": "db.t:id;(a+)+:c"}, "message.key.columns"),
+        ({"message.key.columns": "db.t:id,(\\w+_)*x"}, "message.key.columns"),
+    ],
 )
 def test_a_slow_pattern_is_refused_over_rest_and_runs_from_the_yaml_file(
     tmp_path: Path, extra: dict[str, str], key: str
@@ -98,6 +106,6 @@ def test_a_slow_pattern_is_refused_over_rest_and_runs_from_the_yaml_file(
         wait_for(lambda: len(engines.built["y"]) == 2, what="restart")
         assert task_state(h, "y") == "RUNNING"
         with pytest.raises(BadRequest, match="nests a quantifier"):
-            h.patch_config("y", {key: "(x+)+y"})
+            h.patch_config("y", {key: extra[key] + "z"})
     finally:
         assert h.shutdown(5)
