@@ -48,6 +48,9 @@ class EngineSettings:
     shutdown_timeout_ms: int = 30000
     task_id: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the worker's own topics (offsets, configs, status, assignments): a connector's
+    #: records may not go there, whatever a transform routes them to
+    reserved_topics: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -172,6 +175,7 @@ def build_sink(config: Config, settings: EngineSettings) -> KafkaSink:
             "cleanup.policy": config.get("topic.creation.default.cleanup.policy", "delete"),
         },
         create_topics=bool(config.get("topic.creation.enable", True)),
+        reserved_topics=settings.reserved_topics,
     )
 
 

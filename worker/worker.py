@@ -118,9 +118,10 @@ class Worker:
             for k, v in config.items()
             if k.startswith(PRODUCER_OVERRIDE)
         }
-        if overrides.get("bootstrap.servers", producer.get("bootstrap.servers")) != producer.get(
-            "bootstrap.servers"
-        ):
+        own_cluster = overrides.get(
+            "bootstrap.servers", producer.get("bootstrap.servers")
+        ) == producer.get("bootstrap.servers")
+        if not own_cluster:
             # Another listener or cluster: the worker's credentials must not be sent to one a
             # connector config names (the schema history follows this rule); its trust
             # settings (CA, verification) stay, they protect the connection and reveal nothing
@@ -140,7 +141,22 @@ class Worker:
             ),
             shutdown_timeout_ms=max(s.task_shutdown_graceful_timeout_ms // 3, 100),
             task_id=task_id,
+            reserved_topics=self.internal_topics() if own_cluster else frozenset(),
         )
+
+    def internal_topics(self) -> frozenset[str]:
+        """The topics this worker keeps its own state in. A connector writing there (a
+        RegexRouter to ``tidemark-status``) could forge task states, and with them where a
+        signal sent to another worker is forwarded, the caller's credentials included."""
+        s = self.settings
+        topics = {s.offset_storage_topic} if s.offset_storage == "kafka" else set()
+        if s.mode == "distributed":
+            topics |= {
+                s.config_storage_topic,
+                s.status_storage_topic,
+                s.assignment_storage_topic,
+            }
+        return frozenset(topics)
 
     def with_defaults(self, plugin: ConnectorPlugin, config: dict[str, str]) -> dict[str, str]:
         """Worker-provided defaults for connectors that keep a schema history (not

@@ -68,6 +68,7 @@ class KafkaSink:
         transactional_id: str | None = None,
         topic_defaults: Mapping[str, Any] | None = None,
         create_topics: bool = True,
+        reserved_topics: frozenset[str] = frozenset(),
     ) -> None:
         conf = librdkafka_config({**DEFAULT_PRODUCER, **dict(producer_config)})
         if "max.request.size" in conf:  # Kafka Connect's name for librdkafka's limit
@@ -99,6 +100,7 @@ class KafkaSink:
         self._admin: AdminClient | None = None
         self.create_topics = create_topics
         self.topic_defaults = dict(topic_defaults or {})
+        self.reserved_topics = reserved_topics
         self.known_topics: set[str] = set()
         #: topics whose max.message.bytes is below the producer's limit: their records are
         #: checked before producing, so the broker never rejects one after later ones went out
@@ -117,6 +119,13 @@ class KafkaSink:
         new = [t for t in topics if t and t not in self.known_topics]
         if not new:
             return
+        reserved = sorted(set(new) & self.reserved_topics)
+        if reserved:
+            raise SinkError(
+                f"a record is routed to {', '.join(reserved)}, the worker's own internal "
+                "topic; a connector may not write there (check the topic prefix and the "
+                "transforms that route records)"
+            )
         if self._admin is None:
             self._admin = LoggedAdminClient(self._admin_conf)
         if not self.create_topics:

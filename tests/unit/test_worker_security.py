@@ -483,3 +483,31 @@ def test_native_code_and_weaker_transport_settings_are_refused_over_rest(app: Ap
         }
     )
     assert call(app, "POST", "/connectors", {"name": "o", "config": other}).status == 201
+
+
+def test_a_connectors_records_may_not_go_to_the_workers_internal_topics() -> None:
+    """A RegexRouter to the status topic could forge a task's state, and with it the worker
+    a signal is forwarded to (the caller's Authorization header included)."""
+    from cdc.offsets.memory import MemoryOffsetStore as Store
+    from cdc.sinks.kafka import KafkaSink, SinkError
+    from worker.worker import Worker
+
+    s = WorkerSettings.model_validate(
+        {"bootstrap.servers": "kafka:9093", "mode": "distributed", "offset.storage": "kafka"}
+    )
+    w = Worker(s, Store(), worker_id="w")
+    reserved = w.engine_settings("c", {}, 0).reserved_topics
+    assert reserved == {"tidemark-offsets", "tidemark-configs", "tidemark-status",
+                        "tidemark-assignments"}  # fmt: skip
+    other = {"producer.override.bootstrap.servers": "elsewhere:9092"}
+    assert w.engine_settings("c", other, 0).reserved_topics == frozenset()
+    sink = KafkaSink(
+        {"bootstrap.servers": "127.0.0.1:1", "log_level": 0},
+        create_topics=False,
+        reserved_topics=reserved,
+    )
+    try:
+        with pytest.raises(SinkError, match="tidemark-status, the worker's own internal topic"):
+            sink.ensure_topics(["srv.inventory.customers", "tidemark-status"])
+    finally:
+        sink.release()
