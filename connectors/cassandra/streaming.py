@@ -207,9 +207,15 @@ class CassandraStreaming(StreamingSource):
                 continue
             idx = indexes[seg]
             if idx is None:
-                if any(indexes[s] is not None for s, _ in segments[n + 1 :]):
-                    continue  # closed without CDC data: Cassandra deletes it
-                break
+                if not any(indexes[s] is not None for s, _ in segments[n + 1 :]):
+                    break
+                # A later segment has an index: this one was closed without CDC data (and
+                # Cassandra deletes it), unless its first sync wrote its index between our
+                # reading it and reading the later one's (a sync writes them in order). Read
+                # it again, after the later one, to tell.
+                idx = indexes[seg] = read_cdc_index(path)
+                if idx is None:
+                    continue
             after = pos.pos if seg == pos.segment else 0
             cursor = self.cursors.setdefault(seg, Cursor())
             # the row to skip to is in the stored offset's mutation (at ``after``) only
