@@ -58,7 +58,7 @@ class DirectSend:
     def hand_over(self, held: list[SourceRecord]) -> None:
         """Send ``held`` now if nothing is ahead of it, else queue it."""
         with self.lock:
-            if self._processed == self.queue.taken_total and self.queue.take_directly(len(held)):
+            if self.queue.take_directly(len(held), self._processed):
                 try:
                     self._process(held)
                 except BaseException:

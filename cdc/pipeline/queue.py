@@ -103,15 +103,17 @@ class ChangeEventQueue(Generic[T]):
                     self._not_empty.notify()
             self.put_total += total
 
-    def take_directly(self, n: int) -> bool:
-        """Count ``n`` items as put and taken at once, when the queue is empty: the source
-        handed them to the consumer's processing itself (``cdc.pipeline.direct_send``), and
-        positions named in these totals must still count them. False (nothing counted) when
-        items are queued, which must go first."""
+    def take_directly(self, n: int, taken: int) -> bool:
+        """Count ``n`` items as put and taken at once, when the queue is empty and no item was
+        taken since ``taken_total`` was ``taken`` (the consumer processed all it took): the
+        source handed them to the consumer's processing itself (``cdc.pipeline.direct_send``),
+        and positions named in these totals must still count them. False (nothing counted)
+        otherwise: items queued or taken but not yet processed must go first. One check under
+        the queue's lock, so a take cannot slip in between."""
         with self._lock:
             if self._closed:
                 raise QueueClosed("the change event queue is closed")
-            if self._items:
+            if self._items or self.taken_total != taken:
                 return False
             self.put_total += n
             self.taken_total += n

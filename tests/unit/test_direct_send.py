@@ -76,6 +76,32 @@ def test_records_the_task_took_but_did_not_process_go_first() -> None:
     assert rec.runs == [[1, 2], [3]]
 
 
+class _TakenMeanwhile(ChangeEventQueue[SourceRecord]):
+    """The task thread polls (outside the direct send's lock) just as the source decides."""
+
+    stolen: list[SourceRecord] | None = None
+
+    def take_directly(self, n: int, taken: int) -> bool:
+        if self.stolen is None:
+            self.stolen = self.poll(0)
+        return super().take_directly(n, taken)
+
+
+def test_records_taken_while_the_source_decides_still_go_first() -> None:
+    """The check that the task processed all it took and the count of a direct run were two
+    steps; a poll between them sent the run ahead of the batch the task had just taken."""
+    queue = _TakenMeanwhile(100, 10, 10)
+    rec = Recorder()
+    direct = DirectSend(queue, rec)
+    queue.put_many(recs(1, 2))
+    direct.hand_over(recs(3))
+    assert queue.stolen is not None and ids(queue.stolen) == [1, 2]
+    assert rec.runs == []  # 3 waits behind them
+    direct.task_process(queue.stolen)
+    direct.task_process(queue.poll(0))
+    assert rec.runs == [[1, 2], [3]]
+
+
 def test_no_run_is_sent_while_a_commit_holds_the_lock() -> None:
     _queue, rec, direct = setup()
     assert direct.lock.acquire(timeout=1)
