@@ -271,11 +271,15 @@ class Registry:
             names = set(fld.all_names) if fld is not None else {key}
             if not names & unresolved:
                 problems.append((key, reason))
-        problems.extend(p for p in transform_problems(resolved) if p[0] not in unresolved)
+        typos: list[Problem] = []
+        problems.extend(p for p in transform_problems(resolved, typos) if p[0] not in unresolved)
+        result.warnings += typos
         return result
 
 
-def transform_problems(config: Mapping[str, Any]) -> list[Problem]:
+def transform_problems(
+    config: Mapping[str, Any], warnings: list[Problem] | None = None
+) -> list[Problem]:
     """Every bad ``transforms.*`` / ``predicates.*`` setting, found by building the chain as
     the task would (and closing it): Kafka Connect refuses them when a config is validated,
     so a typo is a 400 or a ``tidemark validate`` error rather than a task that fails on
@@ -284,7 +288,7 @@ def transform_problems(config: Mapping[str, Any]) -> list[Problem]:
     if not str(config.get("transforms") or "").strip():
         return []
     try:
-        build_chain(config).close()
+        build_chain(config, warnings).close()
     except TransformConfigError as exc:
         return list(exc.errors)
     return []

@@ -14,6 +14,7 @@ record than the transform itself, while the dispatcher hands out one schema obje
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import json
 import logging
@@ -523,6 +524,56 @@ def _sub_config(config: Mapping[str, Any], prefix: str) -> dict[str, str]:
     }
 
 
+class _ReadKeys(dict[str, str]):
+    """A plugin's settings that note which keys the plugin asked for while it configured
+    itself, so a setting it never read and that is one letter off one it did
+    (``delete.handling.mod``) can be named: Kafka Connect ignores it without a word, and the
+    default silently applies. A plugin that walks all its keys reads them all."""
+
+    def __init__(self, values: Mapping[str, str]) -> None:
+        super().__init__(values)
+        self.read: set[str] = set()
+        self.whole = False
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: str) -> str:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.read.add(key)
+        return super().__contains__(key)
+
+    def __iter__(self) -> Any:
+        self.whole = True
+        return super().__iter__()
+
+    def keys(self) -> Any:
+        self.whole = True
+        return super().keys()
+
+    def items(self) -> Any:
+        self.whole = True
+        return super().items()
+
+    def unread_typos(self) -> list[tuple[str, str]]:
+        """(key, the key it is likely a misspelling of) for each setting never read."""
+        if self.whole:
+            return []
+        out = []
+        for key in dict.keys(self):
+            if key in self.read or key == "type":
+                continue
+            found = difflib.get_close_matches(key, sorted(self.read - {"type"}), 1, 0.8)
+            if found:
+                out.append((key, found[0]))
+        return out
+
+
 def _instantiate(
     sub: dict[str, str],
     prefix: str,
@@ -531,6 +582,7 @@ def _instantiate(
     kind: str,
     errors: list[tuple[str, str]],
     connector_config: Mapping[str, Any] | None = None,
+    warnings: list[tuple[str, str]] | None = None,
 ) -> P | None:
     type_name = sub.get("type", "").strip()
     if not type_name:
@@ -543,20 +595,32 @@ def _instantiate(
     plugin = cls()
     if connector_config is not None and isinstance(plugin, Transformation):
         plugin.connector_context(connector_config)
+    settings = _ReadKeys(sub)
     try:
-        plugin.configure(sub)
+        plugin.configure(settings)
     except TransformConfigError as exc:
         errors.extend(exc.prefixed(prefix).errors)
         return None
     except ValueError as exc:
         errors.append((prefix.rstrip("."), str(exc)))
         return None
+    if warnings is not None:
+        for key, meant in settings.unread_typos():
+            warnings.append(
+                (
+                    prefix + key,
+                    f"is not a setting of {type_name}; did you mean `{prefix}{meant}`? (ignored)",
+                )
+            )
     return plugin
 
 
-def build_chain(connector_config: Mapping[str, Any]) -> TransformChain:
+def build_chain(
+    connector_config: Mapping[str, Any], warnings: list[tuple[str, str]] | None = None
+) -> TransformChain:
     """Build the transform chain a connector config describes; raise
-    :class:`TransformConfigError` naming every invalid key of every transform and predicate."""
+    :class:`TransformConfigError` naming every invalid key of every transform and predicate.
+    ``warnings`` collects the settings no plugin read that look like misspellings."""
     errors: list[tuple[str, str]] = []
     transform_aliases = _aliases(connector_config, "transforms", errors)
     if not transform_aliases and not errors:
@@ -567,7 +631,9 @@ def build_chain(connector_config: Mapping[str, Any]) -> TransformChain:
     for alias in _aliases(connector_config, "predicates", errors):
         prefix = f"predicates.{alias}."
         sub = _sub_config(connector_config, prefix)
-        predicate = _instantiate(sub, prefix, _PREDICATES, _PREDICATE_BASE, "predicate", errors)
+        predicate = _instantiate(
+            sub, prefix, _PREDICATES, _PREDICATE_BASE, "predicate", errors, None, warnings
+        )
         if predicate is None:
             broken_predicates.add(alias)
         else:
@@ -599,7 +665,14 @@ def build_chain(connector_config: Mapping[str, Any]) -> TransformChain:
                     )
                 )
         transformation = _instantiate(
-            sub, prefix, _TRANSFORMS, _TRANSFORM_BASE, "transformation", errors, connector_config
+            sub,
+            prefix,
+            _TRANSFORMS,
+            _TRANSFORM_BASE,
+            "transformation",
+            errors,
+            connector_config,
+            warnings,
         )
         if transformation is not None:
             stages.append(Stage(alias, transformation, predicate, negate))

@@ -177,8 +177,9 @@ class ByLogicalTableRouter(Transformation):
         self._topics = TopicRewriter.from_config(cfg, "topic.regex", "topic.replacement")
         self._enforce_uniqueness = cfg.boolean("key.enforce.uniqueness", True)
         self._key_field = cfg.string("key.field.name") or "__dbz__physicalTableIdentifier"
+        replacement = cfg.raw("key.field.replacement")  # read either way: a known setting
         if cfg.raw("key.field.regex"):
-            if not cfg.raw("key.field.replacement"):
+            if not replacement:
                 cfg.error("key.field.replacement", "must be non-empty if key.field.regex is set")
             else:
                 self._key_ids = TopicRewriter.from_config(

@@ -233,3 +233,26 @@ def test_enum_values_are_read_in_their_canonical_spelling(key: str, given: str, 
     mysql = {"database.hostname": "h", "database.user": "u", "database.server.name": "s"}
     values, problems = MYSQL_DEF.validate({**mysql, "database.server.id": "5", key: given})
     assert problems == [] and values[key] == read
+
+
+def test_a_misspelt_transform_setting_is_a_warning_naming_the_setting_meant() -> None:
+    """Kafka Connect ignores a transform key it does not know; a misspelt
+    delete.handling.mode then silently kept the default (tombstones dropped, no rewrite)."""
+    from worker.registry import Registry
+
+    config = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "database.hostname": "h",
+        "database.user": "u",
+        "database.dbname": "d",
+        "topic.prefix": "p",
+        "transforms": "u",
+        "transforms.u.type": "io.debezium.transforms.ExtractNewRecordState",
+        "transforms.u.delete.handling.mod": "rewrite",
+        "transforms.u.drop.tombstones": "false",
+    }
+    checked = Registry().check(config)
+    assert checked.problems == []
+    warnings = dict(checked.warnings)
+    assert "`transforms.u.delete.handling.mode`" in warnings["transforms.u.delete.handling.mod"]
+    assert "transforms.u.drop.tombstones" not in warnings
