@@ -133,8 +133,10 @@ class PluginConfig:
         return value
 
     def boolean(self, key: str, default: bool) -> bool:
+        """Unset is the default; set, it must say true or false (blank too: Kafka's BOOLEAN
+        refuses an empty value rather than defaulting it)."""
         value = self.raw(key)
-        if value is None or value == "":
+        if value is None:
             return default
         lowered = value.lower()
         if lowered not in ("true", "false"):
@@ -144,7 +146,7 @@ class PluginConfig:
 
     def choice(self, key: str, choices: Sequence[str], default: str) -> str:
         value = self.raw(key)
-        if value is None or value == "":
+        if value is None:
             return default
         lowered = value.lower()
         if lowered not in choices:

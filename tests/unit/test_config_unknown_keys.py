@@ -256,3 +256,17 @@ def test_a_misspelt_transform_setting_is_a_warning_naming_the_setting_meant() ->
     warnings = dict(checked.warnings)
     assert "`transforms.u.delete.handling.mode`" in warnings["transforms.u.delete.handling.mod"]
     assert "transforms.u.drop.tombstones" not in warnings
+
+
+def test_a_blank_transform_boolean_or_choice_is_refused_not_defaulted() -> None:
+    from cdc.transforms import TransformConfigError, build_chain
+
+    for key in ("drop.tombstones", "delete.handling.mode"):
+        config = {
+            "transforms": "u",
+            "transforms.u.type": "io.debezium.transforms.ExtractNewRecordState",
+            f"transforms.u.{key}": " ",
+        }
+        with pytest.raises(TransformConfigError) as err:
+            build_chain(config)
+        assert f"transforms.u.{key}" in dict(err.value.errors)
