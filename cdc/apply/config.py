@@ -8,6 +8,8 @@ Unknown keys are errors: a typo such as ``on.eror`` must not silently select the
 
 from __future__ import annotations
 
+import difflib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -209,8 +211,12 @@ def from_mapping(doc: Mapping[str, Any], overrides: Mapping[str, Any] | None = N
     known = {spec.key for spec in _SPECS}
     unknown = sorted(k for k in flat if k not in known)
     if unknown:
+        hints = []
+        for key in unknown:
+            meant = difflib.get_close_matches(key, sorted(known), 1, 0.8)
+            hints.append(f"{key} (did you mean {meant[0]}?)" if meant else key)
         raise ConfigError(
-            f"unknown configuration key(s): {', '.join(unknown)}. Known keys: "
+            f"unknown configuration key(s): {', '.join(hints)}. Known keys: "
             + ", ".join(sorted(known))
         )
     kwargs: dict[str, Any] = {}
@@ -225,6 +231,7 @@ def from_mapping(doc: Mapping[str, Any], overrides: Mapping[str, Any] | None = N
     _check_regex("kafka.topic.pattern", cfg.topic_pattern)
     _check_regex("kafka.topics.exclude", cfg.topic_exclude)
     _check_trigger(cfg.trigger)
+    _check_starting_offsets(cfg.starting_offsets)
     _check_kafka_options(cfg.kafka_options)
     cfg.direct_options()  # kafka.reader: direct with Java-only options fails here
     if cfg.input_format == "avro" and not cfg.registry_url:
@@ -243,6 +250,22 @@ def from_mapping(doc: Mapping[str, Any], overrides: Mapping[str, Any] | None = N
                 "{topic}, {server}, {db}, {schema}, {table}"
             ) from None
     return cfg
+
+
+def _check_starting_offsets(value: str) -> None:
+    """Spark's ``startingOffsets``: earliest, latest, or a JSON object of offsets per topic
+    and partition (Spark would refuse anything else only when the stream starts)."""
+    if value.strip() in ("earliest", "latest"):
+        return
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        raise ConfigError(
+            f"kafka.starting.offsets must be earliest, latest or a JSON object such as "
+            f'{{"topic": {{"0": 23}}}}, not {value!r}'
+        )
 
 
 def _check_regex(key: str, value: str | None) -> None:
@@ -294,6 +317,9 @@ class _Spec:
             text = str(value)
             if self.choices and text not in self.choices:
                 raise ConfigError(f"{key} must be one of {', '.join(self.choices)}, not {text!r}")
+            if self.required and not text.strip():
+                # an empty target.path would put tables at the root of the filesystem
+                raise ConfigError(f"{key} is required and may not be blank")
             return text
         if kind == "opt_str":
             return None if value is None else _Spec(key, self.attr, "str").parse(key, value)
@@ -306,10 +332,12 @@ class _Spec:
         if kind == "opt_int":
             if value is None or value == "none":
                 return None
-            try:
-                number = int(value)
-            except (TypeError, ValueError):
-                raise ConfigError(f"{key} must be an integer") from None
+            # int() would turn 2.9 into 2 and true into 1
+            if isinstance(value, bool) or not (
+                isinstance(value, int) or (isinstance(value, str) and _DIGITS.fullmatch(value))
+            ):
+                raise ConfigError(f"{key} must be a whole number, got {value!r}")
+            number = int(value)
             if number <= 0:
                 raise ConfigError(f"{key} must be positive")
             return number
@@ -331,6 +359,9 @@ class _Spec:
                 raise ConfigError(f"{key} must be one of {', '.join(self.choices)}")
             return text
         raise AssertionError(kind)
+
+
+_DIGITS = re.compile(r"\s*[+-]?[0-9]+\s*")
 
 
 def _scalar_text(key: str, value: Any) -> str:

@@ -64,11 +64,25 @@ def test_merge_on_read_tables_keep_their_change_log_beside_the_deleted_keys() ->
         ({"target.table.name": "{nope}"}, "unknown placeholder"),
         ({"table.type": "MERGE_ON_READ"}, "table.type must be one of copy-on-write, merge-on"),
         ({"compaction.every": 0}, "compaction.every must be positive"),
+        ({"on.eror": "fail"}, r"on\.eror \(did you mean on\.error\?\)"),
+        ({"target.path": ""}, r"target\.path is required and may not be blank"),
+        ({"checkpoint.location": " "}, r"checkpoint\.location is required and may not be blank"),
+        ({"compaction.every": 2.9}, "compaction.every must be a whole number"),
+        ({"deletes.compact.every": True}, "deletes.compact.every must be a whole number"),
+        ({"kafka.starting.offsets": "bogus"}, "kafka.starting.offsets must be earliest, latest"),
     ],
 )
 def test_invalid_configs_name_the_key(change: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         from_mapping({**BASE, **change})
+
+
+def test_starting_offsets_and_whole_numbers_that_pass() -> None:
+    cfg = from_mapping(
+        {**BASE, "kafka.starting.offsets": '{"t": {"0": 5}}', "compaction.every": "3"}
+    )
+    assert cfg.compaction_every == 3
+    assert from_mapping({**BASE, "kafka.starting.offsets": "latest"}).starting_offsets == "latest"
 
 
 def test_required_keys() -> None:
