@@ -12,6 +12,7 @@ otherwise be silently ignored. Connector configs are checked by the connector's 
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -56,6 +57,13 @@ class WorkerConfigError(Exception):
         lines = "\n".join(f"  {path}: {msg}" if path else f"  {msg}" for path, msg in problems)
         n = len(problems)
         super().__init__(f"{source}: {n} problem{'s' if n != 1 else ''}:\n{lines}")
+
+
+def _port_in_range(url: str | None) -> str | None:
+    port = re.search(r":(\d+)/?$", url or "")
+    if port and not 0 <= int(port.group(1)) <= 65535:
+        raise ValueError(f"{url!r}: the port must be from 0 (any free port) to 65535")
+    return url
 
 
 class WorkerSettings(BaseModel):
@@ -236,6 +244,59 @@ class WorkerSettings(BaseModel):
             r"https?://(\[[0-9A-Fa-f:.]+\]|[^/:\s\[\]]+)(:\d{1,5})?/?", value
         ):
             raise ValueError(f"{value!r} is not a URL of the form http(s)://<host>:<port>")
+        return _port_in_range(value)
+
+    @field_validator("listeners", "metrics_listener")
+    @classmethod
+    def _listener_port(cls, value: str | None) -> str | None:
+        return _port_in_range(value)
+
+    @field_validator(
+        "offset_storage_partitions",
+        "offset_storage_replication_factor",
+        "offset_flush_interval_ms",
+        "offset_flush_timeout_ms",
+        "task_shutdown_graceful_timeout_ms",
+        "rest_port",
+        "config_storage_replication_factor",
+        "status_storage_partitions",
+        "status_storage_replication_factor",
+        "session_timeout_ms",
+        "heartbeat_interval_ms",
+        "rebalance_timeout_ms",
+        "scheduled_rebalance_max_delay_ms",
+        mode="before",
+    )
+    @classmethod
+    def _no_boolean_numbers(cls, value: Any) -> Any:
+        """YAML's true is a bool, which pydantic would take as the number 1."""
+        if isinstance(value, bool):
+            raise ValueError(f"must be a number, not {str(value).lower()}")
+        return value
+
+    @field_validator(
+        "offset_storage_replication_factor",
+        "config_storage_replication_factor",
+        "status_storage_replication_factor",
+    )
+    @classmethod
+    def _replication_factor(cls, value: int) -> int:
+        if value == 0:
+            raise ValueError("must be -1 (the broker's default) or at least 1")
+        return value
+
+    @field_validator(
+        "offset_storage_topic",
+        "config_storage_topic",
+        "status_storage_topic",
+        "assignment_storage_topic",
+        "state_dir",
+        mode="before",
+    )
+    @classmethod
+    def _not_blank(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("may not be empty")
         return value
 
     @property
@@ -367,8 +428,17 @@ def yaml_path(loc: tuple[int | str, ...]) -> str:
     return out
 
 
+def _key_names(model: type[BaseModel]) -> list[str]:
+    """The YAML keys of a model (its internal fields without an alias are not keys)."""
+    return [f.alias or name for name, f in model.model_fields.items() if f.alias or name.isalpha()]
+
+
 def _known_keys(model: type[BaseModel]) -> str:
-    return ", ".join(f.alias or name for name, f in model.model_fields.items())
+    return ", ".join(_key_names(model))
+
+
+#: the member types pydantic appends to the location of a union's errors
+_UNION_MEMBERS = {"str", "int", "float", "bool"}
 
 
 def _pydantic_problems(exc: ValidationError) -> list[Problem]:
@@ -382,11 +452,18 @@ def _pydantic_problems(exc: ValidationError) -> list[Problem]:
                 owner = WorkerSettings
             elif loc[:1] == ("connectors",):
                 owner = ConnectorEntry
-            msg = f"unknown key (known keys: {_known_keys(owner)})"
+            names = _key_names(owner)
+            meant = difflib.get_close_matches(str(loc[-1]), names, 1, 0.8)
+            hint = f"did you mean {meant[0]}? " if meant else ""
+            msg = f"unknown key ({hint}known keys: {_known_keys(owner)})"
         elif err["type"] == "missing":
             msg = "is required"
+        elif loc and loc[-1] in _UNION_MEMBERS and len(loc) > 2:
+            # one error per member of ``str | int | float | bool``: say it once
+            loc, msg = loc[:-1], "must be a string, number or boolean"
+        msg = msg.removeprefix("Value error, ")
         out.append((yaml_path(loc), msg))
-    return out
+    return list(dict.fromkeys(out))
 
 
 def parse_config(

@@ -347,3 +347,41 @@ def test_load_config_reads_a_file(tmp_path: Path) -> None:
     path.write_text("worker: {rest.port: 0, state.dir: /tmp/x}\n")
     cfg = load_config(path)
     assert cfg.worker.rest_port == 0 and str(cfg.worker.state_dir) == "/tmp/x"
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "key", "text"),
+    [
+        ("worker:\n  listeners: http://127.0.0.1:99999\n", "worker.listeners", "port must be"),
+        ("worker:\n  rest.advertised.url: http://h:99999\n", "worker.rest.advertised.url", "port"),
+        (
+            "worker:\n  offset.storage.replication.factor: 0\n",
+            "worker.offset.storage.replication.factor",
+            "-1 (the broker's default) or at least 1",
+        ),
+        ("worker:\n  rest.port: true\n", "worker.rest.port", "must be a number, not true"),
+        (
+            "worker:\n  offset.storage.topic: ''\n",
+            "worker.offset.storage.topic",
+            "may not be empty",
+        ),
+        ("worker:\n  state.dir: ' '\n", "worker.state.dir", "may not be empty"),
+        (
+            "worker:\n  producer:\n    linger.ms: [1, 2]\n",
+            "worker.producer.linger.ms",
+            "must be a string, number or boolean",
+        ),
+        ("worker:\n  rest.prot: 8083\n", "worker.rest.prot", "did you mean rest.port?"),
+        ("worker:\n  mode: distributed\n  offset.storage: file\n", "worker", "mode: distributed"),
+    ],
+)
+def test_worker_settings_mistakes_name_the_key_in_plain_words(
+    yaml_text: str, key: str, text: str
+) -> None:
+    with pytest.raises(WorkerConfigError) as err:
+        parse_config(yaml_text)
+    found = dict(err.value.problems)
+    assert len(err.value.problems) == 1, err.value.problems
+    assert text in found[key], found
+    assert not found[key].startswith("Value error")
+    assert "kafka_security" not in found[key]
