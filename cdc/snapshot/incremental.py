@@ -1240,9 +1240,12 @@ class SignalledContext:
             if not recent or recent[-1][2] != transaction_id or transaction_id is None:
                 recent.append((source, offset, transaction_id))
         if extra is not None:
+            # a change of a skipped operation (skipped.operations) is not emitted, so it may
+            # not take the chunk's row of its key either: nothing would stand for the row
+            data = kind if op._value_ not in self.d.skipped else None
             if s.window is not None:
-                passed = s.observe(kind, before_row, after_row, source, offset, transaction_id)
-            elif kind == _DATA and not s.read_only:
+                passed = s.observe(data, before_row, after_row, source, offset, transaction_id)
+            elif data == _DATA and not s.read_only:
                 s.streamed(before_row, after_row)
             offset = {**offset, **extra}
         s.last_offset = offset

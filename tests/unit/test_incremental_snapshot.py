@@ -551,3 +551,21 @@ def test_execute_snapshot_of_tables_under_way_is_no_error() -> None:
     h.pump()
     assert [k for op, k in h.events() if op == "r"] == [1, 2, 3, 9]  # once each
     assert h.d.metrics.notices == [] and not h.inc.active
+
+
+def test_a_skipped_operation_does_not_take_the_chunk_row_of_its_key() -> None:
+    """With skipped.operations=u an update inside the window is not emitted; it used to take
+    the row read for its key out of the buffer all the same, so the row never reached the
+    topic although it exists."""
+    import tests.unit.test_incremental_snapshot as this
+
+    original = this.make_dispatcher
+    this.make_dispatcher = lambda: original({"skipped.operations": "u"})  # type: ignore[assignment,misc]
+    try:
+        h = Harness(rows={1: (1, "a"), 2: (2, "b")})
+    finally:
+        this.make_dispatcher = original
+    h.db.signal("execute-snapshot", {"data-collections": ["db.k"]})
+    h.db.after_read.append(lambda: h.db.update((1, "a2")))
+    h.pump()
+    assert sorted(h.events()) == [("r", 1), ("r", 2)]
