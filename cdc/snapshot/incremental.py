@@ -652,15 +652,7 @@ class IncrementalSnapshot:
             )
             self._scanned(wanted.id, "NO_PRIMARY_KEY", 0)
             return False
-        self.table = table
-        self._key_columns = keys
-        self._key_index = [names.index(k) for k in keys]
-        if schema.key_columns:
-            key_from_row = schema.key_from_row
-            self._dedup = lambda row: _hashable(key_from_row(row))
-        else:
-            index = self._key_index
-            self._dedup = lambda row: _hashable([row[i] for i in index])
+        self._use_layout(table, keys)
         self._kinds.clear()
         self.rows = 0
         estimate = self.reader.estimate_rows(table)
@@ -689,6 +681,57 @@ class IncrementalSnapshot:
                 return True  # empty: _read_chunk finds nothing and completes it
         self._update_extra()
         return True
+
+    def _use_layout(self, table: Table, keys: list[str]) -> None:
+        """The table's columns as chunks are read and deduplicated from now on."""
+        schema = self.d.schemas[table.id]
+        self.table = table
+        self._key_columns = keys
+        self._key_index = [table.column_names().index(k) for k in keys]
+        if schema.key_columns:
+            key_from_row = schema.key_from_row
+            self._dedup = lambda row: _hashable(key_from_row(row))
+        else:
+            index = self._key_index
+            self._dedup = lambda row: _hashable([row[i] for i in index])
+
+    def table_changed(self, table: Table) -> None:
+        """The table being snapshotted changed (its DDL was streamed): rows read under the
+        old column layout may not go downstream under the new one (a dropped column would
+        shift every later value into the wrong field). As Debezium does, the chunks in hand
+        are dropped and read again with the new layout; their watermarks, when streamed,
+        name no chunk and are passed over."""
+        current = self.table
+        if current is None or table.id != current.id or _layout(table) == _layout(current):
+            return
+        keys = self._key_columns
+        if not all(k in table.column_names() for k in keys):
+            self._notice(
+                f"incremental snapshot of {short_name(table.id)} stopped: its chunk key "
+                f"{', '.join(keys)} is no longer a column of the table"
+            )
+            self._drop_window()
+            self._scanned(short_name(table.id), "UNKNOWN_SCHEMA", self.rows)
+            self._drop_first()
+            return
+        log.info(
+            "%s: %s changed while a chunk was in hand; the chunk is read again",
+            self.name,
+            short_name(table.id),
+        )
+        self._drop_window()
+        self._use_layout(table, keys)
+        if not self.blocking:  # a blocking snapshot reads its next chunk where it waits
+            self._advance()
+
+    def _drop_window(self) -> None:
+        if self.parallel is not None:
+            self.parallel.reset()
+        if self.chunk_id is not None and not self.blocking:
+            self.buffer = {}
+            self.chunk_id = None
+            self.window_open = False
+            self.window = None
 
     def _read_chunk(self) -> bool:
         """Write the open watermark, read the chunk into the buffer, write the close
@@ -1051,6 +1094,11 @@ class IncrementalSnapshot:
         self.d.metrics.notices.append(text)
 
 
+def _layout(table: Table) -> list[tuple[str, str]]:
+    """What a chunk's rows depend on: the columns' names, order and types."""
+    return [(c.name, c.type_name.lower()) for c in table.columns]
+
+
 def _hashable(value: Any) -> Any:
     if isinstance(value, dict):
         return tuple(_hashable(v) for v in value.values())
@@ -1269,6 +1317,8 @@ class SignalledContext:
         self.d.register_table(table)
         if self.s.waiting:  # a restored snapshot waits for the connector to declare its table
             self.s.start()
+        elif self.s.active:
+            self.s.table_changed(table)
 
     def is_included(self, table_id: TableId) -> bool:
         return self.d.is_included(table_id)

@@ -569,3 +569,39 @@ def test_a_skipped_operation_does_not_take_the_chunk_row_of_its_key() -> None:
     h.db.after_read.append(lambda: h.db.update((1, "a2")))
     h.pump()
     assert sorted(h.events()) == [("r", 1), ("r", 2)]
+
+
+def test_a_table_change_inside_the_window_reads_the_chunk_again() -> None:
+    """A column dropped between a chunk's read and its close watermark: the rows read under
+    the old layout went downstream under the new one, each value shifted into the next
+    column's field (b got a's value), and nothing corrected them."""
+    wide = Table(
+        K.id, (Column("id", 0, "int"), Column("a", 1, "text"), Column("b", 2, "text")), ("id",)
+    )
+    narrow = Table(K.id, (Column("id", 0, "int"), Column("b", 1, "text")), ("id",))
+    h = Harness()
+    h.d.register_table(wide)
+    h.db.rows[K.id].update({1: (1, "A1", "B1"), 2: (2, "A2", "B2")})
+    h.db.signal("execute-snapshot", {"data-collections": ["db.k"]})
+
+    def drop_column_a() -> None:  # ALTER TABLE k DROP COLUMN a; UPDATE k SET b = 'B2x' ...
+        h.db.rows[K.id] = {k: (r[0], r[2]) for k, r in h.db.rows[K.id].items()}
+        h.db.log.append(("DDL", narrow.id, narrow, None))  # type: ignore[arg-type]
+        h.db.update((2, "B2x"))
+
+    h.db.after_read.append(drop_column_a)
+    while h.db.log:
+        op, tid, before, after = h.db.log.pop(0)
+        h.position += 1
+        if op == "DDL":
+            h.ctx.register_table(before)  # what the stream does with the new relation
+            continue
+        source = {"ts_ms": 1, "db": "db", "table": tid.table, "pos": h.position}
+        h.ctx.emit_row(op, tid, before, after, source, {"pos": h.position})
+        h.records += drain(h.queue)
+    last = {
+        r.key["id"]: r.value["after"]
+        for r in h.records
+        if r.topic.endswith(".k") and r.value is not None
+    }
+    assert last == {1: {"id": 1, "b": "B1"}, 2: {"id": 2, "b": "B2x"}}
