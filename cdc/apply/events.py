@@ -18,6 +18,7 @@ and cached by its raw bytes, and only the payload is parsed per record.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -219,6 +220,8 @@ class Parser:
     _key_schemas: _Heads[dict[str, Any]] = field(default_factory=_Heads)
     _tables: dict[str, str] = field(default_factory=dict)
     _layouts: dict[str, str] = field(default_factory=dict)
+    #: parse numbers keeping their text (a decimal written as a JSON number)
+    _exact: bool = False
 
     def parse(
         self,
@@ -230,7 +233,18 @@ class Parser:
         headers: Headers | None = None,
     ) -> Parsed:
         try:
-            parsed = self._parse(topic, partition, offset, key, value)
+            try:
+                parsed = self._parse(topic, partition, offset, key, value)
+            except st.InexactNumber:
+                self._exact = True  # the same record, every number kept as written
+                try:
+                    parsed = self._parse(topic, partition, offset, key, value)
+                finally:
+                    self._exact = False
+                if isinstance(parsed, Change):
+                    parsed.row = st.plain_floats(parsed.row)
+                    parsed.key = st.plain_floats(parsed.key)
+                    parsed.removed = st.plain_floats(parsed.removed)
             if headers and isinstance(parsed, Change):
                 _key_change_headers(parsed, headers)
             return parsed
@@ -408,14 +422,17 @@ class Parser:
 
     def _value(self, raw: bytes) -> tuple[Any, tuple[RowShape | None, RowShape | None] | None]:
         mode = self.settings.schemas
-        if mode != "false":
-            known = _after_known_head(raw, self._shapes)
-            if known is not None:
-                return known
-        try:
-            doc = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise BadInput(f"value is not valid JSON: {exc}") from None
+        if self._exact:
+            doc = json.loads(raw, parse_float=st.ExactNumber)
+        else:
+            if mode != "false":
+                known = _after_known_head(raw, self._shapes)
+                if known is not None:
+                    return known
+            try:
+                doc = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise BadInput(f"value is not valid JSON: {exc}") from None
         if isinstance(doc, dict) and set(doc) == {"schema", "payload"} and mode != "false":
             shapes = self._shapes_of(doc["schema"])
             _remember_head(raw, doc["schema"], self._shapes, shapes)
@@ -467,13 +484,16 @@ class Parser:
     def _key(self, raw: bytes | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
         if raw is None:
             raise BadInput("the Kafka key is null: the primary key of the row is unknown")
-        known = _after_known_head(raw, self._key_schemas)
-        if known is not None and isinstance(known[0], dict) and known[0]:
-            return known  # anything else: the full parse below says what is wrong
-        try:
-            doc = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise BadInput(f"key is not valid JSON: {exc}") from None
+        if self._exact:
+            doc = json.loads(raw, parse_float=st.ExactNumber)
+        else:
+            known = _after_known_head(raw, self._key_schemas)
+            if known is not None and isinstance(known[0], dict) and known[0]:
+                return known  # anything else: the full parse below says what is wrong
+            try:
+                doc = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise BadInput(f"key is not valid JSON: {exc}") from None
         schema = None
         if isinstance(doc, dict) and set(doc) == {"schema", "payload"}:
             schema, doc = doc["schema"], doc["payload"]

@@ -54,6 +54,36 @@ class TypeMappingError(ValueError):
     """A value does not fit the type its schema announces."""
 
 
+class InexactNumber(Exception):
+    """A decimal written as a JSON number (``decimal.format=NUMERIC``) reached a normalizer
+    as a binary float: the fast JSON parser keeps ~16 digits. The parser reads the record
+    again keeping each number's text (:class:`ExactNumber`)."""
+
+
+class ExactNumber(float):
+    """A JSON number with the text it was written as (the exact parse's floats)."""
+
+    __slots__ = ("text",)
+    text: str
+
+    def __new__(cls, text: str) -> ExactNumber:
+        number = float.__new__(cls, text)
+        number.text = text
+        return number
+
+
+def plain_floats(value: Any) -> Any:
+    """``value`` with every :class:`ExactNumber` a plain float again (the JSON writer knows
+    no subclass of float)."""
+    if isinstance(value, ExactNumber):
+        return float(value)
+    if isinstance(value, dict):
+        return {k: plain_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain_floats(v) for v in value]
+    return value
+
+
 # -- Connect schema -> Spark type ---------------------------------------------------------------
 def spark_type(schema: Mapping[str, Any]) -> SparkType:
     """The Spark type a Connect schema (JSON converter form) is stored as."""
@@ -175,7 +205,11 @@ def _identity(v: Any) -> Any:
 def _decimal_text(value: Any, scale: int) -> Any:
     if value is None:
         return None
-    if isinstance(value, int | float):  # decimal.format=NUMERIC
+    if isinstance(value, ExactNumber):  # decimal.format=NUMERIC, read exactly
+        return value.text
+    if isinstance(value, float):  # decimal.format=NUMERIC, read by the fast parser
+        raise InexactNumber(value)
+    if isinstance(value, int):
         return value
     if not isinstance(value, str):
         raise TypeMappingError(f"decimal value {value!r} is not base64 text")

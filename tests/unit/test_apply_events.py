@@ -327,3 +327,31 @@ def test_key_change_headers_name_the_other_key() -> None:
     assert isinstance(plain, Change) and plain.old_key is None
     bad = parser.parse(t.topic, 0, 3, ck, cv, [("__debezium.oldkey", b"Struct{id=1}")])
     assert isinstance(bad, BadEvent) and "__debezium.oldkey" in bad.error and "JSON" in bad.error
+
+
+def test_a_decimal_written_as_a_json_number_keeps_every_digit() -> None:
+    """decimal.format=NUMERIC writes a decimal as a JSON number; the fast parser read it as a
+    binary float, so NUMERIC(38,10) 1234567890123456789.0123456789 reached the table as
+    1234567890123456800."""
+    table = SyntheticTable(
+        "acct",
+        [
+            ("id", decimal_col(20, 2)),
+            ("amount", decimal_col(38, 10)),
+            ("rate", col("double")),
+        ],
+        ["id"],
+    )
+    key, value = table.record("c", {"id": 0, "amount": 0, "rate": 0.5}, pg(100))
+    exact = "1234567890123456789.0123456789"
+    value = value.replace(b'"amount":0', b'"amount":' + exact.encode())
+    key = key.replace(b'"id":0', b'"id":12345678901234567.25')
+    value = value.replace(b'"id":0', b'"id":12345678901234567.25')
+    parser = Parser(ParseSettings())
+    for _ in range(2):  # and again once the record's schema is cached
+        ch = parser.parse(table.topic, 0, 0, key, value)
+        assert isinstance(ch, Change), ch
+        assert ch.row["amount"] == exact and ch.row["id"] == "12345678901234567.25"
+        assert ch.row["rate"] == 0.5 and type(ch.row["rate"]) is float
+        orjson.dumps(ch.row)  # what goes to from_json: plain JSON types only
+        orjson.dumps(ch.key)

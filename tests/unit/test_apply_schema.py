@@ -83,7 +83,11 @@ def test_value_rewrites() -> None:
     dec = st.normalizer({"type": "bytes", "name": DECIMAL, "parameters": {"scale": "3"}})
     assert dec is not None
     assert dec("/9w=") == "-0.036"  # 0xffdc = -36
-    assert dec(12.5) == 12.5  # decimal.format=NUMERIC passes through
+    # decimal.format=NUMERIC: the number's text when the parser kept it, an integer as is; a
+    # binary float asks the parser to read the record again keeping the text
+    assert dec(st.ExactNumber("12.500")) == "12.500" and dec(12) == 12
+    with pytest.raises(st.InexactNumber):
+        dec(12.5)
     # NUMERIC(38,0) and (38,10): every digit kept (Decimal's default context kept 28)
     n38 = 10**38 - 1
     raw = base64.b64encode(n38.to_bytes(17, "big", signed=True)).decode()
