@@ -68,7 +68,7 @@ from cdc.pipeline.dispatcher import EventDispatcher
 from cdc.signals import model
 from cdc.signals.model import Signal, SignalError
 from cdc.signals.notifications import Notifier
-from cdc.snapshot.incremental_parallel import ParallelChunks, reader_threads
+from cdc.snapshot.incremental_parallel import NO_LIMIT, ParallelChunks, reader_threads
 from cdc.snapshot.incremental_state import (
     SIGNAL_OFFSET,
     Collection,
@@ -158,7 +158,8 @@ class IncrementalSnapshot:
         #: the chunk between its watermarks
         self.chunk_id: str | None = None
         self.window_open = False
-        self.buffer: dict[Any, Sequence[Any]] = {}
+        #: the chunk's rows by their key (a key without a primary key may hold several rows)
+        self.buffer: dict[Any, list[Sequence[Any]]] = {}
         self._chunk_last: Key | None = None
         self._chunk_full = False
         #: rows emitted of the current table (this run)
@@ -335,7 +336,7 @@ class IncrementalSnapshot:
             "%s: %s truncated inside the chunk's window: %d rows read are dropped",
             self.name,
             short_name(self.table.id),
-            len(self.buffer),
+            len(_rows_of(self.buffer)),
         )
         self.buffer = {}
 
@@ -768,7 +769,7 @@ class IncrementalSnapshot:
             return False
         self.reader.write_watermark(signal_tid, chunk_id + CLOSE_SUFFIX, model.WINDOW_CLOSE)
         dedup = self._dedup
-        self.buffer = {dedup(row): row for row in rows}
+        self.buffer = _by_key(rows, dedup)
         self.chunk_id = chunk_id
         self.window_open = False
         return True
@@ -884,7 +885,7 @@ class IncrementalSnapshot:
         if not rows:
             return False
         dedup = self._dedup
-        self.buffer = {dedup(row): row for row in rows}
+        self.buffer = _by_key(rows, dedup)
         self.chunk_id = uuid.uuid4().hex
         self.window_open = True
         self.window = window
@@ -913,7 +914,7 @@ class IncrementalSnapshot:
     def _end_window(self, source: dict[str, Any], offset: dict[str, Any]) -> None:
         """Emit what is left of the read-only chunk at ``offset`` (an event already
         emitted); the next chunk is read by :meth:`_advance` or by the caller's loop."""
-        self._emit_chunk(list(self.buffer.values()), source, offset)
+        self._emit_chunk(_rows_of(self.buffer), source, offset)
         self.buffer = {}
         self.chunk_id = None
         self.window_open = False
@@ -939,24 +940,36 @@ class IncrementalSnapshot:
         """The next chunk's rows after the last key; notes its last key and whether full."""
         ctx, table = self.context, self.table
         assert table is not None
+        condition = ctx.collections[0].condition
         rows = self.reader.read_chunk(
-            table,
-            self._key_columns,
-            ctx.last_key,
-            upto,
-            self.chunk_size,
-            ctx.collections[0].condition,
+            table, self._key_columns, ctx.last_key, upto, self.chunk_size, condition
         )
         self.chunks_read += 1
+        full = len(rows) >= self.chunk_size
+        if full and list(self._key_columns) != list(table.primary_key):
+            # A chunk key that may repeat (a surrogate-key, a table without a primary key):
+            # the next chunk starts after the last key, so rows sharing the last key beyond
+            # the LIMIT would be skipped. The last key's rows are left to the next chunk,
+            # which then reads them all; a chunk of one key value reads that key whole.
+            index = self._key_index
+            last = [rows[-1][i] for i in index]
+            whole = [row for row in rows if [row[i] for i in index] != last]
+            if whole:
+                rows = whole
+            else:
+                rows = self.reader.read_chunk(
+                    table, self._key_columns, ctx.last_key, tuple(last), NO_LIMIT, condition
+                )
+                self.chunks_read += 1
         if rows:
             self._chunk_last = tuple(rows[-1][i] for i in self._key_index)
-            self._chunk_full = len(rows) >= self.chunk_size
+            self._chunk_full = full
         return rows
 
     def _close_window(self, source: dict[str, Any], offset: dict[str, Any]) -> None:
         """The close watermark: what is left of the buffer goes downstream as reads, each
         with its own key in the offset; then the next chunk."""
-        self._emit_chunk(list(self.buffer.values()), source, offset)
+        self._emit_chunk(_rows_of(self.buffer), source, offset)
         self.buffer = {}
         self.chunk_id = None
         self.window_open = False
@@ -1092,6 +1105,18 @@ class IncrementalSnapshot:
     def _notice(self, text: str) -> None:
         log.warning("%s: %s", self.name, text)
         self.d.metrics.notices.append(text)
+
+
+def _by_key(rows: Sequence[Sequence[Any]], dedup: Callable[[Sequence[Any]], Any]) -> Any:
+    """A chunk's rows grouped by key, in key order (rows sharing a key are adjacent)."""
+    out: dict[Any, list[Sequence[Any]]] = {}
+    for row in rows:
+        out.setdefault(dedup(row), []).append(row)
+    return out
+
+
+def _rows_of(buffer: Mapping[Any, list[Sequence[Any]]]) -> list[Sequence[Any]]:
+    return [row for rows in buffer.values() for row in rows]
 
 
 def _layout(table: Table) -> list[tuple[str, str]]:

@@ -605,3 +605,68 @@ def test_a_table_change_inside_the_window_reads_the_chunk_again() -> None:
         if r.topic.endswith(".k") and r.value is not None
     }
     assert last == {1: {"id": 1, "b": "B1"}, 2: {"id": 2, "b": "B2x"}}
+
+
+def _sql_chunks(db: FakeDb) -> None:
+    """The chunk queries as the databases run them (row-value comparison, ORDER BY the
+    chunk key, LIMIT), in SQLite over the fake table, for keys that may repeat."""
+    import sqlite3
+
+    def rows_db(table: Table) -> sqlite3.Connection:
+        c = sqlite3.connect(":memory:")
+        c.execute("CREATE TABLE t (id INT PRIMARY KEY, v TEXT)")
+        c.executemany("INSERT INTO t VALUES (?,?)", list(db.rows[table.id].values()))
+        return c
+
+    def max_key(table: Table, cols: Sequence[str], cond: str | None) -> Key | None:
+        order = ",".join(c + " DESC" for c in cols)
+        r = rows_db(table).execute(f"SELECT {','.join(cols)} FROM t ORDER BY {order}").fetchone()
+        return tuple(r) if r else None
+
+    def read_chunk(
+        table: Table,
+        cols: Sequence[str],
+        after: Key | None,
+        upto: Key,
+        limit: int,
+        cond: str | None,
+    ) -> list[Sequence[Any]]:
+        db.queries.append((after, upto))
+        k, m = "(" + ",".join(cols) + ")", "(" + ",".join("?" * len(cols)) + ")"
+        where, args = [f"{k} <= {m}"], list(upto)
+        if after is not None:
+            where, args = [f"{k} > {m}", *where], [*after, *upto]
+        sql = f"SELECT * FROM t WHERE {' AND '.join(where)} ORDER BY {','.join(cols)} LIMIT ?"
+        return [tuple(r) for r in rows_db(table).execute(sql, [*args, min(limit, 2**62)])]
+
+    db.max_key, db.read_chunk = max_key, read_chunk  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("rows", [4, 5, 6])
+def test_a_surrogate_key_that_repeats_past_a_chunk_loses_no_row(rows: int) -> None:
+    """Chunks continue after the last key read: rows sharing it beyond the LIMIT were never
+    read (ids 1-3 share 'a', chunks of 2: id 3 was skipped)."""
+    h = Harness(chunk_size=2)
+    _sql_chunks(h.db)
+    values = ["a", "a", "a", "b", "b", "c"][:rows]
+    h.db.rows[K.id].update({i + 1: (i + 1, v) for i, v in enumerate(values)})
+    h.db.signal("execute-snapshot", {"data-collections": ["db.k"], "surrogate-key": "v"})
+    h.pump()
+    assert sorted(k for op, k in h.events() if op == "r") == list(range(1, rows + 1))
+
+
+def test_rows_of_a_table_without_key_that_share_the_surrogate_key_all_go() -> None:
+    h = Harness(chunk_size=100)
+    h.db.rows[NOPK.id] = {"r1": (1, "x"), "r2": (1, "y"), "r3": (2, "z")}  # type: ignore[dict-item]
+    h.db.read_chunk = lambda table, cols, after, upto, limit, cond: sorted(  # type: ignore[method-assign]
+        h.db.rows[table.id].values()
+    )
+    h.db.max_key = lambda table, cols, cond: (2,)  # type: ignore[method-assign]
+    h.db.signal("execute-snapshot", {"data-collections": ["db.nopk"], "surrogate-key": "a"})
+    h.pump()
+    reads = [
+        (r.value["after"]["a"], r.value["after"]["b"])
+        for r in h.records
+        if r.topic.endswith(".nopk") and r.value
+    ]
+    assert reads == [(1, "x"), (1, "y"), (2, "z")]
