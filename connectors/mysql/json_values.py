@@ -15,6 +15,7 @@ With ``binlog_row_value_options=PARTIAL_JSON`` MySQL 8 logs only the modificatio
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import decimal
 import json
@@ -22,6 +23,83 @@ import re
 from typing import Any
 
 _JSON_ESCAPE = json.JSONEncoder(ensure_ascii=False)
+
+
+# -- opaque values ------------------------------------------------------------------------------
+# A binary JSON document keeps a DECIMAL, DATE, TIME or DATETIME (or any other MySQL value) as
+# an "opaque" value: its MySQL type and bytes. python-mysql-replication's reader turns DATE
+# into a datetime, loses a negative TIME's sign, fails on a TIME of 24 hours or more, and
+# decodes other bytes as text; this reader keeps what the server prints.
+_DECIMALS = (0, 246)  # DECIMAL, NEWDECIMAL
+_TIMES = (11, 19)  # TIME, TIME2
+_DATES = (10,)  # DATE
+_DATETIMES = (7, 12, 17, 18)  # TIMESTAMP, DATETIME, TIMESTAMP2, DATETIME2
+
+
+class Opaque:
+    """An opaque value of another MySQL type: the server prints ``base64:type<N>:<bytes>``."""
+
+    __slots__ = ("data", "type")
+
+    def __init__(self, type_: int, data: bytes) -> None:
+        self.type, self.data = type_, data
+
+    def text(self) -> str:
+        return f"base64:type{self.type}:{base64.b64encode(self.data).decode()}"
+
+
+def parse_opaque(data: bytes) -> Any:
+    """The replacement for the library's reader (installed by :func:`install`)."""
+    from pymysqlreplication.json_binary import decode_variable_length
+    from pymysqlreplication.util.bytes import parse_decimal_from_bytes
+
+    if len(data) < 1:
+        return None
+    type_, data = data[0], data[1:]
+    length, n = decode_variable_length(data)
+    data = bytes(data[n : n + length])
+    if type_ in _DECIMALS:
+        return parse_decimal_from_bytes(data[2:], data[0], data[1])
+    if type_ in _TIMES + _DATES + _DATETIMES:
+        packed = int.from_bytes(data[:8].ljust(8, b"\0"), "little", signed=True)
+        return _packed_time(packed) if type_ in _TIMES else _packed_date(packed, type_)
+    return Opaque(type_, data)
+
+
+def _packed_time(packed: int) -> dt.timedelta:
+    """MySQL's packed TIME: hours (up to 838), minutes, seconds and microseconds, signed."""
+    sign, v = (-1 if packed < 0 else 1), abs(packed)
+    whole, micros = v >> 24, v % (1 << 24)
+    hours, minutes, seconds = (whole >> 12) % (1 << 10), (whole >> 6) % (1 << 6), whole % (1 << 6)
+    return sign * dt.timedelta(hours=hours, minutes=minutes, seconds=seconds, microseconds=micros)
+
+
+def _packed_date(packed: int, type_: int) -> Any:
+    v = abs(packed)
+    whole, micros = v >> 24, v % (1 << 24)
+    ymd, hms = whole >> 17, whole % (1 << 17)
+    year, month, day = (ymd >> 5) // 13, (ymd >> 5) % 13, ymd % (1 << 5)
+    hour, minute, second = hms >> 12, (hms >> 6) % (1 << 6), hms % (1 << 6)
+    if type_ in _DATES:
+        if not (year and month and day):
+            return _Printed(f"{year:04d}-{month:02d}-{day:02d}")
+        return dt.date(year, month, day)
+    if not (year and month and day):  # a zero date: as the server prints it
+        return _Printed(
+            f"{year:04d}-{month:02d}-{day:02d} {hour:02d}:{minute:02d}:{second:02d}.{micros:06d}"
+        )
+    return dt.datetime(year, month, day, hour, minute, second, micros)
+
+
+class _Printed(str):
+    """A value whose JSON text is this string, quoted (a zero date)."""
+
+
+def install() -> None:
+    """Make the library's binary JSON reader use :func:`parse_opaque`."""
+    import pymysqlreplication.json_binary as binary
+
+    binary.parse_opaque = parse_opaque
 
 
 def normalize(value: Any) -> Any:
@@ -65,7 +143,9 @@ def mysql_json_text(value: Any) -> str:
     if isinstance(value, float):
         return _double(value)
     if isinstance(value, decimal.Decimal):
-        return str(value)
+        return format(value, "f")  # 0.00000010, as the server prints it, not 1.0E-7
+    if isinstance(value, Opaque):
+        return _JSON_ESCAPE.encode(value.text())
     if isinstance(value, bytes | bytearray | str):
         return _JSON_ESCAPE.encode(_text(value))
     if isinstance(value, dict):
@@ -142,6 +222,12 @@ def apply_json_diff(document: Any, operation: str, path: str, value: Any = None)
             parent.insert(last, value)
         else:
             parent[last] = value
+            if isinstance(parent, dict):  # MySQL keeps an object's keys by length, then bytes
+                ordered = sorted(
+                    parent.items(), key=lambda kv: (len(kv[0].encode()), kv[0].encode())
+                )
+                parent.clear()
+                parent.update(ordered)
     elif operation == "Remove":
         del parent[last]
     else:

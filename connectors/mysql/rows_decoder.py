@@ -30,8 +30,11 @@ from typing import Any
 
 from pymysqlreplication.json_binary import parse_json
 
+from connectors.mysql import json_values
 from connectors.mysql.charsets import python_codec
 from connectors.mysql.types import ZERO_DATE
+
+json_values.install()  # binary JSON's DATE, TIME, DECIMAL and other opaque values (json_values)
 
 ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
 """Marks a column the row image does not carry (its bit in the columns-present bitmap is 0)."""

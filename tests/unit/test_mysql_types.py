@@ -547,3 +547,38 @@ def test_datatype_propagate_source_type_matches_the_type_name() -> None:
         (f.schema.parameters or {}).get("__debezium.source.column.type")
         for f in by_name.build(table).value_schema.fields
     )
+
+
+def _opaque_json(field_type: int, data: bytes) -> str:
+    """A binary JSON document holding one opaque value, printed as the server prints it."""
+    from pymysqlreplication.json_binary import parse_json
+
+    import connectors.mysql.rows_decoder  # noqa: F401  (installs the opaque reader)
+    from connectors.mysql.json_values import mysql_json_text, normalize
+
+    return mysql_json_text(normalize(parse_json(0x0F, bytes([field_type, len(data)]) + data)))
+
+
+def _packed(value: int) -> bytes:
+    return value.to_bytes(8, "little", signed=True)
+
+
+def test_opaque_values_in_binary_json_print_as_the_server_prints_them() -> None:
+    """python-mysql-replication's reader made a DATE a datetime, dropped a negative TIME's
+    sign, failed the event on a TIME of 24 hours or more, and decoded bytes as text."""
+    decimal_bytes = bytes([10, 8]) + bytes.fromhex("800000000a")  # DECIMAL(10,8) 0.00000010
+    assert _opaque_json(246, decimal_bytes) == "0.00000010"
+    ymd = ((2020 * 13 + 1) << 5) | 2
+    assert _opaque_json(10, _packed((ymd << 17) << 24)) == '"2020-01-02"'
+    hms = (30 << 12) | (0 << 6) | 5
+    assert _opaque_json(11, _packed(hms << 24)) == '"30:00:05.000000"'
+    assert _opaque_json(11, _packed(-((1 << 12) << 24))) == '"-01:00:00.000000"'
+    assert _opaque_json(253, b"\x01\x02") == '"base64:type253:AQI="'
+
+
+def test_a_partial_json_insert_keeps_mysqls_key_order() -> None:
+    """MySQL keeps an object's keys by length, then bytes: inserting $.a into {"bb": 1}
+    gives {"a": 2, "bb": 1}, as SELECT prints it."""
+    from connectors.mysql.json_values import apply_json_diff, mysql_json_text
+
+    assert mysql_json_text(apply_json_diff({"bb": 1}, "Insert", "$.a", 2)) == '{"a": 2, "bb": 1}'
