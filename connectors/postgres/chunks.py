@@ -77,7 +77,9 @@ class PostgresChunkReader:
         # NULLs sort first in a descending order: the largest key would be NULL, which no
         # chunk's range reaches (the table read as empty). Rows whose chunk key is NULL (a
         # nullable surrogate-key) are not read, as in Debezium.
-        not_null = [sql.SQL("{} IS NOT NULL").format(sql.Identifier(k)) for k in key_columns]
+        not_null: list[sql.Composable] = [
+            sql.SQL("{} IS NOT NULL").format(sql.Identifier(k)) for k in key_columns
+        ]
         query = sql.SQL("SELECT {} FROM {}{} ORDER BY {} LIMIT 1").format(
             _columns(key_columns),
             _ident(table.id),
