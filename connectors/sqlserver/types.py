@@ -82,7 +82,11 @@ def _zoned(value: dt.datetime | str) -> str:
         value = dt.datetime.fromisoformat(value)
     if value.tzinfo is None:  # the stand-in hands over UTC wall-clock time
         value = value.replace(tzinfo=dt.UTC)
-    return value.isoformat().replace("+00:00", "Z")
+    text = value.isoformat()
+    if value.microsecond:  # Java's ISO formatter: the fraction only as long as needed
+        head, _, rest = text.partition(".")
+        text = f"{head}.{rest[:6].rstrip('0')}{rest[6:]}"
+    return text.replace("+00:00", "Z")
 
 
 def _bytes(value: Any) -> bytes:
@@ -99,8 +103,8 @@ def _binary(mode: str) -> tuple[Schema, Conv]:
 def _decimal(mode: str, precision: int | None, scale: int) -> tuple[Schema, Conv]:
     if mode == "double":
         return FLOAT64, float
-    if mode == "string":
-        return STRING, lambda v: str(v)
+    if mode == "string":  # plain digits (0.0000000001, not 1E-10), as the other connectors
+        return STRING, lambda v: format(decimal.Decimal(v), "f")
     q = decimal.Decimal(1).scaleb(-scale)
 
     def fixed(v: Any) -> decimal.Decimal:

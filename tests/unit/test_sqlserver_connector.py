@@ -122,6 +122,14 @@ def test_type_mapping_follows_debeziums_table() -> None:
         decimal.Decimal("12.5000"),
     )
     assert convert(col("smallmoney"), money, decimal="string") == (STRING, "12.5")
+    # Java's ISO formatter and BigDecimal.toPlainString: no trailing zeros in the fraction,
+    # no exponent in a decimal's text
+    tenth = dt.datetime(2020, 1, 1, 10, 0, 0, 100000, tzinfo=dt.timezone(dt.timedelta(hours=5.5)))
+    assert convert(col("datetimeoffset", scale=7), tenth)[1] == "2020-01-01T10:00:00.1+05:30"
+    tiny = decimal.Decimal("1E-10")
+    assert convert(col("decimal", length=10, scale=10), tiny, decimal="string")[1] == (
+        "0.0000000001"
+    )
     assert convert(col("uniqueidentifier"), "ce83f479-0576-467b-9b21-c98dcb2c4f63")[1] == (
         "CE83F479-0576-467B-9B21-C98DCB2C4F63"
     )
