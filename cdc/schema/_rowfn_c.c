@@ -367,6 +367,11 @@ variable_decimal(PyObject *v)
     if (digits == 0 || point == n - 1)
         return NULL;
     Py_ssize_t scale = point < 0 ? 0 : n - point - 1;
+    /* Debezium strips trailing zeros: 1.50 has scale 1, 0.00 scale 0 */
+    while (scale > 0 && u % 10 == 0) {
+        u /= 10;
+        scale--;
+    }
     if (negative)
         u = -u;
     /* the shortest two's complement: Python's (u + (u < 0)).bit_length() // 8 + 1 bytes */

@@ -602,11 +602,23 @@ def _decimal(modes: Modes, typmod: int) -> tuple[Schema, Conv]:
                     scale, unscaled = 0, int(v)
                 else:
                     scale, unscaled = len(v) - point - 1, int(v[:point] + v[point + 1 :])
+                # Debezium strips trailing zeros (stripTrailingZeros, then a scale of at
+                # least 0): 1.50 has scale 1, 0.00 scale 0, 100 stays 100 with scale 0
+                while scale and not unscaled % 10:
+                    unscaled, scale = unscaled // 10, scale - 1
                 return {"scale": scale, "value": logical.signed_bytes(unscaled)}
-            return logical.variable_scale_value(decimal.Decimal(v))
+            stripped = decimal.Decimal(v).normalize(_EXACT)
+            exponent = stripped.as_tuple().exponent
+            if isinstance(exponent, int) and exponent > 0:
+                stripped = stripped.quantize(_ONE, context=_EXACT)
+            return logical.variable_scale_value(stripped)
 
         return logical.variable_scale_decimal(), native("decimal_variable")(variable)
     return logical.connect_decimal(scale, precision), _fixed_decimal(scale, None)
+
+
+_EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+_ONE = decimal.Decimal(1)
 
 
 def _fixed_decimal(scale: int, on_special: Callable[[str], Any] | None) -> Conv:

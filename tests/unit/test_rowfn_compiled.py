@@ -183,7 +183,8 @@ def test_dates_across_the_whole_range_give_the_references_days() -> None:
 
 def test_unconstrained_numerics_give_the_decimal_paths_struct() -> None:
     """The converter reads numeric text without a Decimal; native and converter agree with
-    the Decimal path (``logical.variable_scale_value``) on every value it accepts."""
+    the Decimal path (``logical.variable_scale_value`` of the value without trailing zeros,
+    as Debezium strips them) on every value it accepts."""
     import decimal
 
     conv = _variable()
@@ -200,7 +201,13 @@ def test_unconstrained_numerics_give_the_decimal_paths_struct() -> None:
         texts.append(("-" if rng.random() < 0.5 else "") + digits)
     for text in texts:
         try:
-            want = logical.variable_scale_value(decimal.Decimal(text))
+            # Debezium's stripTrailingZeros, then a scale of at least 0 (1.50 -> 1.5)
+            exact = decimal.Context(prec=10_000)
+            stripped = decimal.Decimal(text).normalize(exact)
+            exponent = stripped.as_tuple().exponent
+            if isinstance(exponent, int) and exponent > 0:
+                stripped = stripped.quantize(decimal.Decimal(1), context=exact)
+            want = logical.variable_scale_value(stripped)
         except (ArithmeticError, ValueError):  # NaN, infinities, not a number
             want = None
         if text in pgt.SPECIAL_NUMERIC or want is None:
