@@ -745,6 +745,8 @@ class TypeRegistry:
                 return BOOLEAN, lambda v: v == "1"
             return logical.bits(n), _bits
         if oid == VARBIT:
+            if typmod == 1:  # Debezium: a length of 1 is a boolean for bit varying too
+                return BOOLEAN, lambda v: "1" in v
             return logical.bits(typmod if typmod > 0 else 2**31 - 1), _bits
         if oid == TSVECTOR and modes.envelope == "3":
             return TSVECTOR_SCHEMA, None

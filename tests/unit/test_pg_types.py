@@ -8,6 +8,7 @@ import math
 import pytest
 
 from cdc.schema import logical
+from cdc.schema.model import BOOLEAN
 from cdc.spi import Column, Table, TableId
 from connectors.postgres import types as t
 
@@ -363,3 +364,9 @@ def test_hstore_pairs_in_debeziums_order() -> None:
     ]
     assert pairs == dict.fromkeys(keys) | {k: k for k in keys}
     assert list(t.hstore_map('"b"=>"1", "a"=>"2"')) == ["a", "b"]  # hash 97 before 98
+
+
+def test_bit_varying_of_length_one_is_a_boolean_as_bit_1_is() -> None:
+    """Debezium's schema for a bit column of length 1, fixed or varying, is a boolean."""
+    schema, fn = conv(t.VARBIT, 1)
+    assert schema == BOOLEAN and fn("1") is True and fn("0") is False
