@@ -382,12 +382,13 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _interval_micros(v: str) -> int:
-    """Debezium's MicroDuration: a month is 365.25 / 12 days. An interval beyond the int64
-    microsecond range (over about 292,000 years; PostgreSQL stores up to 178 million) is
-    clamped to it, as Java's ``(long)`` of the double does in Debezium."""
+    """Debezium's MicroDuration: a month is 365.25 / 12 days, the sum in doubles, then
+    Java's ``(long)``: truncated toward zero (0.000249 s is 248 µs there, as 0.000249 * 1e6
+    is 248.99999999999997), and an interval beyond the int64 microsecond range (over about
+    292,000 years; PostgreSQL stores up to 178 million) clamped to it."""
     y, mo, d, h, mi, s = _interval_parts(v)
     days = (y * 12 + mo) * DAYS_PER_MONTH + d
-    micros = round((((days * 24 + h) * 60 + mi) * 60 + s) * 1_000_000)
+    micros = int((((days * 24 + h) * 60 + mi) * 60 + s) * 1e6)
     return min(max(micros, _INT64_MIN), _INT64_MAX)
 
 
