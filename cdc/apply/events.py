@@ -35,6 +35,7 @@ from cdc.apply.ordering import (
     is_snapshot,
     native_position,
     native_position_text,
+    phase_of_snapshot,
     position_key,
 )
 from cdc.converters import avro_json
@@ -299,7 +300,7 @@ class Parser:
         for part in native:
             if not INT64_MIN <= part <= INT64_MAX:
                 raise BadInput(f"ordering position {native} does not fit in 64-bit integers")
-        pos = position_key(native, snapshot, offset, rules)
+        pos = position_key(native, phase_of_snapshot(source, snapshot), offset, rules)
         layout = self._layouts.get(connector)
         if layout is None:
             layout = self._layouts[connector] = rules.layout(connector)

@@ -52,6 +52,18 @@ def test_by_position_lets_a_later_resnapshot_overwrite_streamed_rows() -> None:
     assert resnapshot > streamed
 
 
+def test_an_incremental_read_orders_by_position_with_streamed_changes() -> None:
+    """The DBLog window drops an incremental read whenever its key was streamed meanwhile, so
+    the read is newer than every change below its position: in the snapshot phase it could
+    never repair a stored row (a placeholder stored as null), whatever its position."""
+    streamed = ordering_key(pg(100), "u", 4)
+    incremental = ordering_key(pg(500, "incremental"), "r", 0)
+    assert incremental > streamed
+    assert ordering_key(pg(600), "u", 1) > incremental
+    # an initial snapshot's read keeps the snapshot phase (the slot-creation edge case)
+    assert ordering_key(pg(5000, True), "r", 1) < ordering_key(pg(4990), "u", 9)
+
+
 @pytest.mark.parametrize(
     ("flag", "expected"),
     [
