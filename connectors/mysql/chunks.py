@@ -35,6 +35,7 @@ from connectors.mysql import connection as myconn
 from connectors.mysql.gtid import GtidSet, MariaDbGtidSet, parse_gtid_set
 from connectors.mysql.snapshot import _quote, qualified, select_statement
 from connectors.mysql.state import DatabaseFilter
+from connectors.mysql.types import base_type
 
 
 class MySqlChunkReader:
@@ -70,7 +71,7 @@ class MySqlChunkReader:
     def max_key(
         self, table: Table, key_columns: Sequence[str], condition: str | None
     ) -> Key | None:
-        keys = ", ".join(_quote(k) for k in key_columns)
+        keys = _key_select(table, key_columns)
         desc = ", ".join(f"{_quote(k)} DESC" for k in key_columns)
         where = f" WHERE ({condition})" if condition else ""
         row = myconn.query_one(
@@ -105,7 +106,8 @@ class MySqlChunkReader:
         where, args = _range(table, key_columns, after, upto, condition)
         row = myconn.query_one(
             self.conn,
-            f"SELECT {keys} FROM {qualified(table.id)} WHERE {where} ORDER BY {keys} "
+            f"SELECT {_key_select(table, key_columns)} FROM {qualified(table.id)} WHERE {where} "
+            f"ORDER BY {keys} "
             f"LIMIT 1 OFFSET {max(int(size) - 1, 0)}",
             args,
         )
@@ -162,6 +164,20 @@ class MySqlChunkReader:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _key_select(table: Table, key_columns: Sequence[str]) -> str:
+    """The key columns as a chunk bound is read: a FLOAT widened to DOUBLE as the rows are
+    (``select_statement``); its 6-digit text (0.1) is below the stored float32 value
+    (0.100000001...), so ``key <= 0.1`` would leave out the row with the largest key."""
+    parts = []
+    for name in key_columns:
+        column = table.column(name)
+        if column is not None and base_type(column)[0] == "FLOAT":
+            parts.append(f"({_quote(name)} + 0e0)")
+        else:
+            parts.append(_quote(name))
+    return ", ".join(parts)
 
 
 def _range(
