@@ -86,6 +86,13 @@ def append(
     writer.save(location)
 
 
+def is_empty(spark: Any, location: str) -> bool:
+    """Whether the change log at ``location`` holds no row (or does not exist)."""
+    if not exists(spark, location):
+        return True
+    return not spark.read.format("delta").load(location).limit(1).count()
+
+
 def exists(spark: Any, location: str) -> bool:
     from delta.tables import DeltaTable
 

@@ -44,6 +44,7 @@ from cdc.apply.merge import (
     compact_deletes,
     merge_table,
     truncate,
+    truncated_position,
     typed_rows,
     write_quarantine,
 )
@@ -113,7 +114,9 @@ class _Side:
     """What the driver collects from the workers' small rows."""
 
     descriptors: dict[str, pol.Descriptor] = field(default_factory=dict)
-    worker_verdicts: dict[str, str | None] = field(default_factory=dict)
+    #: every verdict a worker gave each descriptor (workers judge in their own arrival
+    #: order, so two may disagree: keeping one would hide the other)
+    worker_verdicts: dict[str, set[str | None]] = field(default_factory=dict)
     truncates: dict[str, list[int]] = field(default_factory=dict)
     #: table -> the batch's Cassandra range deletes: (position, bounds) (ranges.py)
     ranges: dict[str, list[tuple[list[int], dict[str, Any]]]] = field(default_factory=dict)
@@ -160,6 +163,8 @@ class ApplyJob:
         self._ranges: dict[str, ranges.Recorded] = {}
         #: copy-on-write: whether the tables' change logs were checked for leftovers
         self._leftovers_checked = False
+        #: table -> its newest TRUNCATE's position (merge.TRUNCATED), read once per run
+        self._truncated: dict[str, list[int] | None] = {}
 
     # -- the query ----------------------------------------------------------------------------
     def source(self) -> Any:
@@ -283,7 +288,7 @@ class ApplyJob:
             plans = self._plan(side)
             verdicts = _verdicts(plans)
             worker_says = side.worker_verdicts
-            if any(worker_says.get(d) != v for d, v in verdicts.items()):
+            if any(worker_says.get(d, {None}) != {v} for d, v in verdicts.items()):
                 # A worker saw a new table's descriptors in another order than the driver (or
                 # checked schemaless types it could not know): re-run with the driver's verdicts.
                 settings = WorkerSettings(
@@ -409,7 +414,7 @@ class ApplyJob:
                     int(r["partition"]),
                     int(r["offset"]),
                 )
-                side.worker_verdicts[d.id] = info["verdict"]
+                side.worker_verdicts.setdefault(d.id, set()).add(info["verdict"])
                 old_d = side.descriptors.get(d.id)
                 side.descriptors[d.id] = d if old_d is None else _merge_descriptors(old_d, d)
         return side
@@ -470,6 +475,11 @@ class ApplyJob:
         the same checkpoint (batch ids are only unique within one query)."""
         return str(self.query.id) if self.query is not None else "tidemark-apply"
 
+    def _truncated_of(self, table: str, path: str) -> list[int] | None:
+        if table not in self._truncated:
+            self._truncated[table] = truncated_position(self.spark, path)
+        return self._truncated[table]
+
     def _apply(
         self,
         parsed: Any,
@@ -494,10 +504,13 @@ class ApplyJob:
             keys = self._keychanges_of(table)
             if trunc is not None:
                 truncate(self.spark, path, dpath, trunc)
-                bound = F.array(*[F.lit(p).cast("long") for p in trunc])
-                table_rows = table_rows.filter(F.col("pos") > bound)
+                self._truncated[table] = max(trunc, self._truncated_of(table, path) or [])
                 keys.truncate(tuple(trunc))
                 self._save_keychanges(table, keys)
+            horizon = self._truncated_of(table, path)
+            if horizon:  # older than a truncate (this batch's or an earlier one's): gone
+                bound = F.array(*[F.lit(p).cast("long") for p in horizon])
+                table_rows = table_rows.filter(F.col("pos") > bound)
             sources = side.sources.get(table, set())
             if not sources:
                 if side.ranges.get(table):
@@ -506,10 +519,15 @@ class ApplyJob:
             if table in logged:
                 # Merge-on-read: no per-key reduction either, the compaction's fold does it.
                 typed = typed_rows(table_rows, plan, dedupe=False)
+                location = self.cfg.changes_location(table)
+                if table not in self._logged:
+                    # first append of this run: a log a compaction emptied keeps its old
+                    # schema, which a column widened since cannot be merged into
+                    self._logged[table] = not changelog.is_empty(self.spark, location)
                 changelog.append(
                     self.spark,
                     typed,
-                    self.cfg.changes_location(table),
+                    location,
                     self._app_id(),
                     batch_id,
                     empty=self._logged.get(table) is False,

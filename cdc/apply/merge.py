@@ -130,13 +130,36 @@ def typed_rows(rows: Any, plan: TablePlan, *, dedupe: bool) -> Any:
     return parsed.select(*cols)
 
 
+#: the table property that keeps the newest TRUNCATE's position: the deleted-key records
+#: older than it are removed with the rows, so it is what keeps an older event of a later
+#: batch (another partition lagging, a re-sent event) from bringing a row back
+TRUNCATED = "tidemark.truncated.position"
+
+
 def truncate(spark: Any, path: str, deletes_path: str, pos: list[int]) -> None:
-    """A source TRUNCATE: remove every row (and deleted-key record) older than it."""
+    """A source TRUNCATE: remove every row (and deleted-key record) older than it, and keep
+    its position in the table's properties (:data:`TRUNCATED`)."""
     literal = "array(" + ", ".join(f"{int(p)}L" for p in pos) + ")"
-    from cdc.apply.tables import sql_path
+    from cdc.apply.tables import sql_path, sql_string
 
     spark.sql(f"DELETE FROM {sql_path(path)} WHERE __pos < {literal}")
     spark.sql(f"DELETE FROM {sql_path(deletes_path)} WHERE __pos < {literal}")
+    text = sql_string(",".join(str(int(p)) for p in pos))
+    spark.sql(f"ALTER TABLE {sql_path(path)} SET TBLPROPERTIES ('{TRUNCATED}' = {text})")
+
+
+def truncated_position(spark: Any, path: str) -> list[int] | None:
+    """The newest TRUNCATE applied to the table at ``path`` (:func:`truncate`), if any."""
+    from cdc.apply.tables import sql_path
+
+    try:
+        rows = spark.sql(f"SHOW TBLPROPERTIES {sql_path(path)}").collect()
+    except Exception:  # no table there yet
+        return None
+    for row in rows:
+        if row[0] == TRUNCATED:
+            return [int(p) for p in str(row[1]).split(",") if p]
+    return None
 
 
 def merge_table(

@@ -198,6 +198,9 @@ def test_a_schema_change_compacts_first_and_merges_copy_on_write(
     s.send(widest, "u", {"id": 1, "name": "c", "qty": 2**40, "note": "wide"}, pg(40))
     (widened,) = s.apply()
     assert widened.totals.logged == 0
+    # A new run (a restart) does not know the log was emptied: it finds out before its first
+    # append, or the wider rows could not be merged into the emptied log's INT schema.
+    s.job = type(s.job)(s.spark, s.cfg)
     s.send(widest, "u", {"id": 1, "name": PH, "qty": 2**41, "note": "logged"}, pg(50))
     (logged_wide,) = s.apply()
     assert logged_wide.totals.logged == 1
