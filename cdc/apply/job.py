@@ -539,7 +539,9 @@ class ApplyJob:
                 continue
             handed: Outcome | None = None
             if side.handover.get(table) or keys.pending or keys.images:
-                table_rows, handed = self._hand_over(parsed, table_rows, table, plan, info, keys)
+                table_rows, handed = self._hand_over(
+                    parsed, table_rows, table, plan, info, keys, horizon
+                )
             extra = handed is not None and bool(handed.merge)
             if side.patches.get(table):
                 try:
@@ -775,6 +777,7 @@ class ApplyJob:
         plan: pol.TablePlan,
         info: Any,
         keys: KeyChanges,
+        horizon: list[int] | None = None,
     ) -> tuple[Any, Outcome]:
         """Fills unavailable values across key changes (handover.py): takes the batch's rows
         with refs and the rows of held keys out of the MERGE source, puts back what can be
@@ -792,6 +795,10 @@ class ApplyJob:
             .select("info")
             .collect()
         ]
+        if horizon:  # a key change a truncate erased: its new key is never stored, and its
+            # image would stay in the side table for good (every batch a lookup, and a
+            # merge-on-read table copy-on-write)
+            images = [i for i in images if list(i.pos) > horizon]
         before = keys.copy()
         lookups = kc.lookup(
             self.spark,

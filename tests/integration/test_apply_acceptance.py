@@ -466,6 +466,31 @@ def test_schemaless_json_and_truncate(scenario: Any) -> None:
     assert [r["id"] for r in s.rows(t)] == [3, 6]
 
 
+def test_a_key_change_a_truncate_erased_leaves_no_image_behind(scenario: Any) -> None:
+    """A key change (1 -> 2, its create with a placeholder) and a TRUNCATE after it in one
+    batch: the truncate drops the create, so the new key is never stored; its image stayed in
+    the key-change side table for good (a lookup every batch, merge-on-read forced to
+    copy-on-write)."""
+    import orjson
+
+    t = items()
+    s = scenario(t)
+    s.send(t, "c", {"id": 1, "name": "a", "qty": 1}, pg(10))
+    s.apply()
+    dk, dv = t.record("d", {"id": 1, "name": None, "qty": None}, pg(15))
+    ck, cv = t.record("c", {"id": 2, "name": PH, "qty": 2}, pg(15))
+    s.producer.produce(t.topic, key=dk, value=dv, headers=[("__debezium.newkey", b'{"id":2}')])
+    s.producer.produce(t.topic, key=ck, value=cv, headers=[("__debezium.oldkey", b'{"id":1}')])
+    trunc = {"op": "t", "source": t.source(pg(20), snapshot=False, ts_ms=1), "ts_ms": 2}
+    s.send_raw(t, None, orjson.dumps(trunc))
+    s.apply()
+    assert s.rows(t) == []
+    assert s.job._keychanges_of(s.name(t)).images == {}
+    s.send(t, "c", {"id": 3, "name": "c", "qty": 3}, pg(30))
+    s.apply()
+    assert s.rows(t) == [{"id": 3, "name": "c", "qty": 3}]
+
+
 def two_partition_topic(kafka: str, t: SyntheticTable) -> None:
     admin = AdminClient({"bootstrap.servers": kafka})
     admin.create_topics([NewTopic(t.topic, num_partitions=2, replication_factor=1)])[
