@@ -130,15 +130,26 @@ class Dialect:
         return f"SELECT {cols} FROM {self.table(schema, table)}{order}"
 
     def snapshot_select_after(
-        self, schema: str, table: str, columns: Sequence[str], key: Sequence[str]
+        self,
+        schema: str,
+        table: str,
+        columns: Sequence[str],
+        key: Sequence[str],
+        narrow: Sequence[str] = (),
     ) -> str:
         """The rows after a key, in key order (a resumed snapshot): ``(k1, k2) > (?, ?)``
         written out as ``k1 > ? OR (k1 = ? AND k2 > ?)``, which T-SQL has no row comparison
-        for; the parameters are the key's prefixes, see :func:`after_key_args`."""
+        for; the parameters are the key's prefixes, see :func:`after_key_args`. ``narrow``:
+        key columns of a non-Unicode type (char, varchar). pyodbc sends a str as nvarchar, and
+        against nvarchar a varchar column compares by Unicode rules, while ORDER BY used the
+        column's own (a SQL_* collation sorts '-' and "'" apart): a resume could skip rows. The
+        parameter cast to varchar takes the column's collation."""
         keys = [self.quote(k) for k in key]
+        marks = ["CAST(? AS varchar(8000))" if k in narrow else "?" for k in key]
         terms = []
         for i, k in enumerate(keys):
-            terms.append("(" + " AND ".join([*(f"{e} = ?" for e in keys[:i]), f"{k} > ?"]) + ")")
+            equal = [f"{e} = {m}" for e, m in zip(keys[:i], marks[:i], strict=True)]
+            terms.append("(" + " AND ".join([*equal, f"{k} > {marks[i]}"]) + ")")
         base = self.snapshot_select(schema, table, columns)
         return f"{base} WHERE {' OR '.join(terms)} ORDER BY {', '.join(keys)}"
 

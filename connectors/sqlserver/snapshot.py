@@ -378,11 +378,18 @@ class SqlServerSnapshotSteps:
         try:
             if scan.after is not None and scan.key_of is not None:
                 table = scan.table
+                narrow = [
+                    c.name
+                    for c in table.columns
+                    if c.name in table.primary_key
+                    and c.type_name.lower() in ("char", "varchar", "text")
+                ]
                 sql = self.dialect.snapshot_select_after(
                     table.id.schema or "dbo",
                     table.id.table,
                     table.column_names(),
                     table.primary_key,
+                    narrow,
                 )
                 cur.execute(sql, after_key_args(scan.after))
             else:

@@ -94,6 +94,12 @@ def test_resumed_snapshot_reads_after_the_key_in_key_order() -> None:
         "ORDER BY [a], [b]"
     )
     assert after_key_args([1, "x"]) == [1, 1, "x"]
+    # a varchar key: the nvarchar parameter cast back, so the column's collation compares
+    narrow = TSQL.snapshot_select_after("dbo", "t", ["a", "b", "v"], ["a", "b"], ["b"])
+    assert narrow == (
+        "SELECT [a], [b], [v] FROM [dbo].[t] WHERE ([a] > ?) OR ([a] = ? AND "
+        "[b] > CAST(? AS varchar(8000))) ORDER BY [a], [b]"
+    )
     assert (
         TSQL.snapshot_select("dbo", "t", ["a"], ["a"]) == "SELECT [a] FROM [dbo].[t] ORDER BY [a]"
     )
