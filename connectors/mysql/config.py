@@ -336,6 +336,14 @@ MYSQL_FIELDS = ConfigDef(
 
 def _checks(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
+    if values.get("time.precision.mode") == "adaptive":
+        out.append(
+            (
+                "time.precision.mode",
+                "must be adaptive_time_microseconds (the default) or connect for MySQL, as in "
+                "Debezium: adaptive is the PostgreSQL and SQL Server mode",
+            )
+        )
     for name in values.get("converters") or []:
         if not raw.get(f"{name}.type"):
             out.append((f"{name}.type", f"is required for the converter {name!r}"))

@@ -214,3 +214,9 @@ def test_an_unknown_schema_history_is_a_problem_that_lists_the_known_ones() -> N
     )
     old = "io.debezium.relational.history.FileDatabaseHistory"
     assert problems(MYSQL_DEF, {**MYSQL, "database.history": old}) == {}
+
+
+def test_mysql_refuses_the_adaptive_time_precision_mode_as_debezium_does() -> None:
+    found = problems(MYSQL_DEF, {**MYSQL, "time.precision.mode": "adaptive"})
+    assert "adaptive_time_microseconds" in found["time.precision.mode"]
+    assert problems(MYSQL_DEF, {**MYSQL, "time.precision.mode": "connect"}) == {}
