@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import logging
+import math
 import re
 import struct
 from collections.abc import Callable
@@ -387,6 +388,10 @@ def _interval_micros(v: str) -> int:
     is 248.99999999999997), and an interval beyond the int64 microsecond range (over about
     292,000 years; PostgreSQL stores up to 178 million) clamped to it."""
     y, mo, d, h, mi, s = _interval_parts(v)
+    # pgjdbc's PGInterval keeps whole seconds and rounded microseconds, and getSeconds()
+    # gives them back as whole + micros / 1e6: the double Debezium sums
+    whole = int(s)
+    s = whole + math.floor((s - whole) * 1e6 + 0.5) / 1e6
     days = (y * 12 + mo) * DAYS_PER_MONTH + d
     micros = int((((days * 24 + h) * 60 + mi) * 60 + s) * 1e6)
     return min(max(micros, _INT64_MIN), _INT64_MAX)

@@ -380,3 +380,5 @@ def test_interval_microseconds_truncate_as_javas_long_cast() -> None:
     assert fn("PT0.000249S") == 248
     assert fn("PT-0.000249S") == -248
     assert fn("PT1.5S") == 1_500_000
+    # pgjdbc keeps whole seconds and microseconds apart: 1 + 19594 / 1e6, not 1.019594
+    assert fn("PT1.019594S") == 1_019_594
