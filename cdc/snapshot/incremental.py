@@ -949,18 +949,14 @@ class IncrementalSnapshot:
         if full and list(self._key_columns) != list(table.primary_key):
             # A chunk key that may repeat (a surrogate-key, a table without a primary key):
             # the next chunk starts after the last key, so rows sharing the last key beyond
-            # the LIMIT would be skipped. The last key's rows are left to the next chunk,
-            # which then reads them all; a chunk of one key value reads that key whole.
-            index = self._key_index
-            last = [rows[-1][i] for i in index]
-            whole = [row for row in rows if [row[i] for i in index] != last]
-            if whole:
-                rows = whole
-            else:
-                rows = self.reader.read_chunk(
-                    table, self._key_columns, ctx.last_key, tuple(last), NO_LIMIT, condition
-                )
-                self.chunks_read += 1
+            # the LIMIT would be skipped. The chunk is read again up to its last key without
+            # a LIMIT, so the database, by its own collation (a case-insensitive one takes
+            # 'a' and 'A' for one key), decides which rows share it.
+            last = tuple(rows[-1][i] for i in self._key_index)
+            rows = self.reader.read_chunk(
+                table, self._key_columns, ctx.last_key, last, NO_LIMIT, condition
+            )
+            self.chunks_read += 1
         if rows:
             self._chunk_last = tuple(rows[-1][i] for i in self._key_index)
             self._chunk_full = full
