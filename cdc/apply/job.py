@@ -43,6 +43,7 @@ from cdc.apply.merge import (
     absent_by_column,
     compact_deletes,
     merge_table,
+    native_part,
     truncate,
     truncated_position,
     typed_rows,
@@ -503,14 +504,15 @@ class ApplyJob:
             table_rows = rows.filter(F.col("tbl") == table)
             keys = self._keychanges_of(table)
             if trunc is not None:
-                truncate(self.spark, path, dpath, trunc)
+                truncate(self.spark, path, dpath, trunc, self.cfg.snapshot_order)
                 self._truncated[table] = max(trunc, self._truncated_of(table, path) or [])
                 keys.truncate(tuple(trunc))
                 self._save_keychanges(table, keys)
             horizon = self._truncated_of(table, path)
             if horizon:  # older than a truncate (this batch's or an earlier one's): gone
-                bound = F.array(*[F.lit(p).cast("long") for p in horizon])
-                table_rows = table_rows.filter(F.col("pos") > bound)
+                start, length = native_part(horizon, self.cfg.snapshot_order)
+                bound = F.array(*[F.lit(p).cast("long") for p in horizon[start : start + length]])
+                table_rows = table_rows.filter(F.slice("pos", start + 1, length) > bound)
             sources = side.sources.get(table, set())
             if not sources:
                 if side.ranges.get(table):
@@ -798,7 +800,9 @@ class ApplyJob:
         if horizon:  # a key change a truncate erased: its new key is never stored, and its
             # image would stay in the side table for good (every batch a lookup, and a
             # merge-on-read table copy-on-write)
-            images = [i for i in images if list(i.pos) > horizon]
+            start, length = native_part(horizon, self.cfg.snapshot_order)
+            native = horizon[start : start + length]
+            images = [i for i in images if list(i.pos[start : start + length]) > native]
         before = keys.copy()
         lookups = kc.lookup(
             self.spark,

@@ -31,7 +31,7 @@ between, the replay's step 2 is a no-op and step 3 completes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,14 +136,25 @@ def typed_rows(rows: Any, plan: TablePlan, *, dedupe: bool) -> Any:
 TRUNCATED = "tidemark.truncated.position"
 
 
-def truncate(spark: Any, path: str, deletes_path: str, pos: list[int]) -> None:
+def native_part(pos: Sequence[int], order: str) -> tuple[int, int]:
+    """(start, length) of the source's own position inside an ordering position:
+    ``(phase, *native, offset)`` under ``before-stream``, ``(*native, phase, offset)``
+    otherwise. A truncate is compared by it: a snapshot read after the truncate (a
+    re-snapshot) has phase 0, below every streamed position, yet is newer than it."""
+    return (1, len(pos) - 2) if order == "before-stream" else (0, len(pos) - 2)
+
+
+def truncate(spark: Any, path: str, deletes_path: str, pos: list[int], order: str) -> None:
     """A source TRUNCATE: remove every row (and deleted-key record) older than it, and keep
     its position in the table's properties (:data:`TRUNCATED`)."""
-    literal = "array(" + ", ".join(f"{int(p)}L" for p in pos) + ")"
+    start, length = native_part(pos, order)
+    native = pos[start : start + length]
+    literal = "array(" + ", ".join(f"{int(p)}L" for p in native) + ")"
+    older = f"slice(__pos, {start + 1}, {length}) < {literal}"
     from cdc.apply.tables import sql_path, sql_string
 
-    spark.sql(f"DELETE FROM {sql_path(path)} WHERE __pos < {literal}")
-    spark.sql(f"DELETE FROM {sql_path(deletes_path)} WHERE __pos < {literal}")
+    spark.sql(f"DELETE FROM {sql_path(path)} WHERE {older}")
+    spark.sql(f"DELETE FROM {sql_path(deletes_path)} WHERE {older}")
     text = sql_string(",".join(str(int(p)) for p in pos))
     spark.sql(f"ALTER TABLE {sql_path(path)} SET TBLPROPERTIES ('{TRUNCATED}' = {text})")
 
