@@ -72,15 +72,15 @@ class ExactNumber(float):
         return number
 
 
-def plain_floats(value: Any) -> Any:
+def plain_floats(value: Any, *, as_text: bool = False) -> Any:
     """``value`` with every :class:`ExactNumber` a plain float again (the JSON writer knows
-    no subclass of float)."""
+    no subclass of float), or its text with ``as_text``."""
     if isinstance(value, ExactNumber):
-        return float(value)
+        return value.text if as_text else float(value)
     if isinstance(value, dict):
-        return {k: plain_floats(v) for k, v in value.items()}
+        return {k: plain_floats(v, as_text=as_text) for k, v in value.items()}
     if isinstance(value, list):
-        return [plain_floats(v) for v in value]
+        return [plain_floats(v, as_text=as_text) for v in value]
     return value
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import orjson
 import pytest
 
-from cdc.apply.events import BadEvent, Change, Parser, ParseSettings, Skipped
+from cdc.apply.events import BadEvent, Change, Parser, ParseSettings, Skipped, key_json
 from cdc.apply.ordering import OrderingRules
 from cdc.apply.synthetic import SyntheticTable, col, decimal_col, mysql, pg
 
@@ -355,3 +355,13 @@ def test_a_decimal_written_as_a_json_number_keeps_every_digit() -> None:
         assert ch.row["rate"] == 0.5 and type(ch.row["rate"]) is float
         orjson.dumps(ch.row)  # what goes to from_json: plain JSON types only
         orjson.dumps(ch.key)
+    # two keys one binary float apart stay two keys
+    other = parser.parse(
+        table.topic,
+        0,
+        1,
+        key.replace(b"12345678901234567.25", b"12345678901234567.5"),
+        value.replace(b"12345678901234567.25", b"12345678901234567.5"),
+    )
+    assert isinstance(other, Change) and isinstance(ch, Change)
+    assert key_json(other.key) != key_json(ch.key)
