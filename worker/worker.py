@@ -188,6 +188,17 @@ class Worker:
         (a history client without them is the classic SASL/TLS misconfiguration); keys the
         connector sets itself win."""
         s = self.settings
+        for key in ("schema.history.internal.kafka.topic", "database.history.kafka.topic"):
+            if out.get(key) in self.internal_topics():
+                raise ConfigError(
+                    [
+                        (
+                            key,
+                            f"{out[key]!r} is the worker's own internal topic; the schema "
+                            "history needs a topic of its own",
+                        )
+                    ]
+                )
         out["schema.history.internal.kafka.bootstrap.servers"] = s.bootstrap_servers
         clients: tuple[Literal["producer", "consumer"], ...] = ("producer", "consumer")
         for client in clients:

@@ -255,7 +255,7 @@ def from_mapping(doc: Mapping[str, Any], overrides: Mapping[str, Any] | None = N
 def _check_starting_offsets(value: str) -> None:
     """Spark's ``startingOffsets``: earliest, latest, or a JSON object of offsets per topic
     and partition (Spark would refuse anything else only when the stream starts)."""
-    if value.strip() in ("earliest", "latest"):
+    if value.strip().lower() in ("earliest", "latest"):  # Spark lower-cases it
         return
     try:
         parsed = json.loads(value)

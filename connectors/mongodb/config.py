@@ -325,9 +325,11 @@ def _hosts(values: dict[str, Any], raw: dict[str, Any]) -> list[tuple[str, str]]
 
 
 #: one seed: a name or IPv4 address, or a bracketed IPv6 address, and an optional port
-SEED = re.compile(r"(?:\[[0-9A-Fa-f:.%]+\]|[A-Za-z0-9._-]+)(?::[0-9]+)?")
+SEED = re.compile(r"(?:\[[0-9A-Fa-f:.%]+\]|[^\s/?#@,:;&=\[\]]+)(?::[0-9]+)?")
 
-_SEED_CHARS = re.compile(r"[][A-Za-z0-9._:%-]+")
+#: a seed's characters: a host name (non-ASCII too), a percent-encoded Unix socket path,
+#: a bracketed IPv6 address, a port; never what starts a path, options or userinfo
+_SEED_CHARS = re.compile(r"[^\s/?#@,;&=]+")
 
 
 def _seed_list_problem(seeds: str, form: str) -> str | None:

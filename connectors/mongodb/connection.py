@@ -123,9 +123,10 @@ def connect(config: Config, hosts: list[str] | None = None) -> Client:
     elif uri:
         # a shard reached directly: the connection string's TLS and auth options still apply
         parsed = urlparse(str(uri))
+        given = {k.lower() for k in options}  # the driver reads option names in any case
         for key, values in uri_options(str(uri)).items():
-            if key.startswith(("tls", "ssl", "auth")) and values:
-                options.setdefault(key, values[0])
+            if key.startswith(("tls", "ssl", "auth")) and values and key not in given:
+                options[key] = values[0]
         if parsed.username and "username" not in options:
             options["username"] = unquote(parsed.username)
             options["password"] = unquote(parsed.password or "")
