@@ -83,6 +83,7 @@ def test_starting_offsets_and_whole_numbers_that_pass() -> None:
     )
     assert cfg.compaction_every == 3
     assert from_mapping({**BASE, "kafka.starting.offsets": "latest"}).starting_offsets == "latest"
+    assert from_mapping({**BASE, "kafka.starting.offsets": "LATEST"})  # Spark lower-cases it
 
 
 def test_required_keys() -> None:

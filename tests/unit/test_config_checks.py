@@ -202,6 +202,8 @@ def test_mongodb_seed_lists_that_pass() -> None:
         ("mongodb.hosts", "[::1]:27017"),
         ("mongodb.connection.string", "mongodb://u:p@h1,h2:27018/db?replicaSet=rs0"),
         ("mongodb.connection.string", "mongodb+srv://cluster.example.com/"),
+        ("mongodb.connection.string", "mongodb://u:p@%2Ftmp%2Fmongodb-27017.sock/"),
+        ("mongodb.hosts", "rs0/bücher.example:27017,db_1.internal"),
     ]:
         assert problems(MONGODB_DEF, {"mongodb.name": "m", key: value}) == {}, value
 

@@ -266,3 +266,30 @@ def test_rest_rules_on_paths_and_code_hold_again_when_the_task_starts(
         wait_for(lambda: engines.running("y"), what="the YAML file's connector")
     finally:
         assert h.shutdown(5)
+
+
+def test_a_shards_connection_keeps_the_connectors_own_settings_over_the_uris(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The connection string's TLS and auth options apply to a shard reached directly, but
+    not over the connector's own settings (option names are read in any case: the URI's
+    authsource would have overridden mongodb.authsource)."""
+    import pymongo
+
+    from connectors.mongodb.config import CONFIG_DEF
+    from connectors.mongodb.connection import connect
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(pymongo, "MongoClient", lambda host, **kw: seen.update(kw))  # stand-in
+    cfg = CONFIG_DEF.parse(
+        {
+            "mongodb.name": "m",
+            "mongodb.connection.string": "mongodb://h:27017/?authSource=fromuri&tls=true",
+            "mongodb.user": "u",
+            "mongodb.password": "p",
+            "mongodb.authsource": "admin",
+        }
+    )
+    connect(cfg, hosts=["shard1:27018"])
+    assert seen["authSource"] == "admin" and "authsource" not in seen
+    assert seen["tls"] == "true"

@@ -511,3 +511,21 @@ def test_a_connectors_records_may_not_go_to_the_workers_internal_topics() -> Non
             sink.ensure_topics(["srv.inventory.customers", "tidemark-status"])
     finally:
         sink.release()
+
+
+def test_a_schema_history_on_the_workers_cluster_may_not_use_its_own_topics() -> None:
+    from cdc.errors import ConfigError
+    from cdc.offsets.memory import MemoryOffsetStore as Store
+    from worker.registry import Registry
+    from worker.worker import Worker
+
+    s = WorkerSettings.model_validate(
+        {"bootstrap.servers": "kafka:9093", "mode": "distributed", "offset.storage": "kafka"}
+    )
+    w = Worker(s, Store(), worker_id="w")
+    plugin = Registry().resolve("io.debezium.connector.mysql.MySqlConnector")
+    config = {"name": "m", "schema.history.internal.kafka.topic": "tidemark-configs"}
+    with pytest.raises(ConfigError, match="worker's own internal topic"):
+        w.with_defaults(plugin, config)
+    config["schema.history.internal.kafka.topic"] = "m-history"
+    assert w.with_defaults(plugin, config)["schema.history.internal.kafka.bootstrap.servers"]
