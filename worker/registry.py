@@ -273,6 +273,15 @@ class Registry:
                 problems.append((key, reason))
         typos: list[Problem] = []
         problems.extend(p for p in transform_problems(resolved, typos) if p[0] not in unresolved)
+        overrides = {
+            k[len(PRODUCER_OVERRIDE) :]: v
+            for k, v in resolved.items()
+            if k.startswith(PRODUCER_OVERRIDE) and k not in unresolved
+        }
+        if overrides and not problems:
+            from cdc.sinks.kafka import producer_problems  # the Kafka client only when needed
+
+            problems.extend(producer_problems(overrides, PRODUCER_OVERRIDE))
         result.warnings += typos
         return result
 

@@ -9,6 +9,7 @@ unbounded delivery timeout, so a Kafka outage turns into buffering and then back
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -58,6 +59,57 @@ RECORD_OVERHEAD = 128
 
 class SinkError(RuntimeError):
     pass
+
+
+#: librdkafka's own names of settings that have a Java name too: its errors use them
+_NATIVE_NAMES = {
+    "queue.buffering.max.ms": "linger.ms",
+    "compression.codec": "compression.type",
+    "request.required.acks": "acks",
+    "message.send.max.retries": "retries",
+    "max.in.flight.requests.per.connection": "max.in.flight",
+    "message.max.bytes": "max.request.size",
+}
+#: settings a trial producer must not be given: they read files, load code or carry
+#: credentials (the REST rules decide about those, and a trial must not act on them)
+_NOT_TRIED = (".location", ".file", ".keytab", ".cmd", ".providers", ".paths", ".pem")
+_PROPERTY = re.compile(r'property:? "([^"]+)"')
+
+
+def producer_problems(settings: Mapping[str, Any], prefix: str) -> list[tuple[str, str]]:
+    """What librdkafka refuses among producer settings (a misspelt name, a bad value), found
+    by making a producer with them and the task's defaults, so that validation names the key
+    instead of the task failing at its start. The producer opens nothing before it is used
+    but a connection attempt to an address that refuses it."""
+    tried = {
+        k: v
+        for k, v in settings.items()
+        if not k.startswith(SECURITY_PREFIXES) and not k.endswith(_NOT_TRIED)
+        and k not in ("bootstrap.servers", "metadata.broker.list")
+    }  # fmt: skip
+    if not tried:
+        return []
+    conf = {**DEFAULT_PRODUCER, **tried}
+    if "max.request.size" in conf:
+        conf.setdefault("message.max.bytes", conf.pop("max.request.size"))
+    conf.update({"bootstrap.servers": "127.0.0.1:1", "log_level": 0})
+    try:
+        producer = Producer(conf)
+    except KafkaException as exc:
+        error = exc.args[0]
+        text = error.str() if isinstance(error, KafkaError) else str(error)
+        found = _PROPERTY.search(text)
+        name = found.group(1) if found else ""
+        key = next((k for k in (name, _NATIVE_NAMES.get(name, "")) if k in tried), None)
+        if key and key != name:
+            text += f" (librdkafka's name for {key})"
+        return [
+            (prefix + key if key else prefix.rstrip("."), f"the Kafka client refuses it: {text}")
+        ]
+    except (TypeError, ValueError) as exc:
+        return [(prefix.rstrip("."), str(exc))]
+    producer.flush(0)
+    return []
 
 
 class KafkaSink:

@@ -270,3 +270,31 @@ def test_a_blank_transform_boolean_or_choice_is_refused_not_defaulted() -> None:
         with pytest.raises(TransformConfigError) as err:
             build_chain(config)
         assert f"transforms.u.{key}" in dict(err.value.errors)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "text"),
+    [
+        ("producer.override.linger.ms", "abc", "librdkafka's name for linger.ms"),
+        ("producer.override.bogus.setting", "1", 'No such configuration property: "bogus.setting"'),
+        ("producer.override.compression.type", "zstdx", '"zstdx"'),
+    ],
+)
+def test_producer_overrides_the_kafka_client_refuses_are_found_by_validation(
+    key: str, value: str, text: str
+) -> None:
+    """They used to pass validation and fail the task at its start, under librdkafka's name
+    for the setting."""
+    from worker.registry import Registry
+
+    config = {
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "database.hostname": "h",
+        "database.user": "u",
+        "database.dbname": "d",
+        "topic.prefix": "p",
+    }
+    checked = Registry().check({**config, key: value})
+    assert [k for k, _ in checked.problems] == [key] and text in checked.problems[0][1]
+    good = {"producer.override.linger.ms": "20", "producer.override.max.request.size": "2000000"}
+    assert Registry().check({**config, **good}).problems == []
