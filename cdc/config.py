@@ -266,6 +266,18 @@ def url_passwords(value: str) -> set[str]:
     return found
 
 
+def url_options(url: str) -> list[tuple[str, str]]:
+    """A URL's query options in order, separated by ``&`` or ``;`` (MongoDB's driver takes
+    both, so a check that splits on ``&`` alone misses every option after a ``;``)."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    try:
+        query = urlsplit(url).query
+    except ValueError:
+        return []
+    return parse_qsl(query.replace(";", "&"), keep_blank_values=True)
+
+
 def mask_secrets(raw: Mapping[str, Any], definition: ConfigDef | None = None) -> dict[str, Any]:
     return {
         k: (

@@ -33,8 +33,8 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal, Protocol
-from urllib.parse import parse_qsl, urlsplit
 
+from cdc.config import url_options
 from worker.config_providers import Provider, has_placeholder
 
 Problem = tuple[str, str]
@@ -133,16 +133,7 @@ def _kafka_key(key: str) -> tuple[str, str] | None:
 
 def _mongodb_paths(uri: str) -> list[tuple[str, str]]:
     """``(option, path)`` for each identity file a MongoDB connection string names."""
-    try:
-        query = urlsplit(uri).query
-    except ValueError:
-        return []
-    out = []
-    for part in query.replace(";", "&").split("&"):
-        for name, value in parse_qsl(part, keep_blank_values=True):
-            if name.lower() in MONGODB_IDENTITY:
-                out.append((name, value))
-    return out
+    return [(name, value) for name, value in url_options(uri) if name.lower() in MONGODB_IDENTITY]
 
 
 def _refusal(key: str, what: str, roots: tuple[Path, ...]) -> Problem:

@@ -10,14 +10,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlparse
+from urllib.parse import unquote, urlparse
 
 import pymongo
 from bson import Timestamp
 from pymongo.errors import OperationFailure, PyMongoError
 
 from cdc.common_config import AMBIENT_CREDENTIALS
-from cdc.config import Config
+from cdc.config import Config, url_options
 from cdc.errors import ConfigError
 from connectors.mongodb.config import SEED
 
@@ -61,11 +61,9 @@ def uri_options(uri: str) -> dict[str, list[str]]:
     """A connection string's options by lower-cased name. The driver separates them with
     ``&`` or ``;`` (``parse_qs`` knows only ``&``, so a check built on it alone misses every
     option after a ``;``)."""
-    query = urlparse(uri).query
     options: dict[str, list[str]] = {}
-    for part in query.replace(";", "&").split("&"):
-        for name, value in parse_qsl(part, keep_blank_values=True):
-            options.setdefault(name.lower(), []).append(value)
+    for name, value in url_options(uri):
+        options.setdefault(name.lower(), []).append(value)
     return options
 
 
