@@ -98,7 +98,12 @@ class PostgresChunkReader:
         limit: int,
         condition: str | None,
     ) -> list[Sequence[Any]]:
-        query = sql.SQL("SELECT * FROM {}{} ORDER BY {} LIMIT {}").format(
+        # The columns by name, as the table is registered: ``*`` would give a column added or
+        # dropped since (before the stream's next change of the table brings its new
+        # relation) and shift every later value into the wrong field; by name, a dropped one
+        # is an error instead, an added one comes with the next chunk read after the change.
+        query = sql.SQL("SELECT {} FROM {}{} ORDER BY {} LIMIT {}").format(
+            _columns(table.column_names()),
             _ident(table.id),
             _where(_range(key_columns, after, upto), condition),
             _columns(key_columns),
