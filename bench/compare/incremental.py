@@ -355,11 +355,13 @@ def measure_incremental(ctx: Ctx, side: Side, running: Running, run: int, next_i
             writer.start()
             time.sleep(ctx.w8_warmup_seconds)
             before = proc_sample(running.proc.pid)
+            # taken before the signal's INSERT returns: its commit may reach the connector,
+            # and the first read the broker, before the call returns here
+            t_signal = time.time()
             side.execute(
                 f"INSERT INTO {SIGNAL_TABLE} VALUES (%s, 'execute-snapshot', %s)",
                 (f"w8-{uuid.uuid4().hex}", signal_data(f"{side.namespace}.{TABLE}")),
             )
-            t_signal = time.time()
             _first, _count, done = wait_for_count(
                 ctx.kafka, running, rows_topic, n, n / 100 + 300, poll=0.1
             )

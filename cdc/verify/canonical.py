@@ -147,7 +147,10 @@ def from_event(col: ColumnSpec, value: Any) -> str | None:
         if kind == "bool":
             return "true" if value else "false"
         if kind == "decimal":
-            return decimal_text(_event_decimal(col, value))
+            d = _event_decimal(col, value)
+            if col.scale is None and col.form == "precise" and d.is_finite():
+                d = _stripped(d)  # topics written before the connector stripped them too
+            return decimal_text(d)
         if kind == "timestamptz":
             return str(iso_micros(str(value)))
         if kind == "bytes":
@@ -175,6 +178,19 @@ def _event_bytes(col: ColumnSpec, value: Any) -> bytes:
     if col.form == "base64-url-safe":
         return base64.urlsafe_b64decode(value)
     return base64.b64decode(value)
+
+
+def _stripped(d: decimal.Decimal) -> decimal.Decimal:
+    """Trailing zeros dropped, the exponent at most 0 (Java's stripTrailingZeros, then a scale
+    of at least 0): 1.50 -> 1.5, 100 -> 100, 0.00 -> 0."""
+    exact = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+    n = d.normalize(exact)
+    exponent = n.as_tuple().exponent
+    return (
+        n.quantize(decimal.Decimal(1), context=exact)
+        if isinstance(exponent, int) and exponent > 0
+        else n
+    )
 
 
 def decimal_text(d: decimal.Decimal) -> str:
@@ -217,7 +233,10 @@ def from_python(col: ColumnSpec, value: Any) -> str | None:
     if kind == "bool":
         return "true" if value else "false"
     if kind == "decimal":
-        return decimal_text(value if isinstance(value, decimal.Decimal) else decimal.Decimal(value))
+        d = value if isinstance(value, decimal.Decimal) else decimal.Decimal(value)
+        if col.scale is None and col.form == "precise" and d.is_finite():
+            d = _stripped(d)  # a variable-scale numeric's event has no trailing zeros
+        return decimal_text(d)
     if kind == "bytes":
         return bytes(value).hex()
     if kind == "date":

@@ -94,6 +94,11 @@ class PostgresDialect(Dialect):
 
     def canonical(self, col: ColumnSpec, ref: str) -> str:
         k = col.kind
+        if k == "decimal" and col.scale is None and col.form == "precise":
+            # a numeric without scale loses its trailing zeros in the event, as Debezium's
+            # (stripTrailingZeros): 1.50 is 1.5, 0.00 is 0, 100 stays 100
+            t = f"({ref})::text"
+            return f"(CASE WHEN strpos({t}, '.') > 0 THEN rtrim(rtrim({t}, '0'), '.') ELSE {t} END)"
         if k in ("int", "decimal"):
             return f"({ref})::text"
         if k == "text":
