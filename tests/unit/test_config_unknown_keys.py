@@ -235,17 +235,22 @@ def test_enum_values_are_read_in_their_canonical_spelling(key: str, given: str, 
     assert problems == [] and values[key] == read
 
 
+PG_CONNECTOR = {
+    "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+    "database.hostname": "h",
+    "database.user": "u",
+    "database.dbname": "d",
+    "topic.prefix": "p",
+}
+
+
 def test_a_misspelt_transform_setting_is_a_warning_naming_the_setting_meant() -> None:
     """Kafka Connect ignores a transform key it does not know; a misspelt
     delete.handling.mode then silently kept the default (tombstones dropped, no rewrite)."""
     from worker.registry import Registry
 
     config = {
-        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-        "database.hostname": "h",
-        "database.user": "u",
-        "database.dbname": "d",
-        "topic.prefix": "p",
+        **PG_CONNECTOR,
         "transforms": "u",
         "transforms.u.type": "io.debezium.transforms.ExtractNewRecordState",
         "transforms.u.delete.handling.mod": "rewrite",
@@ -287,13 +292,7 @@ def test_producer_overrides_the_kafka_client_refuses_are_found_by_validation(
     for the setting."""
     from worker.registry import Registry
 
-    config = {
-        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
-        "database.hostname": "h",
-        "database.user": "u",
-        "database.dbname": "d",
-        "topic.prefix": "p",
-    }
+    config = dict(PG_CONNECTOR)
     checked = Registry().check({**config, key: value})
     assert [k for k, _ in checked.problems] == [key] and text in checked.problems[0][1]
     good = {"producer.override.linger.ms": "20", "producer.override.max.request.size": "2000000"}
