@@ -41,13 +41,18 @@ def _loop() -> tuple[streaming.CassandraStreaming, list[tuple[str, int]]]:
     return loop, read
 
 
+def _segments(directory: Path) -> tuple[Path, Path]:
+    """Two consecutive (empty) segments in ``cdc_raw``."""
+    paths = (directory / "CommitLog-7-100.log", directory / "CommitLog-7-101.log")
+    for path in paths:
+        path.touch()
+    return paths
+
+
 def test_a_segment_whose_index_appears_between_the_two_reads_is_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = tmp_path / "CommitLog-7-100.log"
-    second = tmp_path / "CommitLog-7-101.log"
-    first.touch()
-    second.touch()
+    first, second = _segments(tmp_path)
     reads = {first: [None, CdcIndex(50, True)], second: [CdcIndex(30, False)]}
 
     def read_index(path: Path) -> CdcIndex | None:
@@ -64,10 +69,7 @@ def test_a_segment_whose_index_appears_between_the_two_reads_is_read(
 def test_a_segment_closed_without_cdc_data_is_passed_over(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = tmp_path / "CommitLog-7-100.log"
-    second = tmp_path / "CommitLog-7-101.log"
-    first.touch()
-    second.touch()
+    first, second = _segments(tmp_path)
     indexes = {first: None, second: CdcIndex(30, False)}
     monkeypatch.setattr(streaming, "read_cdc_index", lambda path: indexes[path])
     loop, read = _loop()
